@@ -1,0 +1,27 @@
+"""jobq: a job queue that lives in your own PostgreSQL, MySQL/MariaDB or SQLite database."""
+
+from .codec import Codec, JsonCodec
+from .errors import ConfigurationError, DecodeError, JobqError
+from .job import Job
+from .listener import Listener
+from .queue import Queue
+from .records import ClaimedJob, JobRecord, Status
+from .retry import RetryPolicy
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ClaimedJob",
+    "Codec",
+    "ConfigurationError",
+    "DecodeError",
+    "Job",
+    "JobRecord",
+    "JobqError",
+    "JsonCodec",
+    "Listener",
+    "Queue",
+    "RetryPolicy",
+    "Status",
+    "__version__",
+]

@@ -1,0 +1,270 @@
+"""What every database backend provides, and the parts they share.
+
+A backend owns one DB-API connection and all of its database's SQL. It knows nothing of
+processes or workers; the queue core calls it and never asks which database it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from ..records import ClaimedJob, JobRecord, Status
+from ..retry import RetryPolicy
+
+log = logging.getLogger("jobq")
+
+T = TypeVar("T")
+
+TRIES = 5
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A row to insert. Times are either absolute or seconds from the database's now."""
+
+    type: str
+    class_name: str
+    payload: str
+    retry: RetryPolicy
+    scheduled_at: datetime | None
+    delay: float
+    deadline: datetime | None
+    deadline_in: float | None
+
+
+@dataclass(frozen=True)
+class ExpiredLease:
+    """An in_progress row whose lease has ended, as maintenance sees it."""
+
+    id: int
+    token: str
+    attempts: int
+    retry: RetryPolicy
+    seconds_to_deadline: float | None
+
+
+class Backend(ABC):
+    kind: ClassVar[str]
+
+    def __init__(self, connection: Any, *, owns_connection: bool) -> None:
+        self.connection = connection
+        self.owns_connection = owns_connection
+
+    def close(self) -> None:
+        if self.owns_connection:
+            self.connection.close()
+
+    # -- rules every consumer operation follows -------------------------------------------
+
+    @abstractmethod
+    def transaction_problem(self) -> str | None:
+        """Why this connection cannot run a consumer operation now, or None if it can."""
+
+    @abstractmethod
+    def is_transient(self, error: BaseException) -> bool:
+        """A deadlock, lock-wait timeout or busy database: the statement may simply be rerun."""
+
+    def rollback_quietly(self) -> None:
+        """Leave no half-open transaction behind a failed try."""
+        try:
+            self.connection.rollback()
+        except Exception:
+            log.debug("rollback after a failed statement failed too", exc_info=True)
+
+    def retrying(self, what: str, operation: Callable[[], T]) -> T:
+        """Run a consumer operation, rerunning it when the database aborted it transiently.
+
+        Rerunning is safe because every transition is guarded by status and token: it applies
+        at most once however often it is sent.
+        """
+        for attempt in range(1, TRIES + 1):
+            try:
+                return operation()
+            except Exception as error:
+                if attempt == TRIES or not self.is_transient(error):
+                    raise
+                self.rollback_quietly()
+                log.warning(
+                    "%s: transient database error, try %d of %d: %s",
+                    what,
+                    attempt,
+                    TRIES,
+                    error,
+                    extra={"event": "db_retry"},
+                )
+                time.sleep(0.02 * attempt + random.random() * 0.03)
+        raise AssertionError("unreachable")
+
+    # -- schema --------------------------------------------------------------------------
+
+    migrations: ClassVar[Sequence[Sequence[str]]]
+
+    @abstractmethod
+    @contextmanager
+    def install_lock(self) -> Iterator[None]:
+        """Serialise concurrent installs of one database."""
+        yield
+
+    @abstractmethod
+    def schema_version(self) -> int: ...
+
+    @abstractmethod
+    def record_version(self, version: int) -> None: ...
+
+    def install(self) -> None:
+        with self.install_lock():
+            current = self.schema_version()
+            for version, statements in enumerate(self.migrations, start=1):
+                if version <= current:
+                    continue
+                for statement in statements:
+                    self.execute(statement)
+                self.record_version(version)
+
+    # -- plain DB-API helpers --------------------------------------------------------------
+
+    def execute(self, sql: str, params: Any = None, connection: Any = None) -> int:
+        with (connection or self.connection).cursor() as cursor:
+            cursor.execute(sql, params)
+            return int(cursor.rowcount)
+
+    def fetchone(self, sql: str, params: Any = None) -> Any:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+
+    def fetchall(self, sql: str, params: Any = None) -> list[Any]:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+
+    # -- the queue's operations ------------------------------------------------------------
+
+    @abstractmethod
+    def insert(self, job: NewJob, connection: Any = None) -> int: ...
+
+    @abstractmethod
+    def claim(
+        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+    ) -> ClaimedJob | None:
+        """Take the next ready job of one of `types` (any type when empty) for one attempt."""
+
+    # Each backend module sets these statements; they take named parameters in its own style.
+    sql_complete: ClassVar[str]
+    sql_settle: ClassVar[str]
+    sql_expired_leases: ClassVar[str]
+    sql_expire_overdue: ClassVar[str]
+    sql_prune: ClassVar[str]
+    sql_get: ClassVar[str]
+    sql_counts: ClassVar[str]
+
+    @abstractmethod
+    def to_datetime(self, value: Any) -> datetime:
+        """A time read from this database, as an aware UTC datetime."""
+
+    def complete(self, job_id: int, token: str) -> bool:
+        return self.execute(self.sql_complete, {"id": job_id, "token": token}) == 1
+
+    def settle(
+        self,
+        job_id: int,
+        token: str,
+        status: Status,
+        error: str,
+        delay: float,
+        lease_ended_only: bool,
+    ) -> bool:
+        """End an attempt that did not complete: requeue it `delay` seconds from now when status
+        is pending, else finish it with that status. A requeue that could only start after the
+        job's deadline expires it instead. With lease_ended_only, this is maintenance's
+        recovery and applies only while the lease has ended."""
+        params = {
+            "id": job_id,
+            "token": token,
+            "status": str(status),
+            "error": error,
+            "delay": self.seconds(delay),
+            "lease_ended_only": lease_ended_only,
+        }
+        return self.execute(self.sql_settle, params) == 1
+
+    def expired_leases(self, limit: int) -> list[ExpiredLease]:
+        return [
+            ExpiredLease(
+                id=int(row[0]),
+                token=row[1],
+                attempts=int(row[2]),
+                retry=RetryPolicy(int(row[3]), float(row[4]), float(row[5]), bool(row[6])),
+                seconds_to_deadline=None if row[7] is None else float(row[7]),
+            )
+            for row in self.fetchall(self.sql_expired_leases, {"limit": limit})
+        ]
+
+    def expire_overdue(self) -> int:
+        """Mark pending jobs whose deadline passed as expired."""
+        return self.execute(self.sql_expire_overdue)
+
+    def prune(self, older_than: float) -> int:
+        return self.execute(self.sql_prune, {"older_than": self.seconds(older_than)})
+
+    def get(self, job_id: int) -> JobRecord | None:
+        row = self.fetchone(self.sql_get, {"id": job_id})
+        if row is None:
+            return None
+        optional = self.optional_datetime
+        return JobRecord(
+            id=int(row[0]),
+            type=row[1],
+            class_name=row[2],
+            payload=row[3],
+            status=Status(row[4]),
+            attempts=int(row[5]),
+            retry=RetryPolicy(int(row[6]), float(row[7]), float(row[8]), bool(row[9])),
+            last_error=row[10],
+            scheduled_at=self.to_datetime(row[11]),
+            deadline=optional(row[12]),
+            lease_until=optional(row[13]),
+            created_at=self.to_datetime(row[14]),
+            updated_at=self.to_datetime(row[15]),
+            finished_at=optional(row[16]),
+        )
+
+    def counts(self, job_type: str | None) -> dict[tuple[str, Status], int]:
+        """Jobs by (type, status), of one type or of all."""
+        rows = self.fetchall(self.sql_counts, {"type": job_type})
+        return {(name, Status(status)): int(n) for name, status, n in rows}
+
+    def optional_datetime(self, value: Any) -> datetime | None:
+        return None if value is None else self.to_datetime(value)
+
+    def seconds(self, value: float) -> Any:
+        """A duration as this database's statements take it (seconds unless overridden)."""
+        return value
+
+    def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob:
+        """A claim from the row its claim statement returned, in the column order
+        id, type, class_name, payload, attempts, lease_until, max_attempts, backoff,
+        max_backoff, jitter, deadline."""
+        return ClaimedJob(
+            id=int(row[0]),
+            type=row[1],
+            class_name=row[2],
+            payload=row[3],
+            attempt=int(row[4]),
+            token=token,
+            lease_until=self.to_datetime(row[5]),
+            retry=RetryPolicy(int(row[6]), float(row[7]), float(row[8]), bool(row[9])),
+            deadline=self.optional_datetime(row[10]),
+            expires_monotonic=expires_monotonic,
+        )
+
+    @abstractmethod
+    def renew(self, job_id: int, token: str, lease: float) -> datetime | None: ...

@@ -1,0 +1,296 @@
+"""MySQL and MariaDB through PyMySQL.
+
+Neither has UPDATE … RETURNING, so a claim is a short READ COMMITTED transaction: lock the next
+ready row with SELECT … FOR UPDATE SKIP LOCKED, then update it. REPEATABLE READ would take gap
+locks on the status index and make concurrent claims deadlock. Times are DATETIME(6) in UTC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pymysql
+from pymysql.constants import CLIENT, SERVER_STATUS
+
+from ..errors import ConfigurationError
+from ..records import ClaimedJob
+from .base import Backend, NewJob
+
+NOW = "UTC_TIMESTAMP(6)"
+
+# Server error numbers: deadlock found, and lock wait timeout exceeded.
+TRANSIENT_ERRORS = {1213, 1205}
+
+READY = (
+    f"status = 'pending' AND scheduled_at <= {NOW} "
+    f"AND (deadline IS NULL OR deadline > {NOW}) AND attempts < max_attempts"
+)
+
+
+def later(seconds_param: str) -> str:
+    """now + a duration parameter given in whole microseconds (see MysqlBackend.seconds)."""
+    return f"DATE_ADD({NOW}, INTERVAL %({seconds_param})s MICROSECOND)"
+
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """
+        CREATE TABLE IF NOT EXISTS jobq_jobs (
+            id           BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+            type         VARCHAR(255) NOT NULL,
+            class_name   VARCHAR(255) NOT NULL,
+            payload      LONGTEXT NOT NULL,
+            status       VARCHAR(16) NOT NULL DEFAULT 'pending',
+            attempts     INT NOT NULL DEFAULT 0,
+            max_attempts INT NOT NULL,
+            backoff      DOUBLE NOT NULL,
+            max_backoff  DOUBLE NOT NULL,
+            jitter       BOOLEAN NOT NULL,
+            token        VARCHAR(64) NULL,
+            lease_until  DATETIME(6) NULL,
+            scheduled_at DATETIME(6) NOT NULL,
+            deadline     DATETIME(6) NULL,
+            last_error   TEXT NULL,
+            created_at   DATETIME(6) NOT NULL,
+            updated_at   DATETIME(6) NOT NULL,
+            finished_at  DATETIME(6) NULL,
+            KEY jobq_jobs_ready (status, scheduled_at, id),
+            KEY jobq_jobs_ready_by_type (status, type, scheduled_at, id),
+            KEY jobq_jobs_leases (status, lease_until),
+            KEY jobq_jobs_deadlines (status, deadline),
+            KEY jobq_jobs_finished (finished_at)
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+        """,
+    ),
+)
+
+CLAIM_SELECT = (
+    "SELECT id, type, class_name, payload, attempts + 1, "
+    f"{later('lease')}, max_attempts, backoff, max_backoff, jitter, deadline "
+    "FROM jobq_jobs WHERE {where} ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+
+
+@cache
+def claim_select(type_count: int) -> str:
+    where = READY
+    if type_count:
+        names = ", ".join(f"%(type{i})s" for i in range(type_count))
+        where += f" AND type IN ({names})"
+    return CLAIM_SELECT.format(where=where)
+
+
+def connect_args(dsn: str) -> dict[str, Any]:
+    """mysql://user:password@host:port/database?unix_socket=/path&charset=utf8mb4."""
+    parts = urlsplit(dsn)
+    database = unquote(parts.path.lstrip("/"))
+    if not database:
+        raise ConfigurationError("a MySQL DSN must name a database: mysql://user@host/database")
+    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    unknown = set(query) - {"unix_socket", "charset", "connect_timeout"}
+    if unknown:
+        raise ConfigurationError(f"unknown MySQL DSN parameter(s): {', '.join(sorted(unknown))}")
+    args: dict[str, Any] = {
+        "host": parts.hostname or "localhost",
+        "port": parts.port or 3306,
+        "user": unquote(parts.username or "root"),
+        "password": unquote(parts.password or ""),
+        "database": database,
+        "charset": query.get("charset", "utf8mb4"),
+        "connect_timeout": float(query.get("connect_timeout", 10)),
+    }
+    if "unix_socket" in query:
+        args["unix_socket"] = query["unix_socket"]
+    return args
+
+
+class MysqlBackend(Backend):
+    kind = "mysql"
+    migrations = MIGRATIONS
+
+    def __init__(self, connection: Any, *, owns_connection: bool) -> None:
+        super().__init__(connection, owns_connection=owns_connection)
+        self.check_binlog()
+
+    @classmethod
+    def connect(cls, dsn: str) -> MysqlBackend:
+        # FOUND_ROWS: rowcount counts matched rows, so a renewal that leaves the lease
+        # unchanged still reports that it held.
+        connection = pymysql.connect(
+            **connect_args(dsn), autocommit=True, client_flag=CLIENT.FOUND_ROWS
+        )
+        return cls(connection, owns_connection=True)
+
+    def check_binlog(self) -> None:
+        row = self.fetchone("SELECT @@log_bin, @@binlog_format")
+        if row and int(row[0]) and str(row[1]).upper() not in ("ROW", "MIXED"):
+            raise ConfigurationError(
+                f"binary logging is on with binlog_format={row[1]}; jobq's claims are only "
+                "safe to replicate with binlog_format ROW or MIXED"
+            )
+
+    def transaction_problem(self) -> str | None:
+        if not self.connection.get_autocommit():
+            return "the MySQL connection is not in autocommit mode"
+        if self.connection.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
+            return "the MySQL connection has an open transaction"
+        return None
+
+    def is_transient(self, error: BaseException) -> bool:
+        return (
+            isinstance(error, pymysql.err.OperationalError | pymysql.err.InternalError)
+            and bool(error.args)
+            and error.args[0] in TRANSIENT_ERRORS
+        )
+
+    def to_datetime(self, value: Any) -> datetime:
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC)
+
+    def seconds(self, value: float) -> Any:
+        return round(value * 1_000_000)
+
+    @staticmethod
+    def utc(value: datetime | None) -> datetime | None:
+        return None if value is None else value.astimezone(UTC).replace(tzinfo=None)
+
+    @contextmanager
+    def install_lock(self) -> Iterator[None]:
+        self.execute("SELECT GET_LOCK('jobq_install', 60)")
+        try:
+            yield
+        finally:
+            self.execute("SELECT RELEASE_LOCK('jobq_install')")
+
+    def schema_version(self) -> int:
+        self.execute("CREATE TABLE IF NOT EXISTS jobq_schema (version INT NOT NULL)")
+        row = self.fetchone("SELECT max(version) FROM jobq_schema")
+        return int(row[0] or 0)
+
+    def record_version(self, version: int) -> None:
+        self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})
+
+    def insert(self, job: NewJob, connection: Any = None) -> int:
+        sql = f"""
+            INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
+                max_backoff, jitter, scheduled_at, deadline, created_at, updated_at)
+            VALUES (%(type)s, %(class_name)s, %(payload)s, %(max_attempts)s, %(backoff)s,
+                %(max_backoff)s, %(jitter)s, coalesce(%(scheduled_at)s, {later("delay")}),
+                coalesce(%(deadline)s, {later("deadline_in")}), {NOW}, {NOW})
+        """
+        params = {
+            "type": job.type,
+            "class_name": job.class_name,
+            "payload": job.payload,
+            "max_attempts": job.retry.max_attempts,
+            "backoff": job.retry.backoff,
+            "max_backoff": job.retry.max_backoff,
+            "jitter": job.retry.jitter,
+            "scheduled_at": self.utc(job.scheduled_at),
+            "delay": self.seconds(job.delay),
+            "deadline": self.utc(job.deadline),
+            "deadline_in": None if job.deadline_in is None else self.seconds(job.deadline_in),
+        }
+        with (connection or self.connection).cursor() as cursor:
+            cursor.execute(sql, params)
+            return int(cursor.lastrowid)
+
+    def claim(
+        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+    ) -> ClaimedJob | None:
+        params: dict[str, Any] = {f"type{i}": name for i, name in enumerate(types)}
+        params["lease"] = self.seconds(lease)
+        self.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        self.connection.begin()
+        try:
+            row = self.fetchone(claim_select(len(types)), params)
+            if row is not None:
+                self.execute(
+                    f"""
+                    UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
+                        token = %(token)s, lease_until = %(lease_until)s, updated_at = {NOW}
+                    WHERE id = %(id)s
+                    """,
+                    {"token": token, "lease_until": row[5], "id": row[0]},
+                )
+            self.connection.commit()
+        except BaseException:
+            self.rollback_quietly()
+            raise
+        return None if row is None else self.claimed(row, token, expires_monotonic)
+
+    def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
+        params = {"id": job_id, "token": token, "lease": self.seconds(lease)}
+        renewed = self.execute(
+            f"""
+            UPDATE jobq_jobs SET lease_until = GREATEST(lease_until, {later("lease")})
+            WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+              AND lease_until > {NOW}
+            """,
+            params,
+        )
+        if not renewed:
+            return None
+        # Only this attempt's own ack can change the row now: its lease was just extended.
+        row = self.fetchone(
+            "SELECT lease_until FROM jobq_jobs WHERE id = %(id)s AND token = %(token)s", params
+        )
+        return None if row is None else self.to_datetime(row[0])
+
+    sql_complete = f"""
+        UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
+            updated_at = {NOW}, finished_at = {NOW}
+        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+    """
+
+    # MySQL assigns SET columns left to right, each seeing the ones before: nothing below
+    # reads a column that an earlier assignment changed.
+    sql_settle = f"""
+        UPDATE jobq_jobs SET
+            finished_at = CASE
+                WHEN %(status)s = 'pending' AND (deadline IS NULL OR deadline > {later("delay")})
+                THEN NULL ELSE {NOW} END,
+            status = CASE
+                WHEN %(status)s <> 'pending' THEN %(status)s
+                WHEN deadline <= {later("delay")} THEN 'expired'
+                ELSE 'pending' END,
+            scheduled_at = {later("delay")},
+            token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = {NOW}
+        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+          AND (NOT %(lease_ended_only)s OR lease_until <= {NOW})
+    """
+
+    sql_expired_leases = f"""
+        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter,
+               TIMESTAMPDIFF(MICROSECOND, {NOW}, deadline) / 1000000
+        FROM jobq_jobs WHERE status = 'in_progress' AND lease_until <= {NOW}
+        ORDER BY lease_until LIMIT %(limit)s
+    """
+
+    sql_expire_overdue = f"""
+        UPDATE jobq_jobs SET status = 'expired', updated_at = {NOW}, finished_at = {NOW},
+            last_error = 'Deadline passed before the job could run'
+        WHERE status = 'pending' AND deadline <= {NOW}
+    """
+
+    sql_prune = f"""
+        DELETE FROM jobq_jobs WHERE status IN ('completed', 'failed', 'expired')
+          AND finished_at < DATE_SUB({NOW}, INTERVAL %(older_than)s MICROSECOND)
+    """
+
+    sql_get = """
+        SELECT id, type, class_name, payload, status, attempts, max_attempts, backoff,
+               max_backoff, jitter, last_error, scheduled_at, deadline, lease_until,
+               created_at, updated_at, finished_at
+        FROM jobq_jobs WHERE id = %(id)s
+    """
+
+    sql_counts = """
+        SELECT type, status, count(*) FROM jobq_jobs
+        WHERE %(type)s IS NULL OR type = %(type)s GROUP BY type, status
+    """

@@ -1,0 +1,237 @@
+"""PostgreSQL through psycopg 3: claims are one UPDATE over a row picked FOR UPDATE SKIP LOCKED."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg.pq import TransactionStatus
+
+from ..records import ClaimedJob
+from .base import Backend, NewJob
+
+# Wakes idle workers: the payload is the job's type.
+NOTIFY_CHANNEL = "jobq_jobs"
+
+CLAIM_COLUMNS = (
+    "id, type, class_name, payload, attempts, lease_until, "
+    "max_attempts, backoff, max_backoff, jitter, deadline"
+)
+
+READY = (
+    "status = 'pending' AND scheduled_at <= now() "
+    "AND (deadline IS NULL OR deadline > now()) AND attempts < max_attempts"
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """
+        CREATE TABLE IF NOT EXISTS jobq_jobs (
+            id           bigserial PRIMARY KEY,
+            type         text NOT NULL,
+            class_name   text NOT NULL,
+            payload      text NOT NULL,
+            status       text NOT NULL DEFAULT 'pending',
+            attempts     integer NOT NULL DEFAULT 0,
+            max_attempts integer NOT NULL,
+            backoff      double precision NOT NULL,
+            max_backoff  double precision NOT NULL,
+            jitter       boolean NOT NULL,
+            token        text,
+            lease_until  timestamptz,
+            scheduled_at timestamptz NOT NULL,
+            deadline     timestamptz,
+            last_error   text,
+            created_at   timestamptz NOT NULL DEFAULT now(),
+            updated_at   timestamptz NOT NULL DEFAULT now(),
+            finished_at  timestamptz,
+            CONSTRAINT jobq_jobs_status_check CHECK
+                (status IN ('pending', 'in_progress', 'completed', 'failed', 'expired'))
+        )
+        """,
+        # The claim reads only pending rows, in schedule order, with or without a type.
+        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready ON jobq_jobs (scheduled_at, id) "
+        "WHERE status = 'pending'",
+        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready_by_type ON jobq_jobs (type, scheduled_at, id) "
+        "WHERE status = 'pending'",
+        "CREATE INDEX IF NOT EXISTS jobq_jobs_leases ON jobq_jobs (lease_until) "
+        "WHERE status = 'in_progress'",
+        "CREATE INDEX IF NOT EXISTS jobq_jobs_deadlines ON jobq_jobs (deadline) "
+        "WHERE status = 'pending' AND deadline IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS jobq_jobs_finished ON jobq_jobs (finished_at) "
+        "WHERE finished_at IS NOT NULL",
+    ),
+)
+
+
+@cache
+def claim_statement(typed: bool) -> str:
+    where = READY + (" AND type = ANY(%(types)s)" if typed else "")
+    return f"""
+        UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
+            token = %(token)s, lease_until = now() + make_interval(secs => %(lease)s),
+            updated_at = now()
+        WHERE id = (
+            SELECT id FROM jobq_jobs WHERE {where}
+            ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
+        )
+        RETURNING {CLAIM_COLUMNS}
+    """
+
+
+class PostgresBackend(Backend):
+    kind = "postgresql"
+    migrations = MIGRATIONS
+
+    @classmethod
+    def connect(cls, dsn: str) -> PostgresBackend:
+        if dsn.startswith("postgres://"):
+            dsn = "postgresql://" + dsn.removeprefix("postgres://")
+        return cls(psycopg.connect(dsn, autocommit=True), owns_connection=True)
+
+    def transaction_problem(self) -> str | None:
+        if not self.connection.autocommit:
+            return "the PostgreSQL connection is not in autocommit mode"
+        if self.connection.info.transaction_status != TransactionStatus.IDLE:
+            return "the PostgreSQL connection has an open transaction"
+        return None
+
+    def is_transient(self, error: BaseException) -> bool:
+        return isinstance(
+            error,
+            pgerrors.DeadlockDetected | pgerrors.LockNotAvailable | pgerrors.SerializationFailure,
+        )
+
+    def to_datetime(self, value: Any) -> datetime:
+        assert isinstance(value, datetime)
+        return value.astimezone(UTC)
+
+    @contextmanager
+    def install_lock(self) -> Iterator[None]:
+        # An arbitrary constant shared by every jobq install: concurrent installs queue up.
+        self.execute("SELECT pg_advisory_lock(4242001)")
+        try:
+            yield
+        finally:
+            self.execute("SELECT pg_advisory_unlock(4242001)")
+
+    def schema_version(self) -> int:
+        self.execute("CREATE TABLE IF NOT EXISTS jobq_schema (version integer NOT NULL)")
+        row = self.fetchone("SELECT max(version) FROM jobq_schema")
+        return int(row[0] or 0)
+
+    def record_version(self, version: int) -> None:
+        self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})
+
+    def insert(self, job: NewJob, connection: Any = None) -> int:
+        # NOTIFY in the same statement: sent on commit, so a rolled-back enqueue wakes nobody.
+        sql = """
+            WITH job AS (
+                INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
+                    max_backoff, jitter, scheduled_at, deadline)
+                VALUES (%(type)s, %(class_name)s, %(payload)s, %(max_attempts)s, %(backoff)s,
+                    %(max_backoff)s, %(jitter)s,
+                    coalesce(%(scheduled_at)s::timestamptz,
+                             now() + make_interval(secs => %(delay)s)),
+                    coalesce(%(deadline)s::timestamptz,
+                             now() + make_interval(secs => %(deadline_in)s::float8)))
+                RETURNING id, type
+            )
+            SELECT id, pg_notify(%(channel)s, type) FROM job
+        """
+        params = {
+            "type": job.type,
+            "class_name": job.class_name,
+            "payload": job.payload,
+            "max_attempts": job.retry.max_attempts,
+            "backoff": job.retry.backoff,
+            "max_backoff": job.retry.max_backoff,
+            "jitter": job.retry.jitter,
+            "scheduled_at": job.scheduled_at,
+            "delay": job.delay,
+            "deadline": job.deadline,
+            "deadline_in": job.deadline_in,
+            "channel": NOTIFY_CHANNEL,
+        }
+        with (connection or self.connection).cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def claim(
+        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+    ) -> ClaimedJob | None:
+        params = {"token": token, "lease": lease, "types": list(types)}
+        row = self.fetchone(claim_statement(bool(types)), params)
+        return None if row is None else self.claimed(row, token, expires_monotonic)
+
+    def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
+        row = self.fetchone(
+            """
+            UPDATE jobq_jobs
+            SET lease_until = greatest(lease_until, now() + make_interval(secs => %(lease)s))
+            WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+              AND lease_until > now()
+            RETURNING lease_until
+            """,
+            {"id": job_id, "token": token, "lease": lease},
+        )
+        return None if row is None else self.to_datetime(row[0])
+
+    sql_complete = """
+        UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
+            updated_at = now(), finished_at = now()
+        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+    """
+
+    sql_settle = """
+        UPDATE jobq_jobs SET
+            status = CASE
+                WHEN %(status)s <> 'pending' THEN %(status)s
+                WHEN deadline <= now() + make_interval(secs => %(delay)s) THEN 'expired'
+                ELSE 'pending' END,
+            finished_at = CASE
+                WHEN %(status)s = 'pending'
+                     AND (deadline IS NULL OR deadline > now() + make_interval(secs => %(delay)s))
+                THEN NULL ELSE now() END,
+            scheduled_at = now() + make_interval(secs => %(delay)s),
+            token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now()
+        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+          AND (NOT %(lease_ended_only)s OR lease_until <= now())
+    """
+
+    sql_expired_leases = """
+        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter,
+               extract(epoch FROM deadline - now())
+        FROM jobq_jobs WHERE status = 'in_progress' AND lease_until <= now()
+        ORDER BY lease_until LIMIT %(limit)s
+    """
+
+    sql_expire_overdue = """
+        UPDATE jobq_jobs SET status = 'expired', updated_at = now(), finished_at = now(),
+            last_error = 'Deadline passed before the job could run'
+        WHERE status = 'pending' AND deadline <= now()
+    """
+
+    sql_prune = """
+        DELETE FROM jobq_jobs WHERE status IN ('completed', 'failed', 'expired')
+          AND finished_at < now() - make_interval(secs => %(older_than)s)
+    """
+
+    sql_get = """
+        SELECT id, type, class_name, payload, status, attempts, max_attempts, backoff,
+               max_backoff, jitter, last_error, scheduled_at, deadline, lease_until,
+               created_at, updated_at, finished_at
+        FROM jobq_jobs WHERE id = %(id)s
+    """
+
+    sql_counts = """
+        SELECT type, status, count(*) FROM jobq_jobs
+        WHERE %(type)s::text IS NULL OR type = %(type)s::text GROUP BY type, status
+    """

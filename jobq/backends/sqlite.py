@@ -1,0 +1,272 @@
+"""SQLite through the standard library: the claim is one UPDATE … RETURNING; writers serialise.
+
+Times are stored as Unix seconds (REAL), read from SQLite's own clock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..records import ClaimedJob
+from .base import Backend, NewJob
+
+NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+
+CLAIM_COLUMNS = (
+    "id, type, class_name, payload, attempts, lease_until, "
+    "max_attempts, backoff, max_backoff, jitter, deadline"
+)
+
+READY = (
+    f"status = 'pending' AND scheduled_at <= {NOW} "
+    f"AND (deadline IS NULL OR deadline > {NOW}) AND attempts < max_attempts"
+)
+
+# The single-statement claim needs UPDATE … RETURNING.
+MIN_VERSION = (3, 35, 0)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        f"""
+        CREATE TABLE IF NOT EXISTS jobq_jobs (
+            id           INTEGER PRIMARY KEY AUTOINCREMENT,
+            type         TEXT NOT NULL,
+            class_name   TEXT NOT NULL,
+            payload      TEXT NOT NULL,
+            status       TEXT NOT NULL DEFAULT 'pending' CHECK
+                (status IN ('pending', 'in_progress', 'completed', 'failed', 'expired')),
+            attempts     INTEGER NOT NULL DEFAULT 0,
+            max_attempts INTEGER NOT NULL,
+            backoff      REAL NOT NULL,
+            max_backoff  REAL NOT NULL,
+            jitter       INTEGER NOT NULL,
+            token        TEXT,
+            lease_until  REAL,
+            scheduled_at REAL NOT NULL,
+            deadline     REAL,
+            last_error   TEXT,
+            created_at   REAL NOT NULL DEFAULT {NOW},
+            updated_at   REAL NOT NULL DEFAULT {NOW},
+            finished_at  REAL
+        )
+        """,
+        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready ON jobq_jobs (scheduled_at, id) "
+        "WHERE status = 'pending'",
+        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready_by_type ON jobq_jobs (type, scheduled_at, id) "
+        "WHERE status = 'pending'",
+        "CREATE INDEX IF NOT EXISTS jobq_jobs_leases ON jobq_jobs (lease_until) "
+        "WHERE status = 'in_progress'",
+        "CREATE INDEX IF NOT EXISTS jobq_jobs_deadlines ON jobq_jobs (deadline) "
+        "WHERE status = 'pending' AND deadline IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS jobq_jobs_finished ON jobq_jobs (finished_at) "
+        "WHERE finished_at IS NOT NULL",
+    ),
+)
+
+
+def claim_statement(typed: bool) -> str:
+    where = READY + (" AND type IN (SELECT value FROM json_each(:types))" if typed else "")
+    return f"""
+        UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
+            token = :token, lease_until = {NOW} + :lease, updated_at = {NOW}
+        WHERE id = (
+            SELECT id FROM jobq_jobs WHERE {where} ORDER BY scheduled_at, id LIMIT 1
+        )
+        RETURNING {CLAIM_COLUMNS}
+    """
+
+
+CLAIM_ANY = claim_statement(typed=False)
+CLAIM_TYPED = claim_statement(typed=True)
+
+
+def path_of(dsn: str) -> str:
+    """sqlite:///relative/file, sqlite:////absolute/file or sqlite:///:memory:."""
+    path = dsn.split(":", 1)[1]
+    if not path.startswith("///") or len(path) == 3:
+        raise ConfigurationError(
+            "an SQLite DSN looks like sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
+    return path[3:]
+
+
+class SqliteBackend(Backend):
+    kind = "sqlite"
+    migrations = MIGRATIONS
+
+    def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
+        if sqlite3.sqlite_version_info < MIN_VERSION:
+            raise ConfigurationError(
+                f"jobq needs SQLite {'.'.join(map(str, MIN_VERSION))} or newer for "
+                f"UPDATE … RETURNING; this Python has SQLite {sqlite3.sqlite_version}"
+            )
+        super().__init__(connection, owns_connection=owns_connection)
+
+    @classmethod
+    def connect(cls, dsn: str) -> SqliteBackend:
+        # check_same_thread=False: a Queue may be handed to another thread, though never
+        # used from two at once. isolation_level=None: autocommit, as consumers require.
+        connection = sqlite3.connect(
+            path_of(dsn), timeout=5.0, isolation_level=None, check_same_thread=False
+        )
+        # WAL lets readers work while a worker writes; the setting sticks to the file.
+        connection.execute("PRAGMA journal_mode=WAL")
+        return cls(connection, owns_connection=True)
+
+    def transaction_problem(self) -> str | None:
+        if self.connection.isolation_level is not None:
+            return "the SQLite connection is not in autocommit mode (isolation_level=None)"
+        if self.connection.in_transaction:
+            return "the SQLite connection has an open transaction"
+        return None
+
+    def is_transient(self, error: BaseException) -> bool:
+        code = getattr(error, "sqlite_errorcode", None)
+        # Extended codes carry the primary one in the low byte: SQLITE_BUSY 5, SQLITE_LOCKED 6.
+        return (
+            isinstance(error, sqlite3.OperationalError)
+            and code is not None
+            and (code & 0xFF in (5, 6))
+        )
+
+    def to_datetime(self, value: Any) -> datetime:
+        return datetime.fromtimestamp(float(value), UTC)
+
+    @staticmethod
+    def timestamp(value: datetime | None) -> float | None:
+        return None if value is None else value.timestamp()
+
+    def execute(self, sql: str, params: Any = None, connection: Any = None) -> int:
+        # sqlite3 cursors are not context managers.
+        cursor = (connection or self.connection).execute(sql, params or ())
+        return int(cursor.rowcount)
+
+    def fetchone(self, sql: str, params: Any = None) -> Any:
+        cursor = self.connection.execute(sql, params or ())
+        row = cursor.fetchone()
+        cursor.close()  # an UPDATE … RETURNING holds its write lock until the cursor is done
+        return row
+
+    def fetchall(self, sql: str, params: Any = None) -> list[Any]:
+        return list(self.connection.execute(sql, params or ()).fetchall())
+
+    @contextmanager
+    def install_lock(self) -> Iterator[None]:
+        self.connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.connection.execute("ROLLBACK")
+            raise
+        self.connection.execute("COMMIT")
+
+    def schema_version(self) -> int:
+        self.execute("CREATE TABLE IF NOT EXISTS jobq_schema (version INTEGER NOT NULL)")
+        row = self.fetchone("SELECT max(version) FROM jobq_schema")
+        return int(row[0] or 0)
+
+    def record_version(self, version: int) -> None:
+        self.execute("INSERT INTO jobq_schema (version) VALUES (:v)", {"v": version})
+
+    def insert(self, job: NewJob, connection: Any = None) -> int:
+        sql = f"""
+            INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
+                max_backoff, jitter, scheduled_at, deadline)
+            VALUES (:type, :class_name, :payload, :max_attempts, :backoff, :max_backoff,
+                :jitter, coalesce(:scheduled_at, {NOW} + :delay),
+                coalesce(:deadline, {NOW} + :deadline_in))
+            RETURNING id
+        """
+        params = {
+            "type": job.type,
+            "class_name": job.class_name,
+            "payload": job.payload,
+            "max_attempts": job.retry.max_attempts,
+            "backoff": job.retry.backoff,
+            "max_backoff": job.retry.max_backoff,
+            "jitter": job.retry.jitter,
+            "scheduled_at": self.timestamp(job.scheduled_at),
+            "delay": job.delay,
+            "deadline": self.timestamp(job.deadline),
+            "deadline_in": job.deadline_in,
+        }
+        cursor = (connection or self.connection).execute(sql, params)
+        row = cursor.fetchone()
+        cursor.close()
+        return int(row[0])
+
+    def claim(
+        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+    ) -> ClaimedJob | None:
+        params = {"token": token, "lease": lease, "types": json.dumps(list(types))}
+        row = self.fetchone(CLAIM_TYPED if types else CLAIM_ANY, params)
+        return None if row is None else self.claimed(row, token, expires_monotonic)
+
+    def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
+        row = self.fetchone(
+            f"""
+            UPDATE jobq_jobs SET lease_until = max(lease_until, {NOW} + :lease)
+            WHERE id = :id AND token = :token AND status = 'in_progress'
+              AND lease_until > {NOW}
+            RETURNING lease_until
+            """,
+            {"id": job_id, "token": token, "lease": lease},
+        )
+        return None if row is None else self.to_datetime(row[0])
+
+    sql_complete = f"""
+        UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
+            updated_at = {NOW}, finished_at = {NOW}
+        WHERE id = :id AND token = :token AND status = 'in_progress'
+    """
+
+    sql_settle = f"""
+        UPDATE jobq_jobs SET
+            status = CASE
+                WHEN :status <> 'pending' THEN :status
+                WHEN deadline <= {NOW} + :delay THEN 'expired'
+                ELSE 'pending' END,
+            finished_at = CASE
+                WHEN :status = 'pending' AND (deadline IS NULL OR deadline > {NOW} + :delay)
+                THEN NULL ELSE {NOW} END,
+            scheduled_at = {NOW} + :delay,
+            token = NULL, lease_until = NULL, last_error = :error, updated_at = {NOW}
+        WHERE id = :id AND token = :token AND status = 'in_progress'
+          AND (NOT :lease_ended_only OR lease_until <= {NOW})
+    """
+
+    sql_expired_leases = f"""
+        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter,
+               deadline - {NOW}
+        FROM jobq_jobs WHERE status = 'in_progress' AND lease_until <= {NOW}
+        ORDER BY lease_until LIMIT :limit
+    """
+
+    sql_expire_overdue = f"""
+        UPDATE jobq_jobs SET status = 'expired', updated_at = {NOW}, finished_at = {NOW},
+            last_error = 'Deadline passed before the job could run'
+        WHERE status = 'pending' AND deadline <= {NOW}
+    """
+
+    sql_prune = f"""
+        DELETE FROM jobq_jobs WHERE status IN ('completed', 'failed', 'expired')
+          AND finished_at < {NOW} - :older_than
+    """
+
+    sql_get = """
+        SELECT id, type, class_name, payload, status, attempts, max_attempts, backoff,
+               max_backoff, jitter, last_error, scheduled_at, deadline, lease_until,
+               created_at, updated_at, finished_at
+        FROM jobq_jobs WHERE id = :id
+    """
+
+    sql_counts = """
+        SELECT type, status, count(*) FROM jobq_jobs
+        WHERE :type IS NULL OR type = :type GROUP BY type, status
+    """

@@ -1,0 +1,50 @@
+"""The Job base class and the registry of classes a codec may decode into."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .retry import RetryPolicy
+
+_registry: dict[str, type[Job]] = {}
+
+
+class Job:
+    """Subclass this and implement handle(); instance attributes are the job's payload.
+
+    Defining a subclass registers it under `job_name` (its module and qualified name unless the
+    class sets one), which is how a decoder finds it again without importing anything itself.
+    """
+
+    type: ClassVar[str] = "default"
+    retry: ClassVar[RetryPolicy | None] = None
+    job_name: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("job_name") or f"{cls.__module__}.{cls.__qualname__}"
+        if "<locals>" in name:
+            raise TypeError(
+                f"{name}: job classes must be defined at module level (or set job_name) "
+                "so that workers can find them by name"
+            )
+        cls.job_name = name
+        _registry[name] = cls
+
+    def handle(self) -> None:
+        raise NotImplementedError(f"{type(self).job_name} does not implement handle()")
+
+    def to_state(self) -> dict[str, Any]:
+        """What is stored: the instance attributes. Override together with from_state."""
+        return dict(vars(self))
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Job:
+        """Rebuild an instance without calling __init__, as pickle would, but from plain data."""
+        job = cls.__new__(cls)
+        job.__dict__.update(state)
+        return job
+
+
+def registered(name: str) -> type[Job] | None:
+    return _registry.get(name)

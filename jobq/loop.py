@@ -1,0 +1,60 @@
+"""The single-process worker behind `jobq work`: maintenance, claim, run, poll when idle.
+
+It never renews a lease, so a job must finish within one; jobq-supervise is the worker that
+renews. A stop request (SIGTERM/SIGINT) lets the running job finish and then returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+from .queue import Queue
+
+log = logging.getLogger("jobq")
+
+
+class PlainWorker:
+    def __init__(
+        self,
+        queue: Queue,
+        types: Sequence[str],
+        poll_interval: float = 1.0,
+        maintenance_interval: float = 30.0,
+        max_jobs: int | None = None,
+    ) -> None:
+        self.queue = queue
+        self.types = tuple(types)
+        self.poll_interval = poll_interval
+        self.maintenance_interval = maintenance_interval
+        self.max_jobs = max_jobs
+        self.stopping = threading.Event()
+
+    def install_signal_handlers(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self.request_stop)
+
+    def request_stop(self, signum: int, frame: FrameType | None) -> None:
+        if self.stopping.is_set():
+            # A second request means now: the running job's attempt is failed as interrupted.
+            raise KeyboardInterrupt
+        log.info("Stopping after the current job (%s)", signal.Signals(signum).name)
+        self.stopping.set()
+
+    def run(self) -> int:
+        """Work until asked to stop (or max_jobs attempts ran); returns attempts run."""
+        ran = 0
+        next_maintenance = 0.0
+        while not self.stopping.is_set() and (self.max_jobs is None or ran < self.max_jobs):
+            if time.monotonic() >= next_maintenance:
+                self.queue.run_maintenance()
+                next_maintenance = time.monotonic() + self.maintenance_interval
+            if self.queue.process_next(self.types):
+                ran += 1
+            else:
+                self.stopping.wait(self.poll_interval)
+        return ran

@@ -1,0 +1,369 @@
+"""The Queue: producers enqueue jobs, consumers claim, run and acknowledge them."""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+import time
+import traceback
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import backends
+from .backends.base import Backend, ExpiredLease, NewJob
+from .codec import Codec, JsonCodec
+from .dsn import default_dsn
+from .job import Job
+from .listener import Listener
+from .records import ClaimedJob, JobRecord, Status
+from .retry import MAX_DELAY, RetryPolicy
+
+log = logging.getLogger("jobq")
+
+# Maintenance recovers expired leases in batches of this many rows.
+MAINTENANCE_BATCH = 500
+
+# last_error keeps the end of a traceback, where the cause is.
+MAX_ERROR_LENGTH = 8000
+
+LEASE_EXPIRED_BEFORE_START = "Lease expired before execution started"
+LEASE_EXPIRED = "Lease expired: the attempt was abandoned without an acknowledgement"
+
+Types = str | Iterable[str] | None
+
+
+def type_list(types: Types) -> tuple[str, ...]:
+    if types is None:
+        return ()
+    names = (types,) if isinstance(types, str) else tuple(types)
+    for name in names:
+        check_type_name(name)
+    return names
+
+
+def check_type_name(name: object) -> None:
+    if not isinstance(name, str) or not name or len(name) > 255:
+        raise ValueError(f"a job type must be a non-empty string of up to 255 characters: {name!r}")
+
+
+def seconds_of(value: float | timedelta, what: str) -> float:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not math.isfinite(seconds) or seconds < 0 or seconds > MAX_DELAY:
+        raise ValueError(f"{what} must be between 0 and {MAX_DELAY:.0f} seconds, got {value!r}")
+    return seconds
+
+
+def aware(value: datetime, what: str) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError(f"{what} must be a timezone-aware datetime, got {value!r}")
+    return value
+
+
+def describe(error: BaseException | str) -> str:
+    text = error if isinstance(error, str) else "".join(traceback.format_exception(error))
+    text = text.rstrip()
+    return text if len(text) <= MAX_ERROR_LENGTH else "…" + text[-MAX_ERROR_LENGTH:]
+
+
+class Queue:
+    """A job queue in one database, reached through one connection.
+
+    A Queue is not thread-safe: give each thread or process its own.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        lease_duration: float = 600,
+        codec: Codec | None = None,
+        listener: Listener | None = None,
+    ) -> None:
+        if not isinstance(lease_duration, int | float) or not 0 < lease_duration <= MAX_DELAY:
+            raise ValueError(
+                f"lease_duration must be a positive number of seconds, got {lease_duration!r}"
+            )
+        self.backend = backend
+        self.lease_duration = float(lease_duration)
+        self.codec: Codec = codec or JsonCodec()
+        self.listener = listener or Listener()
+
+    @classmethod
+    def connect(
+        cls,
+        dsn: str | None = None,
+        lease_duration: float = 600,
+        codec: Codec | None = None,
+        listener: Listener | None = None,
+    ) -> Queue:
+        """Open a queue on its own connection; dsn defaults to JOBQ_DSN, then ./jobq.sqlite3."""
+        return cls(
+            backends.connect(dsn or default_dsn()),
+            lease_duration=lease_duration,
+            codec=codec,
+            listener=listener,
+        )
+
+    @classmethod
+    def from_connection(
+        cls,
+        connection: Any,
+        lease_duration: float = 600,
+        codec: Codec | None = None,
+        listener: Listener | None = None,
+    ) -> Queue:
+        """A queue on a connection the application owns (and closes)."""
+        return cls(
+            backends.wrap(connection),
+            lease_duration=lease_duration,
+            codec=codec,
+            listener=listener,
+        )
+
+    @property
+    def connection(self) -> Any:
+        return self.backend.connection
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def install(self) -> None:
+        """Create the tables, or bring them up to date; safe to run again and concurrently."""
+        self.backend.install()
+
+    # -- producing -------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        job: Job,
+        type: str | None = None,
+        delay: float | timedelta | None = None,
+        scheduled_at: datetime | None = None,
+        deadline: datetime | float | timedelta | None = None,
+        retry: RetryPolicy | None = None,
+        connection: Any = None,
+    ) -> int:
+        """Store a job and return its id.
+
+        With `connection`, the row is written on the application's own connection and so
+        belongs to its transaction: a rollback drops the job.
+        """
+        if delay is not None and scheduled_at is not None:
+            raise ValueError("give either delay or scheduled_at, not both")
+        job_type = job.type if type is None else type
+        check_type_name(job_type)
+        policy = retry or job.retry or RetryPolicy()
+        if not isinstance(policy, RetryPolicy):
+            raise TypeError(f"retry must be a jobq.RetryPolicy, got {policy!r}")
+        class_name, payload = self.codec.encode(job)
+        absolute_deadline = relative_deadline = None
+        if isinstance(deadline, datetime):
+            absolute_deadline = aware(deadline, "deadline")
+        elif deadline is not None:
+            relative_deadline = seconds_of(deadline, "deadline")
+        row = NewJob(
+            type=job_type,
+            class_name=class_name,
+            payload=payload,
+            retry=policy,
+            scheduled_at=None if scheduled_at is None else aware(scheduled_at, "scheduled_at"),
+            delay=0.0 if delay is None else seconds_of(delay, "delay"),
+            deadline=absolute_deadline,
+            deadline_in=relative_deadline,
+        )
+        return self.backend.insert(row, connection)
+
+    # -- consuming -------------------------------------------------------------------------
+
+    def consumer(self, operation: str) -> Backend:
+        """The backend, once it is known to be fit for a consumer operation."""
+        problem = self.backend.transaction_problem()
+        if problem:
+            raise RuntimeError(
+                f"{operation} needs a connection in autocommit mode with no open transaction: "
+                f"{problem}"
+            )
+        return self.backend
+
+    def process_jobs(self, limit: int, type: Types = None) -> int:
+        """Run maintenance once, then up to `limit` jobs one at a time; returns attempts run."""
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"limit must be an int, got {limit!r}")
+        if limit < 0:
+            raise ValueError(f"limit must not be negative, got {limit}")
+        if limit == 0:
+            return 0
+        types = type_list(type)
+        self.run_maintenance()
+        ran = 0
+        while ran < limit and self.process_next(types):
+            ran += 1
+        return ran
+
+    def process_next(self, type: Types = None) -> bool:
+        """Claim and run one job, without maintenance; False when none was ready."""
+        claim = self.claim(type)
+        if claim is None:
+            return False
+        self.run(claim)
+        return True
+
+    def claim(self, type: Types = None) -> ClaimedJob | None:
+        """Take one ready job for one attempt. No maintenance, no listener call."""
+        backend = self.consumer("claim")
+        types = type_list(type)
+        token = secrets.token_hex(16)
+
+        def attempt() -> ClaimedJob | None:
+            # Anchored before the statement is sent, so the local expiry errs early.
+            sent = time.monotonic()
+            return backend.claim(types, token, self.lease_duration, sent + self.lease_duration)
+
+        return backend.retrying("claim", attempt)
+
+    def run(self, claim: ClaimedJob) -> None:
+        """Run a claimed job to its acknowledgement: decode, check the lease, handle, ack.
+
+        Only decoding and handle() fail the attempt. A BaseException from handle() (SystemExit,
+        KeyboardInterrupt) fails it too, then propagates.
+        """
+        try:
+            job = self.codec.decode(claim.class_name, claim.payload)
+        except Exception as error:
+            log.error("Could not decode job: %s", error, extra=job_extra(claim, "decode_failed"))
+            self.fail(claim, error)
+            return
+        log.info("Running job", extra=job_extra(claim, "running"))
+        self.listener.on_claimed(claim)
+        if time.monotonic() >= claim.expires_monotonic:
+            log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
+            self.fail(claim, LEASE_EXPIRED_BEFORE_START)
+            return
+        try:
+            job.handle()
+        except Exception as error:
+            log.warning("Job failed: %r", error, extra=job_extra(claim, "failed"))
+            self.fail(claim, error)
+            return
+        except BaseException as error:
+            self.fail(claim, error)
+            raise
+        self.complete(claim)
+
+    def complete(self, claim: ClaimedJob) -> bool:
+        backend = self.consumer("complete")
+        done = backend.retrying("complete", lambda: backend.complete(claim.id, claim.token))
+        if done:
+            log.info("Job completed", extra=job_extra(claim, "completed"))
+            self.listener.on_completed(claim)
+        else:
+            self.ownership_lost(claim, "completion")
+        return done
+
+    def fail(self, claim: ClaimedJob, error: BaseException | str) -> bool:
+        """Record the attempt as failed; its retry policy decides whether the job runs again."""
+        backend = self.consumer("fail")
+        status, delay = next_step(claim.retry, claim.attempt)
+        message = describe(error)
+        done = backend.retrying(
+            "fail",
+            lambda: backend.settle(claim.id, claim.token, status, message, delay, False),
+        )
+        if done:
+            self.listener.on_failed(claim, error)
+        else:
+            self.ownership_lost(claim, "failure")
+        return done
+
+    def ownership_lost(self, claim: ClaimedJob, before: str) -> None:
+        log.warning(f"Job ownership lost before {before}", extra=job_extra(claim, "lost"))
+        self.listener.on_ownership_lost(claim)
+
+    def renew(self, claim: ClaimedJob) -> ClaimedJob | None:
+        """Extend the lease to now + lease_duration; None once the lease ended or was taken."""
+        backend = self.consumer("renew")
+
+        def attempt() -> ClaimedJob | None:
+            sent = time.monotonic()
+            until = backend.renew(claim.id, claim.token, self.lease_duration)
+            return None if until is None else claim.renewed(until, sent + self.lease_duration)
+
+        return backend.retrying("renew", attempt)
+
+    def run_maintenance(self) -> dict[str, int]:
+        """Recover attempts whose lease ended, with each job's own retry policy, and expire
+        pending jobs past their deadline. Returns how many jobs went where."""
+        backend = self.consumer("maintenance")
+        counts = {"requeued": 0, "failed": 0, "expired": 0}
+        while True:
+            leases = backend.retrying(
+                "maintenance", lambda: backend.expired_leases(MAINTENANCE_BATCH)
+            )
+            for lease in leases:
+                status = self.recover(lease)
+                if status is not None:
+                    counts["requeued" if status is Status.PENDING else str(status)] += 1
+            if len(leases) < MAINTENANCE_BATCH:
+                break
+        counts["expired"] += backend.retrying("maintenance", backend.expire_overdue)
+        if any(counts.values()):
+            log.info("Maintenance recovered jobs", extra={"event": "maintenance", **counts})
+        return counts
+
+    def recover(self, lease: ExpiredLease) -> Status | None:
+        """Settle one abandoned attempt by its job's policy; None if another process did."""
+        backend = self.backend
+        status, delay = next_step(lease.retry, lease.attempts)
+        deadline = lease.seconds_to_deadline
+        if status is Status.PENDING and deadline is not None and deadline <= delay:
+            status = Status.EXPIRED
+        recovered = backend.retrying(
+            "maintenance",
+            lambda: backend.settle(lease.id, lease.token, status, LEASE_EXPIRED, delay, True),
+        )
+        return status if recovered else None
+
+    def prune(self, older_than: float | timedelta) -> int:
+        """Delete finished (completed, failed, expired) jobs that finished longer ago than this."""
+        backend = self.consumer("prune")
+        seconds = seconds_of(older_than, "older_than")
+        return backend.retrying("prune", lambda: backend.prune(seconds))
+
+    # -- inspecting ------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> JobRecord | None:
+        return self.backend.get(job_id)
+
+    def counts(self, type: str | None = None) -> dict[str, int]:
+        """{status: number of jobs}, of one type or of all."""
+        totals: dict[str, int] = {}
+        for (_, status), n in self.backend.counts(type).items():
+            totals[status] = totals.get(status, 0) + n
+        return totals
+
+    def counts_by_type(self) -> dict[str, dict[str, int]]:
+        """{type: {status: number of jobs}}."""
+        table: dict[str, dict[str, int]] = {}
+        for (name, status), n in self.backend.counts(None).items():
+            table.setdefault(name, {})[str(status)] = n
+        return table
+
+
+def next_step(retry: RetryPolicy, attempts: int) -> tuple[Status, float]:
+    """After a failed attempt: requeue after the policy's delay, or fail for good."""
+    if retry.allows_another(attempts):
+        return Status.PENDING, retry.delay_after(attempts)
+    return Status.FAILED, 0.0
+
+
+def job_extra(claim: ClaimedJob, event: str) -> dict[str, Any]:
+    """Fields a structured log formatter can pick up."""
+    return {"job_id": claim.id, "job_type": claim.type, "attempt": claim.attempt, "event": event}

@@ -1,0 +1,64 @@
+"""Plain records that cross the boundary between the queue and its callers."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from .retry import RetryPolicy
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """One attempt at a job. The token is the attempt's proof of ownership.
+
+    lease_until is the database's own clock. expires_monotonic is this process's
+    time.monotonic() reading by which the lease has certainly ended: it is anchored at the
+    moment the claim (or renewal) was sent, so a slow reply can only make it earlier.
+    """
+
+    id: int
+    type: str
+    class_name: str
+    payload: str
+    attempt: int
+    token: str
+    lease_until: datetime
+    retry: RetryPolicy
+    deadline: datetime | None
+    expires_monotonic: float
+
+    def renewed(self, lease_until: datetime, expires_monotonic: float) -> ClaimedJob:
+        return dataclasses.replace(
+            self, lease_until=lease_until, expires_monotonic=expires_monotonic
+        )
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job's row as stored, for inspection."""
+
+    id: int
+    type: str
+    class_name: str
+    payload: str
+    status: Status
+    attempts: int
+    retry: RetryPolicy
+    last_error: str | None
+    scheduled_at: datetime
+    deadline: datetime | None
+    lease_until: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
