@@ -156,6 +156,8 @@ class Queue:
         With `connection`, the row is written on the application's own connection and so
         belongs to its transaction: a rollback drops the job.
         """
+        if not isinstance(job, Job):
+            raise TypeError(f"can only enqueue jobq.Job instances, got {job!r}")
         if delay is not None and scheduled_at is not None:
             raise ValueError("give either delay or scheduled_at, not both")
         job_type = job.type if type is None else type

@@ -1,0 +1,261 @@
+"""Throwaway PostgreSQL and MariaDB servers and a fresh database per test.
+
+Servers are session-scoped and only start when a test needs them, so `pytest -k sqlite` starts
+nothing. Tests run as root (CI does), and PostgreSQL refuses to, hence runuser for its commands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pymysql
+import pytest
+from psycopg import sql
+
+DB_KINDS = ("sqlite", "postgresql", "mariadb")
+IS_ROOT = os.geteuid() == 0
+MARIADB_OPTIONS = [
+    "--bind-address=127.0.0.1",
+    "--skip-name-resolve",
+    "--max-connections=300",
+    "--character-set-server=utf8mb4",
+    "--collation-server=utf8mb4_unicode_ci",
+    "--innodb-flush-log-at-trx-commit=2",
+    "--innodb-log-file-size=16M",
+]
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    host: str
+    port: int
+    user: str
+    datadir: str
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "databases(*kinds): run a test that uses `dsn` only on these kinds "
+        f"(any of {', '.join(DB_KINDS)})",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Parametrizing here, not in the fixture, means excluded kinds are never generated at all.
+    if "db_kind" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("databases")
+    kinds = list(marker.args) if marker else list(DB_KINDS)
+    unknown = set(kinds) - set(DB_KINDS)
+    if unknown or not kinds:
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid}: @pytest.mark.databases{tuple(kinds)}: "
+            f"expected one or more of {DB_KINDS}"
+        )
+    metafunc.parametrize("db_kind", kinds, indirect=True, ids=kinds)
+
+
+def _free_port() -> int:
+    # Another process may grab the port before the server binds it; rare enough to accept.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _tail(path: str, lines: int = 40) -> str:
+    try:
+        return "".join(Path(path).read_text(errors="replace").splitlines(True)[-lines:])
+    except OSError as exc:
+        return f"(cannot read {path}: {exc})"
+
+
+def _run(cmd: Sequence[str], *, log: str | None = None, timeout: float = 120) -> None:
+    try:
+        proc = subprocess.run(
+            cmd, cwd="/", stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+        )
+        failure = None if proc.returncode == 0 else f"exit {proc.returncode}"
+        output = (proc.stdout or "") + (proc.stderr or "")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        failure, output = str(exc), ""
+    if failure:
+        extra = f"\n--- tail of {log} ---\n{_tail(log)}" if log else ""
+        raise RuntimeError(f"`{shlex.join(cmd)}` failed ({failure}):\n{output}{extra}")
+
+
+def _postgresql_bin() -> Path:
+    found = [Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/pg_ctl")]
+    if found:
+        return max(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    if pg_ctl := shutil.which("pg_ctl"):
+        return Path(pg_ctl).resolve().parent
+    raise RuntimeError("PostgreSQL server binaries not found; run scripts/install-test-deps")
+
+
+@pytest.fixture(scope="session")
+def postgresql_server() -> Iterator[ServerInfo]:
+    pgbin = _postgresql_bin()
+    as_pg = ["runuser", "-u", "postgres", "--"] if IS_ROOT else []
+    base = tempfile.mkdtemp(prefix="jobq-pg-")
+    if IS_ROOT:  # mkdtemp dirs are mode 0700, so postgres could not otherwise use it
+        shutil.chown(base, "postgres", "postgres")
+    data, log, port = f"{base}/data", f"{base}/postgresql.log", _free_port()
+    pg_ctl = [*as_pg, f"{pgbin}/pg_ctl", "-D", data]
+    try:
+        initdb_args = ["-U", "postgres", "--auth=trust", "-N", "-E", "UTF8", "--locale=C.UTF-8"]
+        _run([*as_pg, f"{pgbin}/initdb", "-D", data, *initdb_args])
+        options = (
+            f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
+            " -c synchronous_commit=off -c max_connections=200"
+        )
+        _run([*pg_ctl, "-l", log, "-w", "-t", "60", "-o", options, "start"], log=log)
+        yield ServerInfo("127.0.0.1", port, "postgres", data)
+    finally:
+        if Path(data, "postmaster.pid").exists():
+            stop = [*pg_ctl, "-m", "immediate", "-w", "stop"]
+            subprocess.run(stop, cwd="/", capture_output=True, check=False)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def mariadb_server() -> Iterator[ServerInfo]:
+    base = tempfile.mkdtemp(prefix="jobq-mariadb-")
+    data, log, sock, port = f"{base}/data", f"{base}/error.log", f"{base}/mysqld.sock", _free_port()
+    # --no-defaults keeps /etc/mysql out of it; root has to be named explicitly or mariadbd aborts.
+    user = ["--user=root"] if IS_ROOT else []
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        common = ["--no-defaults", *user, f"--datadir={data}"]
+        auth = "--auth-root-authentication-method=normal"
+        _run(["mariadb-install-db", *common, auth, "--skip-test-db"])
+        mariadbd = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
+        cmd = [
+            mariadbd,
+            *common,
+            f"--socket={sock}",
+            f"--pid-file={base}/mysqld.pid",
+            f"--port={port}",
+            f"--log-error={log}",
+            *MARIADB_OPTIONS,
+        ]
+        proc = subprocess.Popen(
+            cmd,
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                pymysql.connect(
+                    host="127.0.0.1", port=port, user="root", password="", connect_timeout=2
+                ).close()
+                break
+            except pymysql.err.OperationalError as exc:
+                exited = proc.poll() is not None
+                if exited or time.monotonic() > deadline:
+                    status = f"exited with {proc.returncode}" if exited else "not ready after 30 s"
+                    raise RuntimeError(
+                        f"`{shlex.join(cmd)}` {status} (last connect error: {exc})"
+                        f"\n--- tail of {log} ---\n{_tail(log)}"
+                    ) from exc
+                time.sleep(0.1)
+        yield ServerInfo("127.0.0.1", port, "root", data)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.terminate()  # mariadbd shuts down cleanly on SIGTERM
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _fresh_name() -> str:
+    return f"jobq_test_{uuid.uuid4().hex[:12]}"
+
+
+@contextlib.contextmanager
+def _postgresql_database(server: ServerInfo) -> Iterator[str]:
+    name = _fresh_name()
+    params = {"host": server.host, "port": server.port, "user": server.user, "dbname": "postgres"}
+    with psycopg.connect(**params, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield f"postgresql://{server.user}@{server.host}:{server.port}/{name}"
+    finally:
+        # FORCE so connections a failed test leaked do not make the drop fail.
+        with psycopg.connect(**params, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+@contextlib.contextmanager
+def _mariadb_database(server: ServerInfo) -> Iterator[str]:
+    name = _fresh_name()
+    params = {"host": server.host, "port": server.port, "user": server.user, "password": ""}
+    with pymysql.connect(**params, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+    try:
+        yield f"mysql://{server.user}@{server.host}:{server.port}/{name}"
+    finally:
+        with pymysql.connect(**params, autocommit=True) as conn, conn.cursor() as cur:
+            # MariaDB has no DROP ... FORCE, and a leaked open transaction would block the drop
+            # on a metadata lock (lock_wait_timeout is a year), so kill its sessions first.
+            cur.execute(
+                "SELECT id FROM information_schema.processlist"
+                " WHERE db = %s AND id <> CONNECTION_ID()",
+                (name,),
+            )
+            for (session_id,) in cur.fetchall():
+                with contextlib.suppress(pymysql.err.OperationalError):
+                    cur.execute(f"KILL {int(session_id)}")
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture
+def db_kind(request: pytest.FixtureRequest) -> str:
+    """The kind of database behind `dsn`: "sqlite", "postgresql" or "mariadb"."""
+    kind: str = request.param
+    return kind
+
+
+@pytest.fixture
+def dsn(db_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A DSN for a fresh, empty database of each kind (see the `databases` marker)."""
+    if db_kind == "sqlite":
+        yield f"sqlite:///{tmp_path}/jobq.sqlite3"
+        return
+    fresh = _postgresql_database if db_kind == "postgresql" else _mariadb_database
+    with fresh(request.getfixturevalue(f"{db_kind}_server")) as url:
+        yield url
+
+
+@pytest.fixture
+def postgresql_dsn(postgresql_server: ServerInfo) -> Iterator[str]:
+    with _postgresql_database(postgresql_server) as url:
+        yield url
+
+
+@pytest.fixture
+def mariadb_dsn(mariadb_server: ServerInfo) -> Iterator[str]:
+    with _mariadb_database(mariadb_server) as url:
+        yield url

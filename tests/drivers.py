@@ -1,0 +1,53 @@
+"""Raw driver connections for tests that play the application's side of a database."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import psycopg
+import pymysql
+
+from jobq.backends.mysql import connect_args
+from jobq.backends.sqlite import path_of
+
+
+def connect(dsn: str, db_kind: str, *, autocommit: bool) -> Any:
+    if db_kind == "postgresql":
+        return psycopg.connect(dsn, autocommit=autocommit)
+    if db_kind == "mariadb":
+        return pymysql.connect(**connect_args(dsn), autocommit=autocommit)
+    return sqlite3.connect(
+        path_of(dsn), isolation_level=None if autocommit else "", check_same_thread=False
+    )
+
+
+def begin(connection: Any, db_kind: str) -> None:
+    """Open a transaction on an autocommit connection, the way each driver does it."""
+    if db_kind == "postgresql":
+        connection.execute("BEGIN")
+    elif db_kind == "mariadb":
+        connection.begin()
+    else:
+        connection.execute("BEGIN IMMEDIATE")
+
+
+def lock_job_row(connection: Any, db_kind: str, job_id: int) -> None:
+    """Hold a lock that keeps other sessions from writing the job's row until rollback."""
+    begin(connection, db_kind)
+    if db_kind == "sqlite":
+        return  # BEGIN IMMEDIATE already holds the database's write lock
+    marker = "%s"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM jobq_jobs WHERE id = {marker} FOR UPDATE", (job_id,))
+
+
+def shorten_lock_waits(connection: Any, db_kind: str) -> None:
+    """Make a blocked statement give up quickly, as a loaded production database might."""
+    if db_kind == "postgresql":
+        connection.execute("SET lock_timeout = '300ms'")
+    elif db_kind == "mariadb":
+        with connection.cursor() as cursor:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+    else:
+        connection.execute("PRAGMA busy_timeout = 300")
