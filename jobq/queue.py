@@ -348,7 +348,7 @@ class Queue:
         """{status: number of jobs}, of one type or of all."""
         totals: dict[str, int] = {}
         for (_, status), n in self.backend.counts(type).items():
-            totals[status] = totals.get(status, 0) + n
+            totals[str(status)] = totals.get(str(status), 0) + n
         return totals
 
     def counts_by_type(self) -> dict[str, dict[str, int]]:

@@ -1,0 +1,35 @@
+"""Enqueue a few jobs and run them, on the embedded SQLite default (or JOBQ_DSN if set).
+
+    python examples/quickstart.py
+"""
+
+from __future__ import annotations
+
+import logging
+
+import jobq
+
+
+class BuildReport(jobq.Job):
+    type = "reports"
+
+    def __init__(self, customer: str, month: str) -> None:
+        self.customer = customer
+        self.month = month
+
+    def handle(self) -> None:
+        print(f"built the {self.month} report for {self.customer}")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    with jobq.Queue.connect(lease_duration=60) as queue:
+        queue.install()
+        for customer in ("acme", "globex", "initech"):
+            queue.enqueue(BuildReport(customer, "2026-11"), retry=jobq.RetryPolicy(max_attempts=3))
+        ran = queue.process_jobs(10, type="reports")
+        print(f"ran {ran} job(s); the queue now holds {queue.counts()}")
+
+
+if __name__ == "__main__":
+    main()
