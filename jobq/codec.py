@@ -28,6 +28,10 @@ class JsonCodec:
         if not isinstance(job, Job):
             raise TypeError(f"can only enqueue jobq.Job instances, got {type(job).__name__}")
         state = job.to_state()
+        if not isinstance(state, dict) or not all(isinstance(key, str) for key in state):
+            raise TypeError(
+                f"{job.job_name}.to_state() must return a dict with str keys, got {state!r:.200}"
+            )
         try:
             payload = json.dumps(state, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as error:
@@ -36,6 +40,20 @@ class JsonCodec:
                 f"{job.job_name}: attribute(s) {', '.join(bad) or '?'} cannot be stored as JSON "
                 f"({error}); keep job state to str, int, float, bool, None, lists and dicts"
             ) from error
+        # json.dumps quietly turns {1: "a"} into {"1": "a"}: the job would get back different
+        # state than it was given, so such keys are refused. (dumps has ruled out cycles.)
+        bad = [key for key, value in state.items() if not _str_keys(value)]
+        if bad:
+            raise TypeError(
+                f"{job.job_name}: attribute(s) {', '.join(bad)} hold a dict with non-str keys, "
+                "which JSON would turn into strings; use str keys"
+            )
+        if not payload.isascii():
+            try:
+                payload.encode("utf-8")
+            except UnicodeEncodeError:
+                # A lone surrogate cannot be stored as UTF-8 text; \u escapes keep it exactly.
+                payload = json.dumps(state, allow_nan=False, separators=(",", ":"))
         return job.job_name, payload
 
     def decode(self, class_name: str, payload: str) -> Job:
@@ -47,7 +65,7 @@ class JsonCodec:
             )
         try:
             state = json.loads(payload)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             raise DecodeError(f"payload of {class_name} is not valid JSON: {error}") from error
         if not isinstance(state, dict):
             raise DecodeError(
@@ -57,6 +75,14 @@ class JsonCodec:
             return cls.from_state(state)
         except Exception as error:
             raise DecodeError(f"payload does not fit {class_name}: {error!r}") from error
+
+
+def _str_keys(value: Any) -> bool:
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _str_keys(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return all(_str_keys(item) for item in value)
+    return True
 
 
 def _json_ok(value: Any) -> bool:

@@ -23,11 +23,16 @@ class Job:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         name = cls.__dict__.get("job_name") or f"{cls.__module__}.{cls.__qualname__}"
+        if not isinstance(name, str):
+            raise TypeError(f"{cls.__qualname__}.job_name must be a str, got {name!r}")
         if "<locals>" in name:
             raise TypeError(
                 f"{name}: job classes must be defined at module level (or set job_name) "
                 "so that workers can find them by name"
             )
+        # The class_name column is VARCHAR(255) in MySQL: a longer name would fail every enqueue.
+        if len(name) > 255:
+            raise TypeError(f"{name[:60]}...: job_name must be at most 255 characters")
         cls.job_name = name
         _registry[name] = cls
 

@@ -53,6 +53,9 @@ class PlainWorker:
             if time.monotonic() >= next_maintenance:
                 self.queue.run_maintenance()
                 next_maintenance = time.monotonic() + self.maintenance_interval
+                # A stop requested during maintenance must not start another job.
+                if self.stopping.is_set():
+                    break
             if self.queue.process_next(self.types):
                 ran += 1
             else:

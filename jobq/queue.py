@@ -7,7 +7,7 @@ import math
 import secrets
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -299,6 +299,17 @@ class Queue:
             return None if until is None else claim.renewed(until, sent + self.lease_duration)
 
         return backend.retrying("renew", attempt)
+
+    def renew_many(self, claims: Sequence[tuple[int, str]]) -> set[int]:
+        """Extend many attempts' leases in one statement; returns the ids still owned.
+
+        This is the supervisor's renewal round: the caller anchors its own deadlines at the
+        moment it called, which the lease can only outlast.
+        """
+        backend = self.consumer("renew")
+        if not claims:
+            return set()
+        return backend.retrying("renew", lambda: backend.renew_many(claims, self.lease_duration))
 
     def run_maintenance(self) -> dict[str, int]:
         """Recover attempts whose lease ended, with each job's own retry policy, and expire

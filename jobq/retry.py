@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
 # No wait, lease or delay may exceed ten years: beyond that, date arithmetic in some
 # databases overflows, and no job means it.
 MAX_DELAY = 10 * 365 * 86400.0
+
+# Attempt counters are 32-bit integer columns in PostgreSQL and MySQL.
+MAX_ATTEMPTS = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -26,8 +30,10 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
             raise TypeError(f"max_attempts must be an int, got {self.max_attempts!r}")
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if not 1 <= self.max_attempts <= MAX_ATTEMPTS:
+            raise ValueError(
+                f"max_attempts must be from 1 to {MAX_ATTEMPTS}, got {self.max_attempts}"
+            )
         for name in ("backoff", "max_backoff"):
             value = getattr(self, name)
             if (
@@ -38,6 +44,9 @@ class RetryPolicy:
                 raise ValueError(
                     f"{name} must be a number of seconds from 0 to {MAX_DELAY:.0f}, got {value!r}"
                 )
+        # Stored as a boolean column: anything else (a truthy "no", None) would change meaning.
+        if not isinstance(self.jitter, bool):
+            raise TypeError(f"jitter must be True or False, got {self.jitter!r}")
 
     def allows_another(self, attempts_made: int) -> bool:
         return attempts_made < self.max_attempts
@@ -46,8 +55,13 @@ class RetryPolicy:
         """Seconds to wait before the attempt that follows attempt number `attempt` (from 1)."""
         if attempt < 1:
             raise ValueError(f"attempt numbers start at 1, got {attempt}")
-        # Cap the exponent: past 2**1023 a float overflows, and no backoff needs it.
-        delay = min(float(self.max_backoff), self.backoff * 2.0 ** min(attempt - 1, 1000))
+        # ldexp scales by a power of two exactly. Past an exponent of 2200 even the smallest
+        # positive float overflows, so the cap changes nothing but the size of the number.
+        try:
+            raw = math.ldexp(float(self.backoff), min(attempt - 1, 2200))
+        except OverflowError:
+            raw = math.inf
+        delay = min(float(self.max_backoff), raw)
         if self.jitter and delay > 0:
             delay *= 0.5 + 0.5 * (rng or random).random()
         return delay

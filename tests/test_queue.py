@@ -393,3 +393,21 @@ def test_prune_deletes_only_old_finished_jobs(queue: jobq.Queue) -> None:
     assert queue.get(done) is None
     assert queue.get(waiting) is not None
     assert queue.get(10**9) is None
+
+
+def test_renew_many_extends_only_leases_still_held(open_queue: OpenQueue) -> None:
+    queue = open_queue(lease=0.3)
+    for _ in range(4):
+        queue.enqueue(Noop(), retry=NO_WAIT)
+    held, ended, done, taken = (claim_one(queue) for _ in range(4))
+    long_queue = open_queue(lease=60)
+    assert long_queue.renew_many([]) == set()
+    assert long_queue.renew_many([(held.id, held.token)]) == {held.id}
+    wait_lease_ended(queue, ended.id)
+    assert queue.complete(done) is True
+    impostor = (taken.id, "f" * 32)
+    pairs = [(c.id, c.token) for c in (held, ended, done)] + [impostor]
+    assert long_queue.renew_many(pairs) == {held.id}
+    record = queue.get(ended.id)
+    assert record is not None and record.lease_until is not None
+    assert record.lease_until < queue.get(held.id).lease_until  # type: ignore[union-attr, operator]

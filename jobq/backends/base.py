@@ -268,3 +268,17 @@ class Backend(ABC):
 
     @abstractmethod
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None: ...
+
+    @abstractmethod
+    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> set[int]:
+        """Extend every (id, token) lease that is still held, in one statement; returns the
+        ids that were extended. An ended lease is never revived, and none is shortened."""
+
+    # How idle workers wait for work: a plain sleep unless the database can wake them.
+    def listen(self) -> None:  # noqa: B027 - a no-op where the database cannot wake anyone
+        """Start receiving wake-ups for newly enqueued jobs, where the database has them."""
+
+    def wait_for_jobs(self, timeout: float) -> bool:
+        """Block up to `timeout` seconds; True if woken by a new job, False otherwise."""
+        time.sleep(timeout)
+        return False

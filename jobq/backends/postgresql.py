@@ -184,6 +184,28 @@ class PostgresBackend(Backend):
         )
         return None if row is None else self.to_datetime(row[0])
 
+    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> set[int]:
+        rows = self.fetchall(
+            """
+            UPDATE jobq_jobs AS j
+            SET lease_until = greatest(j.lease_until, now() + make_interval(secs => %(lease)s))
+            FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS c(id, token)
+            WHERE j.id = c.id AND j.token = c.token AND j.status = 'in_progress'
+              AND j.lease_until > now()
+            RETURNING j.id
+            """,
+            {"lease": lease, "ids": [c[0] for c in claims], "tokens": [c[1] for c in claims]},
+        )
+        return {int(row[0]) for row in rows}
+
+    def listen(self) -> None:
+        self.execute(f"LISTEN {NOTIFY_CHANNEL}")
+
+    def wait_for_jobs(self, timeout: float) -> bool:
+        for _ in self.connection.notifies(timeout=timeout, stop_after=1):
+            return True
+        return False
+
     sql_complete = """
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
             updated_at = now(), finished_at = now()

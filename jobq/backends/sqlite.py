@@ -220,6 +220,21 @@ class SqliteBackend(Backend):
         )
         return None if row is None else self.to_datetime(row[0])
 
+    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> set[int]:
+        rows = self.fetchall(
+            f"""
+            UPDATE jobq_jobs SET lease_until = max(lease_until, {NOW} + :lease)
+            WHERE status = 'in_progress' AND lease_until > {NOW}
+              AND (id, token) IN (
+                  SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                  FROM json_each(:claims)
+              )
+            RETURNING id
+            """,
+            {"lease": lease, "claims": json.dumps([list(claim) for claim in claims])},
+        )
+        return {int(row[0]) for row in rows}
+
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
             updated_at = {NOW}, finished_at = {NOW}
