@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,8 +132,9 @@ def postgresql_server() -> Iterator[ServerInfo]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def mariadb_server() -> Iterator[ServerInfo]:
+@contextlib.contextmanager
+def _mariadb(extra_args: Callable[[str], Sequence[str]] | None = None) -> Iterator[ServerInfo]:
+    """A throwaway MariaDB; `extra_args` gets the server's private directory, for paths."""
     base = tempfile.mkdtemp(prefix="jobq-mariadb-")
     data, log, sock, port = f"{base}/data", f"{base}/error.log", f"{base}/mysqld.sock", _free_port()
     # --no-defaults keeps /etc/mysql out of it; root has to be named explicitly or mariadbd aborts.
@@ -152,6 +153,7 @@ def mariadb_server() -> Iterator[ServerInfo]:
             f"--port={port}",
             f"--log-error={log}",
             *MARIADB_OPTIONS,
+            *(extra_args(base) if extra_args else ()),
         ]
         proc = subprocess.Popen(
             cmd,
@@ -186,6 +188,28 @@ def mariadb_server() -> Iterator[ServerInfo]:
                 proc.kill()
                 proc.wait()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def mariadb_server() -> Iterator[ServerInfo]:
+    with _mariadb() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def mariadb_statement_binlog_server() -> Iterator[ServerInfo]:
+    """A MariaDB that binary-logs in STATEMENT format, which jobq must refuse.
+
+    Its own server, because turning the binary log on takes a restart, and the shared one
+    should stay as close to a default install as possible.
+    """
+
+    def binlog(base: str) -> list[str]:
+        # server-id 1 is MariaDB's default; spelled out as a real primary's config would.
+        return [f"--log-bin={base}/binlog", "--binlog-format=STATEMENT", "--server-id=1"]
+
+    with _mariadb(binlog) as server:
+        yield server
 
 
 def _fresh_name() -> str:

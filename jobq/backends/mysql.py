@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pymysql
 from pymysql.constants import CLIENT, SERVER_STATUS
 
+from ..dsn import redact
 from ..errors import ConfigurationError
 from ..records import ClaimedJob
 from .base import Backend, NewJob
@@ -95,14 +96,19 @@ def connect_args(dsn: str) -> dict[str, Any]:
     unknown = set(query) - {"unix_socket", "charset", "connect_timeout"}
     if unknown:
         raise ConfigurationError(f"unknown MySQL DSN parameter(s): {', '.join(sorted(unknown))}")
+    try:
+        port = parts.port or 3306
+        timeout = float(query.get("connect_timeout", 10))
+    except ValueError as error:
+        raise ConfigurationError(f"bad MySQL DSN {redact(dsn)!r}: {error}") from None
     args: dict[str, Any] = {
         "host": parts.hostname or "localhost",
-        "port": parts.port or 3306,
+        "port": port,
         "user": unquote(parts.username or "root"),
         "password": unquote(parts.password or ""),
         "database": database,
         "charset": query.get("charset", "utf8mb4"),
-        "connect_timeout": float(query.get("connect_timeout", 10)),
+        "connect_timeout": timeout,
     }
     if "unix_socket" in query:
         args["unix_socket"] = query["unix_socket"]
@@ -124,7 +130,11 @@ class MysqlBackend(Backend):
         connection = pymysql.connect(
             **connect_args(dsn), autocommit=True, client_flag=CLIENT.FOUND_ROWS
         )
-        return cls(connection, owns_connection=True)
+        try:
+            return cls(connection, owns_connection=True)
+        except BaseException:
+            connection.close()  # refused (binary log format): leave no session behind
+            raise
 
     def check_binlog(self) -> None:
         row = self.fetchone("SELECT @@log_bin, @@binlog_format")

@@ -90,8 +90,9 @@ class PostgresBackend(Backend):
 
     @classmethod
     def connect(cls, dsn: str) -> PostgresBackend:
-        if dsn.startswith("postgres://"):
-            dsn = "postgresql://" + dsn.removeprefix("postgres://")
+        scheme, rest = dsn.split("://", 1)
+        # libpq takes only postgresql:// and postgres:// in lower case; jobq takes any case.
+        dsn = f"postgresql://{rest}" if scheme.lower() in ("postgres", "postgresql") else dsn
         return cls(psycopg.connect(dsn, autocommit=True), owns_connection=True)
 
     def transaction_problem(self) -> str | None:

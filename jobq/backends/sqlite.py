@@ -101,15 +101,20 @@ class SqliteBackend(Backend):
     migrations = MIGRATIONS
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
+        self.check_version()
+        super().__init__(connection, owns_connection=owns_connection)
+
+    @staticmethod
+    def check_version() -> None:
         if sqlite3.sqlite_version_info < MIN_VERSION:
             raise ConfigurationError(
                 f"jobq needs SQLite {'.'.join(map(str, MIN_VERSION))} or newer for "
                 f"UPDATE … RETURNING; this Python has SQLite {sqlite3.sqlite_version}"
             )
-        super().__init__(connection, owns_connection=owns_connection)
 
     @classmethod
     def connect(cls, dsn: str) -> SqliteBackend:
+        cls.check_version()  # before the file is created
         # check_same_thread=False: a Queue may be handed to another thread, though never
         # used from two at once. isolation_level=None: autocommit, as consumers require.
         connection = sqlite3.connect(
