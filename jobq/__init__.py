@@ -5,7 +5,7 @@ from .errors import ConfigurationError, DecodeError, JobqError
 from .job import Job
 from .listener import Listener
 from .queue import Queue
-from .records import ClaimedJob, JobRecord, Status
+from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import RetryPolicy
 
 __version__ = "0.1.0"
@@ -20,6 +20,7 @@ __all__ = [
     "JobqError",
     "JsonCodec",
     "Listener",
+    "Outcome",
     "Queue",
     "RetryPolicy",
     "Status",

@@ -145,12 +145,15 @@ def secrets_in(dsn: str) -> list[str]:
     candidates += re.findall(r"://[^/@:]*:([^@/]*)@", dsn)
     candidates += re.findall(r"(?i)password=([^&\s]*)", dsn)
     for candidate in candidates:
-        found.update(value for value in (candidate, unquote(candidate)) if value)
+        for value in (candidate, unquote(candidate)):
+            # libpq ends the password at its first "@" and reports the rest as a host name.
+            found.update(part for part in (value, *value.split("@")) if part)
     return sorted(found, key=len, reverse=True)
 
 
 def scrub(text: str, dsn: str) -> str:
-    """An error message safe to print: drivers sometimes quote the DSN, password and all."""
+    """Text safe to print: drivers sometimes quote the DSN, password and all. scrub(dsn, dsn)
+    is the DSN itself, fit to show."""
     for secret in secrets_in(dsn):
         text = text.replace(secret, "***")
     return redact(text)
@@ -177,7 +180,7 @@ def open_queue(args: argparse.Namespace) -> Queue:
         if not (is_driver_error(error) or isinstance(error, ValueError)):
             raise
         raise CommandError(
-            f"cannot connect to {redact(dsn)}: {scrub(str(error).strip(), dsn)}"
+            f"cannot connect to {scrub(dsn, dsn)}: {scrub(str(error).strip(), dsn)}"
         ) from None
 
 
@@ -275,10 +278,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jobq: {error}", file=sys.stderr)
         return 1
     except JobqError as error:
-        print(f"jobq: {error}", file=sys.stderr)
+        # Scrubbed again: redact() alone misses part of a password with an unencoded "@".
+        print(f"jobq: {scrub(str(error), args.dsn or default_dsn())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        # A second SIGTERM/SIGINT: the running attempt was already recorded as failed.
+        # A second stop request, or Ctrl-C before the worker began: any running attempt has
+        # already been recorded as failed.
         print("jobq: interrupted", file=sys.stderr)
         return 130
     except Exception as error:
@@ -288,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = scrub(str(error).strip(), dsn)
         if re.search(r"jobq_jobs.*(does not exist|doesn't exist)|no such table", message):
             message += " (has `jobq migrate` been run on this database?)"
-        print(f"jobq: database error on {redact(dsn)}: {message}", file=sys.stderr)
+        print(f"jobq: database error on {scrub(dsn, dsn)}: {message}", file=sys.stderr)
         return 1
 
 

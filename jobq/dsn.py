@@ -19,5 +19,6 @@ def scheme_of(dsn: str) -> str:
 
 def redact(dsn: str) -> str:
     """The DSN with any password replaced, safe for logs and error messages."""
-    dsn = re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", dsn)
+    # Up to the last @ before the path: a password may itself contain an @.
+    dsn = re.sub(r"(://[^/@:]*:)[^/]*@", r"\1***@", dsn)
     return re.sub(r"(?i)(password=)('(?:[^'\\]|\\.)*'|[^&\s]*)", r"\1***", dsn)

@@ -17,7 +17,7 @@ from .codec import Codec, JsonCodec
 from .dsn import default_dsn
 from .job import Job
 from .listener import Listener
-from .records import ClaimedJob, JobRecord, Status
+from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import MAX_DELAY, RetryPolicy
 
 log = logging.getLogger("jobq")
@@ -63,7 +63,10 @@ def aware(value: datetime, what: str) -> datetime:
 
 def describe(error: BaseException | str) -> str:
     text = error if isinstance(error, str) else "".join(traceback.format_exception(error))
-    text = text.rstrip()
+    # A NUL byte or a lone surrogate in an exception's message would make the database
+    # refuse the failure itself, and the attempt could never be recorded.
+    text = text.rstrip().replace("\x00", "\\x00")
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= MAX_ERROR_LENGTH else "…" + text[-MAX_ERROR_LENGTH:]
 
 
@@ -231,7 +234,7 @@ class Queue:
 
         return backend.retrying("claim", attempt)
 
-    def run(self, claim: ClaimedJob) -> None:
+    def run(self, claim: ClaimedJob) -> Outcome:
         """Run a claimed job to its acknowledgement: decode, check the lease, handle, ack.
 
         Only decoding and handle() fail the attempt. A BaseException from handle() (SystemExit,
@@ -241,24 +244,24 @@ class Queue:
             job = self.codec.decode(claim.class_name, claim.payload)
         except Exception as error:
             log.error("Could not decode job: %s", error, extra=job_extra(claim, "decode_failed"))
-            self.fail(claim, error)
-            return
+            return self.failed(claim, error)
         log.info("Running job", extra=job_extra(claim, "running"))
         self.listener.on_claimed(claim)
         if time.monotonic() >= claim.expires_monotonic:
             log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
-            self.fail(claim, LEASE_EXPIRED_BEFORE_START)
-            return
+            return self.failed(claim, LEASE_EXPIRED_BEFORE_START)
         try:
             job.handle()
         except Exception as error:
             log.warning("Job failed: %r", error, extra=job_extra(claim, "failed"))
-            self.fail(claim, error)
-            return
+            return self.failed(claim, error)
         except BaseException as error:
             self.fail(claim, error)
             raise
-        self.complete(claim)
+        return Outcome.COMPLETED if self.complete(claim) else Outcome.LOST
+
+    def failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
+        return Outcome.FAILED if self.fail(claim, error) else Outcome.LOST
 
     def complete(self, claim: ClaimedJob) -> bool:
         backend = self.consumer("complete")

@@ -18,6 +18,14 @@ class Status(StrEnum):
     EXPIRED = "expired"
 
 
+class Outcome(StrEnum):
+    """How one attempt ended, as the worker that ran it saw it."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    LOST = "lost"  # the acknowledgement was refused: the attempt no longer owned the job
+
+
 @dataclass(frozen=True)
 class ClaimedJob:
     """One attempt at a job. The token is the attempt's proof of ownership.

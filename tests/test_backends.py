@@ -161,6 +161,7 @@ def test_malformed_sqlite_dsn(dsn: str, monkeypatch: pytest.MonkeyPatch, tmp_pat
         ("sqlite:////tmp/jobq.sqlite3", "sqlite:////tmp/jobq.sqlite3"),
         ("mysql://u@h:3306/db", "mysql://u@h:3306/db"),
         ("host=h password='p w' user=u", "host=h password=*** user=u"),
+        ("mysql://u:p@ss@h/db", "mysql://u:***@h/db"),
     ],
 )
 def test_redact_hides_passwords_only(dsn: str, expected: str) -> None:

@@ -411,3 +411,13 @@ def test_renew_many_extends_only_leases_still_held(open_queue: OpenQueue) -> Non
     record = queue.get(ended.id)
     assert record is not None and record.lease_until is not None
     assert record.lease_until < queue.get(held.id).lease_until  # type: ignore[union-attr, operator]
+
+
+def test_an_error_text_the_database_cannot_store_still_fails_the_attempt(
+    queue: jobq.Queue,
+) -> None:
+    job_id = queue.enqueue(Boom("nul \x00 and a lone surrogate \udc80"), retry=NO_WAIT)
+    assert queue.process_next() is True
+    record = queue.get(job_id)
+    assert record is not None and record.status is jobq.Status.PENDING
+    assert record.last_error is not None and "nul \\x00 and a lone surrogate" in record.last_error

@@ -274,11 +274,11 @@ class Backend(ABC):
         """Extend every (id, token) lease that is still held, in one statement; returns the
         ids that were extended. An ended lease is never revived, and none is shortened."""
 
-    # How idle workers wait for work: a plain sleep unless the database can wake them.
-    def listen(self) -> None:  # noqa: B027 - a no-op where the database cannot wake anyone
-        """Start receiving wake-ups for newly enqueued jobs, where the database has them."""
+    def listen(self) -> bool:
+        """Start receiving wake-ups for newly enqueued jobs; False where the database has
+        none, and idle workers must poll."""
+        return False
 
     def wait_for_jobs(self, timeout: float) -> bool:
-        """Block up to `timeout` seconds; True if woken by a new job, False otherwise."""
-        time.sleep(timeout)
-        return False
+        """After listen() returned True: block up to `timeout` seconds for a wake-up."""
+        raise NotImplementedError

@@ -199,8 +199,9 @@ class PostgresBackend(Backend):
         )
         return {int(row[0]) for row in rows}
 
-    def listen(self) -> None:
+    def listen(self) -> bool:
         self.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        return True
 
     def wait_for_jobs(self, timeout: float) -> bool:
         for _ in self.connection.notifies(timeout=timeout, stop_after=1):
