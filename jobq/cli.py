@@ -1,9 +1,8 @@
-"""Command lines: `jobq` (migrate, work, stats, prune)."""
+"""Command lines: `jobq` (migrate, work, stats, prune) and `jobq-supervise`."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import math
@@ -12,15 +11,17 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from . import logs
-from .dsn import DEFAULT_DSN, default_dsn, redact
+from .app import import_app
+from .dsn import DEFAULT_DSN, default_dsn, scrub
 from .errors import ConfigurationError, JobqError
 from .loop import PlainWorker
 from .queue import Queue, check_type_name
 from .records import Status
 from .retry import MAX_DELAY
+from .supervisor.config import SupervisorConfig
+from .supervisor.master import Master
 
 # The database drivers whose errors are reported as one clean line rather than a traceback.
 DRIVERS = ("sqlite3", "psycopg", "pymysql")
@@ -118,45 +119,8 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def import_app(module: str | None) -> None:
-    if not module:
-        return
-    # The working directory is where an application usually lives; python -m does the same.
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        importlib.import_module(module)
-    except ImportError as error:
-        raise SystemExit(f"jobq: cannot import --app {module!r}: {error}") from error
-
-
 class CommandError(JobqError):
     """A failure already worded for the user, with any password taken out."""
-
-
-def secrets_in(dsn: str) -> list[str]:
-    """The password(s) a DSN carries, as written and percent-decoded, longest first."""
-    found: set[str] = set()
-    try:
-        password = urlsplit(dsn).password
-    except ValueError:
-        password = None
-    candidates = [password] if password else []
-    candidates += re.findall(r"://[^/@:]*:([^@/]*)@", dsn)
-    candidates += re.findall(r"(?i)password=([^&\s]*)", dsn)
-    for candidate in candidates:
-        for value in (candidate, unquote(candidate)):
-            # libpq ends the password at its first "@" and reports the rest as a host name.
-            found.update(part for part in (value, *value.split("@")) if part)
-    return sorted(found, key=len, reverse=True)
-
-
-def scrub(text: str, dsn: str) -> str:
-    """Text safe to print: drivers sometimes quote the DSN, password and all. scrub(dsn, dsn)
-    is the DSN itself, fit to show."""
-    for secret in secrets_in(dsn):
-        text = text.replace(secret, "***")
-    return redact(text)
 
 
 def is_driver_error(error: BaseException) -> bool:
@@ -261,8 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse, take --type from JOBQ_TYPE when not given, and set up logging."""
     args = parser.parse_args(argv)
     if not args.types:
         args.types = types_from_env()
@@ -272,6 +236,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ValueError as error:
                 parser.error(f"JOBQ_TYPE: {error}")
     logs.configure(args.log_level)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(build_parser(), argv)
     try:
         return int(args.run(args))
     except CommandError as error:
@@ -295,6 +264,121 @@ def main(argv: Sequence[str] | None = None) -> int:
             message += " (has `jobq migrate` been run on this database?)"
         print(f"jobq: database error on {scrub(dsn, dsn)}: {message}", file=sys.stderr)
         return 1
+
+
+TIMING_RULE = """
+timing rule, checked at start:
+  renew_interval + 2 x renew_timeout + 1 s + kill_grace + safety_margin < lease
+A renewal round runs every --renew-interval; one that fails or takes longer than
+--renew-timeout is retried once after 1 s. A worker whose lease can no longer be renewed
+in time gets SIGTERM, then SIGKILL --kill-grace later, and is dead --safety-margin before
+its lease ends. Minimums: interval 1 s, timeout 1 s, grace 0 s, margin 1 s.
+
+signals: TERM/INT drain (a second one stops at once), QUIT stops at once, HUP replaces
+the workers one at a time with freshly imported code, TTIN/TTOU add or remove a worker.
+"""
+
+
+def env_option(
+    parser: argparse.ArgumentParser,
+    name: str,
+    kind: Callable[[str], Any],
+    default: object,
+    text: str,
+    metavar: str = "SECONDS",
+) -> None:
+    """--name, defaulting to $JOBQ_NAME, then `default`."""
+    variable = "JOBQ_" + name.upper().replace("-", "_")
+    parser.add_argument(
+        f"--{name}",
+        type=kind,
+        default=os.environ.get(variable) or default,
+        metavar=metavar,
+        help=f"{text} (env {variable}; default {default})",
+    )
+
+
+def at_least_one(text: str) -> int:
+    value = count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
+
+
+def supervise_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jobq-supervise",
+        description="Run a pool of worker processes whose leases this master renews, "
+        "killing any worker whose lease cannot be renewed in time.",
+        epilog=TIMING_RULE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_job_options(parser)
+    env_option(parser, "workers", at_least_one, 4, "worker processes", "N")
+    env_option(parser, "renew-interval", positive, 10.0, "seconds between renewal rounds")
+    env_option(parser, "renew-timeout", positive, 5.0, "how long a renewal round may take")
+    env_option(parser, "kill-grace", not_negative, 5.0, "from SIGTERM to SIGKILL of a worker")
+    env_option(
+        parser,
+        "safety-margin",
+        positive,
+        5.0,
+        "a fenced worker is dead this long before its lease ends",
+    )
+    env_option(parser, "job-timeout", positive, None, "stop and fail a job running longer")
+    env_option(parser, "graceful-timeout", positive, 30.0, "how long a drain waits for jobs")
+    env_option(
+        parser,
+        "max-jobs-per-child",
+        at_least_one,
+        None,
+        "recycle a worker after this many jobs",
+        "N",
+    )
+    env_option(
+        parser,
+        "max-memory-per-child",
+        positive,
+        None,
+        "recycle a worker whose RSS passes this, between jobs",
+        "MIB",
+    )
+    env_option(parser, "poll-interval", positive, 1.0, "longest wait between polls when idle")
+    env_option(
+        parser,
+        "maintenance-interval",
+        positive,
+        10.0,
+        "seconds between maintenance runs, which recover expired leases",
+    )
+    return parser
+
+
+def supervise_main(argv: Sequence[str] | None = None) -> int:
+    args = parse(supervise_parser(), argv)
+    dsn = args.dsn or default_dsn()
+    config = SupervisorConfig(
+        dsn=dsn,
+        app=args.app,
+        types=tuple(args.types),
+        lease=args.lease,
+        workers=args.workers,
+        renew_interval=args.renew_interval,
+        renew_timeout=args.renew_timeout,
+        kill_grace=args.kill_grace,
+        safety_margin=args.safety_margin,
+        job_timeout=args.job_timeout,
+        graceful_timeout=args.graceful_timeout,
+        max_jobs_per_child=args.max_jobs_per_child,
+        max_memory_per_child=args.max_memory_per_child,
+        poll_interval=args.poll_interval,
+        maintenance_interval=args.maintenance_interval,
+    )
+    try:
+        return Master(config).run()
+    except JobqError as error:
+        print(f"jobq-supervise: {scrub(str(error), dsn)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import unquote, urlsplit
 
 DEFAULT_DSN = "sqlite:///jobq.sqlite3"
 
@@ -22,3 +23,28 @@ def redact(dsn: str) -> str:
     # Up to the last @ before the path: a password may itself contain an @.
     dsn = re.sub(r"(://[^/@:]*:)[^/]*@", r"\1***@", dsn)
     return re.sub(r"(?i)(password=)('(?:[^'\\]|\\.)*'|[^&\s]*)", r"\1***", dsn)
+
+
+def secrets_in(dsn: str) -> list[str]:
+    """The password(s) a DSN carries, as written and percent-decoded, longest first."""
+    found: set[str] = set()
+    try:
+        password = urlsplit(dsn).password
+    except ValueError:
+        password = None
+    candidates = [password] if password else []
+    candidates += re.findall(r"://[^/@:]*:([^@/]*)@", dsn)
+    candidates += re.findall(r"(?i)password=([^&\s]*)", dsn)
+    for candidate in candidates:
+        for value in (candidate, unquote(candidate)):
+            # libpq ends the password at its first "@" and reports the rest as a host name.
+            found.update(part for part in (value, *value.split("@")) if part)
+    return sorted(found, key=len, reverse=True)
+
+
+def scrub(text: str, dsn: str) -> str:
+    """Text safe to print: drivers sometimes quote the DSN, password and all. scrub(dsn, dsn)
+    is the DSN itself, fit to show."""
+    for secret in secrets_in(dsn):
+        text = text.replace(secret, "***")
+    return redact(text)

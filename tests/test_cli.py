@@ -307,8 +307,8 @@ def test_environment_variables_stand_in_for_options(
     [
         (["migrate", "--dsn", "foo://u:pw@host/db"], {}, 2, "unsupported DSN 'foo://u:***@"),
         (["migrate", "--dsn", "nonsense"], {}, 2, "unsupported DSN 'nonsense'"),
-        (["work", "--app", "no_such_app_module"], {}, 1, "cannot import --app 'no_such_app"),
-        (["work"], {"JOBQ_APP": "no_such_app_module"}, 1, "cannot import --app 'no_such_app"),
+        (["work", "--app", "no_such_app_module"], {}, 2, "cannot import --app 'no_such_app"),
+        (["work"], {"JOBQ_APP": "no_such_app_module"}, 2, "cannot import --app 'no_such_app"),
         (["work", "--lease", "0"], {}, 2, "argument --lease: must be a positive number"),
         (["work", "--lease", "-5"], {}, 2, "argument --lease: must be a positive number"),
         (["work", "--lease", "soon"], {}, 2, "argument --lease: not a number: 'soon'"),

@@ -1,0 +1,165 @@
+"""The messages between the supervisor's processes, one JSON object per datagram.
+
+They travel over a SOCK_SEQPACKET socket pair: the kernel keeps message boundaries and
+order, and a closed end reads as end-of-file, so neither side needs framing or a handshake.
+
+worker -> master: ready, claimed, finished.       master -> worker: extended, drain.
+master -> renewer: renew.                         renewer -> master: renewed.
+master -> housekeeper: fail_attempt, drain.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+from .records import ClaimedJob
+from .retry import RetryPolicy
+
+# Large enough for a renewal round of some thousands of claims.
+MAX_MESSAGE = 1 << 18
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The child is connected and about to claim: it started successfully."""
+
+    kind: ClassVar[str] = "ready"
+    pid: int
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """The child holds this attempt and is about to run it. Sent before decoding, so the
+    master tracks every lease from the moment it exists."""
+
+    kind: ClassVar[str] = "claimed"
+    id: int
+    token: str
+    attempt: int
+    type: str
+    class_name: str
+    retry: dict[str, Any]
+    lease_until: str
+    deadline: str | None
+    expires_monotonic: float
+
+    @classmethod
+    def of(cls, claim: ClaimedJob) -> Claimed:
+        return cls(
+            id=claim.id,
+            token=claim.token,
+            attempt=claim.attempt,
+            type=claim.type,
+            class_name=claim.class_name,
+            retry=asdict(claim.retry),
+            lease_until=claim.lease_until.isoformat(),
+            deadline=None if claim.deadline is None else claim.deadline.isoformat(),
+            expires_monotonic=claim.expires_monotonic,
+        )
+
+    def claim(self) -> ClaimedJob:
+        """The attempt as the master knows it: everything but the payload."""
+        return ClaimedJob(
+            id=self.id,
+            type=self.type,
+            class_name=self.class_name,
+            payload="",
+            attempt=self.attempt,
+            token=self.token,
+            lease_until=datetime.fromisoformat(self.lease_until),
+            retry=RetryPolicy(**self.retry),
+            deadline=None if self.deadline is None else datetime.fromisoformat(self.deadline),
+            expires_monotonic=self.expires_monotonic,
+        )
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The attempt was acknowledged (outcome: completed, failed or lost)."""
+
+    kind: ClassVar[str] = "finished"
+    id: int
+    outcome: str
+
+
+@dataclass(frozen=True)
+class Extended:
+    """The master renewed this attempt's lease: it lasts at least until expires_monotonic."""
+
+    kind: ClassVar[str] = "extended"
+    id: int
+    expires_monotonic: float
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Finish the current job, claim no more, and exit."""
+
+    kind: ClassVar[str] = "drain"
+
+
+@dataclass(frozen=True)
+class Renew:
+    """Extend these (job id, token) leases, all in one statement."""
+
+    kind: ClassVar[str] = "renew"
+    round: int
+    claims: list[tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class Renewed:
+    """The ids whose leases were extended, or the error that stopped the round."""
+
+    kind: ClassVar[str] = "renewed"
+    round: int
+    extended: list[int] | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class FailAttempt:
+    """Fail this attempt, whose worker died holding it."""
+
+    kind: ClassVar[str] = "fail_attempt"
+    claim: Claimed
+    error: str
+
+
+Message = Ready | Claimed | Finished | Extended | Drain | Renew | Renewed | FailAttempt
+
+KINDS: dict[str, type[Message]] = {
+    cls.kind: cls
+    for cls in (Ready, Claimed, Finished, Extended, Drain, Renew, Renewed, FailAttempt)
+}
+
+
+def send(sock: socket.socket, message: Message) -> None:
+    fields = asdict(message)
+    if isinstance(message, FailAttempt):
+        fields["claim"]["kind"] = Claimed.kind
+    sock.send(json.dumps({"kind": message.kind, **fields}).encode())
+
+
+def decode(data: bytes) -> Message:
+    fields = json.loads(data)
+    kind = fields.pop("kind")
+    if kind == FailAttempt.kind:
+        fields["claim"].pop("kind")
+        fields["claim"] = Claimed(**fields["claim"])
+    return KINDS[kind](**fields)
+
+
+def receive(sock: socket.socket) -> Message | None:
+    """The next message, or None once the other side has closed its end."""
+    data = sock.recv(MAX_MESSAGE)
+    return decode(data) if data else None
+
+
+def pair() -> tuple[socket.socket, socket.socket]:
+    """(master's end, the other process's end)."""
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -1,0 +1,86 @@
+"""The supervisor's settings and the timing rule that makes its fencing safe."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigurationError
+from ..worker.settings import WorkerSettings
+
+# The pause before a failed or timed-out renewal round is tried once more.
+RENEW_RETRY_PAUSE = 1.0
+
+MINIMUMS = {"renew_interval": 1.0, "renew_timeout": 1.0, "kill_grace": 0.0, "safety_margin": 1.0}
+
+
+def option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    dsn: str
+    app: str | None = None
+    types: tuple[str, ...] = ()
+    lease: float = 600.0
+    workers: int = 4
+    renew_interval: float = 10.0
+    renew_timeout: float = 5.0
+    kill_grace: float = 5.0
+    safety_margin: float = 5.0
+    job_timeout: float | None = None
+    graceful_timeout: float = 30.0
+    max_jobs_per_child: int | None = None
+    max_memory_per_child: float | None = None
+    poll_interval: float = 1.0
+    maintenance_interval: float = 10.0
+
+    def timing_budget(self) -> float:
+        """How long a lease must outlast its last confirmed renewal, at worst: the next
+        round, a timed-out try and its retry, the kill grace and the safety margin."""
+        return (
+            self.renew_interval
+            + 2 * self.renew_timeout
+            + RENEW_RETRY_PAUSE
+            + self.kill_grace
+            + self.safety_margin
+        )
+
+    def problems(self) -> list[str]:
+        found = [
+            f"{option(name)} must be at least {minimum:g} s, got {getattr(self, name):g}"
+            for name, minimum in MINIMUMS.items()
+            if getattr(self, name) < minimum
+        ]
+        if self.timing_budget() >= self.lease:
+            found.append(
+                "the timing rule renew_interval + 2 x renew_timeout + 1 s + kill_grace + "
+                f"safety_margin < lease does not hold: {self.renew_interval:g} + "
+                f"2 x {self.renew_timeout:g} + {RENEW_RETRY_PAUSE:g} + {self.kill_grace:g} + "
+                f"{self.safety_margin:g} = {self.timing_budget():g} s, not below the "
+                f"{self.lease:g} s lease"
+            )
+        if self.workers < 1:
+            found.append(f"--workers must be at least 1, got {self.workers}")
+        for name in ("graceful_timeout", "poll_interval", "maintenance_interval"):
+            if getattr(self, name) <= 0:
+                found.append(f"{option(name)} must be positive")
+        if self.job_timeout is not None and self.job_timeout <= 0:
+            found.append("--job-timeout must be positive")
+        return found
+
+    def check(self) -> None:
+        found = self.problems()
+        if found:
+            raise ConfigurationError("refusing to start:\n  " + "\n  ".join(found))
+
+    def worker_settings(self) -> WorkerSettings:
+        return WorkerSettings(
+            dsn=self.dsn,
+            lease=self.lease,
+            types=self.types,
+            poll_interval=self.poll_interval,
+            safety_margin=self.safety_margin,
+            max_jobs=self.max_jobs_per_child,
+            max_memory_mib=self.max_memory_per_child,
+        )

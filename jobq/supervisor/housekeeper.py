@@ -1,0 +1,47 @@
+"""The housekeeper: a process of the master's with its own connection, for the master's
+other database work. It runs maintenance on an interval and fails the attempts of workers
+that died holding them. None of this can delay a renewal, which has a process of its own."""
+
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import time
+
+from setproctitle import setproctitle
+
+from .. import protocol
+from ..queue import Queue
+from .renewer import close_quietly
+
+log = logging.getLogger("jobq")
+
+
+def serve(dsn: str, lease: float, interval: float, sock: socket.socket) -> int:
+    """Work until the master says drain (after the failures it sent before) or goes away."""
+    setproctitle("jobq-supervise: housekeeper")
+    sock.setblocking(True)
+    connection: Queue | None = None
+    next_maintenance = time.monotonic()
+    while True:
+        wait = max(0.0, next_maintenance - time.monotonic())
+        readable, _, _ = select.select([sock], [], [], wait)
+        message = protocol.receive(sock) if readable else None
+        if readable and not isinstance(message, protocol.FailAttempt):
+            break  # drain, or the master closed the socket
+        try:
+            if connection is None:
+                connection = Queue.connect(dsn, lease_duration=lease)
+            if isinstance(message, protocol.FailAttempt):
+                connection.fail(message.claim.claim(), message.error)
+            else:
+                next_maintenance = time.monotonic() + interval
+                connection.run_maintenance()
+        except Exception as error:
+            # Maintenance recovers whatever could not be failed here, after the lease.
+            log.error("Supervisor database work failed: %s", error, extra={"event": "db_error"})
+            close_quietly(connection)
+            connection = None
+    close_quietly(connection)
+    return 0

@@ -1,0 +1,555 @@
+"""The master: one loop that keeps the pool, renews every lease, and fences.
+
+The master never waits on the database itself: renewals run in the renewer process and
+other queries in the housekeeper process. A slow or dead database can delay a renewal, but
+never the loop that kills a worker whose lease can no longer be vouched for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import select
+import selectors
+import signal
+import time
+from dataclasses import dataclass
+
+from setproctitle import setproctitle
+
+from .. import protocol
+from ..app import import_app, reload_app
+from ..worker import child
+from . import housekeeper, renewer
+from .config import RENEW_RETRY_PAUSE, SupervisorConfig
+from .forking import Forked, fork
+from .pool import Lease, WorkerProcess
+from .signals import SignalQueue
+
+log = logging.getLogger("jobq")
+
+# This many children in a row exiting before they were ready is a crash loop.
+CRASH_LOOP_LIMIT = 5
+MAX_SPAWN_BACKOFF = 10.0
+# How long a stopping master waits for the housekeeper to record its last failures.
+HOUSEKEEPER_GRACE = 10.0
+# The loop wakes at least this often, so its own bookkeeping never goes stale.
+LOOP_TICK = 1.0
+
+# What an attempt is failed with when its child was stopped for a reason of the master's.
+STOP_CAUSES = {
+    "job_timeout": "Job timed out",
+    "shutdown": "Interrupted: the supervisor shut down",
+}
+
+
+@dataclass
+class Round:
+    """A renewal round in flight: sent at `sent`, for these (job id -> (pid, token))."""
+
+    id: int
+    sent: float
+    claims: dict[int, tuple[int, str]]
+
+
+def describe_exit(status: int) -> str:
+    code = os.waitstatus_to_exitcode(status)
+    return f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
+
+
+class Master:
+    def __init__(self, config: SupervisorConfig) -> None:
+        self.config = config
+        self.target = config.workers
+        self.children: dict[int, WorkerProcess] = {}
+        self.signals = SignalQueue()
+        self.selector = selectors.DefaultSelector()
+        self.renewer: Forked | None = None
+        self.housekeeper: Forked | None = None
+        self.state = "starting"  # then running, draining (TERM/INT) or stopping (QUIT)
+        self.exit_code = 0
+        self.generation = 0
+        self.startup_failures = 0
+        self.next_spawn_at = 0.0
+        self.drain_deadline = float("inf")
+        self.round: Round | None = None
+        self.round_ids = itertools.count(1)
+        self.cycle_start = 0.0  # when the current renewal cycle's first round was sent
+        self.retrying = False
+        self.next_round_at = 0.0
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.config.check()
+        import_app(self.config.app)
+        self.signals.install()
+        self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
+        self.start_renewer()
+        self.start_housekeeper()
+        self.state = "running"
+        log.info(
+            "jobq-supervise started: %d workers, types %s, lease %g s",
+            self.target,
+            ",".join(self.config.types) or "all",
+            self.config.lease,
+            extra={"event": "started"},
+        )
+        try:
+            while self.state == "running" or self.children:
+                self.tick()
+        finally:
+            self.stop_helpers()
+        log.info("jobq-supervise stopped", extra={"event": "stopped"})
+        return self.exit_code
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        timeout = min(self.next_event(now), now + LOOP_TICK) - now
+        for key, _ in self.selector.select(max(0.0, timeout)):
+            if isinstance(key.data, WorkerProcess):
+                self.read_messages(key.data)
+        # Renewal answers after the workers' messages: an acknowledgement that raced a
+        # round must be seen before the round calls its lease lost.
+        self.read_renewals()
+        for signum in self.signals.take():
+            getattr(self, f"handle_{signum.name[3:].lower()}")()
+        self.reap()
+        now = time.monotonic()
+        self.schedule_renewal(now)
+        self.fence(now)
+        self.manage_pool(now)
+        self.show_title()
+
+    def next_event(self, now: float) -> float:
+        """The next moment the loop has something to do, unless woken earlier."""
+        times = [self.drain_deadline]
+        if self.round is not None:
+            times.append(self.round.sent + self.config.renew_timeout)
+        else:
+            times.append(self.next_round_at)
+        for worker in self.children.values():
+            if worker.kill_at is not None and not worker.killed:
+                times.append(worker.kill_at)
+            if worker.lease is not None and worker.stop_reason is None:
+                times.append(self.stop_point(worker.lease))
+                if self.config.job_timeout:
+                    times.append(worker.lease.started + self.config.job_timeout)
+        if self.state == "running" and self.active_count() < self.target:
+            times.append(self.next_spawn_at)
+        return min(times)
+
+    def stop_point(self, lease: Lease) -> float:
+        """The last moment to send SIGTERM and still have the child dead by its lease's end
+        minus the safety margin."""
+        return lease.expires - self.config.safety_margin - self.config.kill_grace
+
+    # -- children's messages ---------------------------------------------------------------
+
+    def read_messages(self, worker: WorkerProcess) -> None:
+        while True:
+            try:
+                message = protocol.receive(worker.process.sock)
+            except (BlockingIOError, ConnectionResetError):
+                return
+            if message is None:
+                # It closed its end: it is exiting; the reaper finishes the bookkeeping.
+                self.selector.unregister(worker.process.sock)
+                return
+            self.on_message(worker, message)
+
+    def on_message(self, worker: WorkerProcess, message: protocol.Message) -> None:
+        if isinstance(message, protocol.Ready):
+            worker.ready = True
+            self.startup_failures = 0
+            if worker.retiring:
+                self.send(worker.process, protocol.Drain())
+        elif isinstance(message, protocol.Claimed):
+            worker.lease = Lease(message.claim(), message.expires_monotonic, time.monotonic())
+        elif isinstance(message, protocol.Finished):
+            worker.lease = None
+            worker.jobs += 1
+
+    # -- reaping ---------------------------------------------------------------------------
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            worker = self.children.pop(pid, None)
+            if worker is not None:
+                self.buried(worker, status)
+            elif self.renewer is not None and pid == self.renewer.pid:
+                self.renewer_died(describe_exit(status))
+            elif self.housekeeper is not None and pid == self.housekeeper.pid:
+                self.housekeeper_died(describe_exit(status))
+
+    def buried(self, worker: WorkerProcess, status: int) -> None:
+        if worker.process.sock in self.selector.get_map():
+            self.read_messages(worker)  # what it said before it died still counts
+            with contextlib.suppress(KeyError):
+                self.selector.unregister(worker.process.sock)
+        worker.process.close()
+        how = describe_exit(status)
+        log.info("Worker %d exited (%s)", worker.pid, how, extra={"event": "worker_exited"})
+        if worker.lease is not None:
+            self.orphaned(worker, worker.lease, how)
+        if not worker.ready and worker.stop_reason is None:
+            self.startup_failures += 1
+            if self.startup_failures >= CRASH_LOOP_LIMIT and self.state == "running":
+                log.error(
+                    "Workers keep exiting before they are ready (%d in a row, the last with %s):"
+                    " stopping. The workers' log above says why; check the DSN and --app.",
+                    self.startup_failures,
+                    how,
+                    extra={"event": "crash_loop"},
+                )
+                self.exit_code = 1
+                self.stop_now()
+            backoff = min(MAX_SPAWN_BACKOFF, 0.1 * 2**self.startup_failures)
+            self.next_spawn_at = time.monotonic() + backoff
+
+    def orphaned(self, worker: WorkerProcess, lease: Lease, how: str) -> None:
+        """A child died holding an attempt."""
+        claim = lease.claim
+        if worker.stop_reason in ("renewal", "lost"):
+            # Its database was out of reach, or the job is someone else's already.
+            log.warning(
+                "Job %d was left to maintenance after its lease (worker %d stopped: %s)",
+                claim.id,
+                worker.pid,
+                worker.stop_reason,
+                extra={"event": "left_to_maintenance", "job_id": claim.id},
+            )
+            return
+        cause = STOP_CAUSES.get(worker.stop_reason or "", "The worker died")
+        if worker.stop_reason == "job_timeout":
+            cause += f" after {self.config.job_timeout:g} s"
+        message = protocol.FailAttempt(
+            protocol.Claimed.of(claim), f"{cause} (worker {worker.pid}, {how})"
+        )
+        if self.housekeeper is not None:
+            self.send(self.housekeeper, message)
+
+    # -- renewal ---------------------------------------------------------------------------
+
+    def start_renewer(self) -> None:
+        config = self.config
+        self.renewer = fork(
+            lambda sock: renewer.serve(config.dsn, config.lease, sock), self.close_inherited
+        )
+        self.selector.register(self.renewer.sock, selectors.EVENT_READ, None)
+
+    def start_housekeeper(self) -> None:
+        config = self.config
+        self.housekeeper = fork(
+            lambda sock: housekeeper.serve(
+                config.dsn, config.lease, config.maintenance_interval, sock
+            ),
+            self.close_inherited,
+        )
+
+    def retire_helper(self, helper: Forked) -> None:
+        """Stop a helper process; the reaper collects it."""
+        with contextlib.suppress(KeyError):
+            self.selector.unregister(helper.sock)
+        helper.signal(signal.SIGKILL)
+        helper.sock.close()
+
+    def renewer_died(self, how: str) -> None:
+        """The renewer died on its own (a killed one is forgotten when it is killed)."""
+        log.warning("The renewer exited (%s): starting another", how, extra={"event": "renewer"})
+        assert self.renewer is not None
+        self.forget_renewer()
+        self.start_renewer()
+        if self.round is not None:
+            self.round_failed(time.monotonic())
+
+    def forget_renewer(self) -> None:
+        assert self.renewer is not None
+        self.retire_helper(self.renewer)
+        os.close(self.renewer.pidfd)
+        self.renewer = None
+
+    def housekeeper_died(self, how: str) -> None:
+        if self.state != "stopped":
+            log.warning(
+                "The housekeeper exited (%s): starting another",
+                how,
+                extra={"event": "housekeeper"},
+            )
+        assert self.housekeeper is not None
+        self.housekeeper.close()
+        self.housekeeper = None
+        if self.state != "stopped":
+            self.start_housekeeper()
+
+    def stop_helpers(self) -> None:
+        """Let the housekeeper fail what it was sent (within 10 s), then stop both helpers."""
+        self.state = "stopped"
+        if self.housekeeper is not None:
+            self.send(self.housekeeper, protocol.Drain())
+            # A pidfd turns readable when its process exits.
+            select.select([self.housekeeper.pidfd], [], [], HOUSEKEEPER_GRACE)
+        for helper in (self.renewer, self.housekeeper):
+            if helper is not None:
+                helper.signal(signal.SIGKILL)
+                os.waitpid(helper.pid, 0)
+                helper.close()
+        self.renewer = self.housekeeper = None
+        self.reap()
+
+    def send(self, process: Forked, message: protocol.Message) -> None:
+        with contextlib.suppress(OSError):  # it is gone: the reaper will hear of it
+            protocol.send(process.sock, message)
+
+    def schedule_renewal(self, now: float) -> None:
+        if self.round is not None:
+            if now >= self.round.sent + self.config.renew_timeout:
+                log.warning(
+                    "Lease renewal timed out after %g s",
+                    self.config.renew_timeout,
+                    extra={"event": "renewal_timeout"},
+                )
+                # Its connection may never answer: replace the renewer, then retry.
+                if self.renewer is not None:
+                    self.forget_renewer()
+                self.start_renewer()
+                self.round_failed(now)
+            return
+        if now < self.next_round_at:
+            return
+        claims = {
+            w.lease.claim.id: (w.pid, w.lease.claim.token)
+            for w in self.children.values()
+            if w.lease is not None and w.stop_reason is None
+        }
+        if not self.retrying:
+            self.cycle_start = now
+        if not claims:
+            self.retrying = False
+            self.next_round_at = now + self.config.renew_interval
+            return
+        self.round = Round(next(self.round_ids), now, claims)
+        if self.renewer is not None:
+            pairs = [(job_id, token) for job_id, (_, token) in claims.items()]
+            self.send(self.renewer, protocol.Renew(self.round.id, pairs))
+
+    def round_failed(self, now: float) -> None:
+        self.round = None
+        if not self.retrying:
+            self.retrying = True
+            self.next_round_at = now + RENEW_RETRY_PAUSE
+        else:
+            self.retrying = False
+            self.next_round_at = max(now, self.cycle_start + self.config.renew_interval)
+
+    def read_renewals(self) -> None:
+        while self.renewer is not None:
+            try:
+                result = protocol.receive(self.renewer.sock)
+            except (BlockingIOError, ConnectionResetError):
+                return
+            if result is None:
+                return  # it died: the reaper starts another
+            assert isinstance(result, protocol.Renewed)
+            current = self.round
+            if current is None or result.round != current.id:
+                continue  # an answer to a round already given up on
+            if result.extended is None:
+                log.warning(
+                    "Lease renewal failed: %s", result.error, extra={"event": "renewal_error"}
+                )
+                self.round_failed(time.monotonic())
+                continue
+            self.round = None
+            self.retrying = False
+            self.next_round_at = self.cycle_start + self.config.renew_interval
+            self.apply_round(current, set(result.extended))
+
+    def apply_round(self, done: Round, extended: set[int]) -> None:
+        for job_id, (pid, token) in done.claims.items():
+            worker = self.children.get(pid)
+            if worker is None or worker.lease is None:
+                continue
+            if (worker.lease.claim.id, worker.lease.claim.token) != (job_id, token):
+                continue  # it finished that attempt meanwhile
+            if job_id in extended:
+                # Anchored at the send: the database extended it no earlier than that.
+                worker.lease.expires = max(worker.lease.expires, done.sent + self.config.lease)
+                self.send(worker.process, protocol.Extended(job_id, worker.lease.expires))
+                continue
+            self.read_messages(worker)  # it may have acknowledged just before the round
+            if worker.lease is not None and worker.lease.claim.token == token:
+                log.error(
+                    "Worker %d lost job %d to another attempt: killing it",
+                    pid,
+                    job_id,
+                    extra={"event": "lost", "job_id": job_id},
+                )
+                self.stop(worker, "lost", time.monotonic(), at_once=True)
+
+    # -- fencing ---------------------------------------------------------------------------
+
+    def fence(self, now: float) -> None:
+        if self.state == "draining" and now >= self.drain_deadline:
+            log.warning("Graceful timeout reached: stopping the remaining workers")
+            self.stop_now()
+        for worker in list(self.children.values()):
+            lease = worker.lease
+            if lease is not None and worker.stop_reason is None:
+                if now >= self.stop_point(lease):
+                    log.error(
+                        "Lease of job %d cannot be renewed in time: stopping worker %d",
+                        lease.claim.id,
+                        worker.pid,
+                        extra={"event": "fenced", "job_id": lease.claim.id},
+                    )
+                    self.stop(worker, "renewal", now)
+                elif self.config.job_timeout and now - lease.started >= self.config.job_timeout:
+                    log.warning(
+                        "Job %d ran past --job-timeout: stopping worker %d",
+                        lease.claim.id,
+                        worker.pid,
+                        extra={"event": "job_timeout", "job_id": lease.claim.id},
+                    )
+                    self.stop(worker, "job_timeout", now)
+            if worker.kill_at is not None and not worker.killed and now >= worker.kill_at:
+                worker.process.signal(signal.SIGKILL)
+                worker.killed = True
+
+    def stop(self, worker: WorkerProcess, reason: str, now: float, at_once: bool = False) -> None:
+        """SIGTERM now and SIGKILL at min(now + kill_grace, lease end - safety margin)."""
+        worker.stop_reason = reason
+        kill_at = now + self.config.kill_grace
+        if worker.lease is not None:
+            kill_at = min(kill_at, worker.lease.expires - self.config.safety_margin)
+        if at_once or kill_at <= now:
+            worker.process.signal(signal.SIGKILL)
+            worker.killed = True
+        else:
+            worker.process.signal(signal.SIGTERM)
+            worker.kill_at = kill_at
+
+    # -- the pool --------------------------------------------------------------------------
+
+    def active_count(self) -> int:
+        return sum(1 for w in self.children.values() if not w.retiring and w.stop_reason is None)
+
+    def manage_pool(self, now: float) -> None:
+        if self.state != "running":
+            return
+        active = self.active_count()
+        if active < self.target:
+            if now >= self.next_spawn_at:
+                self.spawn()
+        elif active > self.target:
+            self.retire(self.pick_to_retire())
+        else:
+            self.rotate()
+
+    def pick_to_retire(self) -> WorkerProcess:
+        """An idle child if there is one, else the youngest: the least work is lost."""
+        candidates = [w for w in self.children.values() if not w.retiring and not w.stop_reason]
+        return min(candidates, key=lambda w: (w.lease is not None, -w.spawned))
+
+    def retire(self, worker: WorkerProcess) -> None:
+        worker.retiring = True
+        if worker.ready:
+            self.send(worker.process, protocol.Drain())  # else it is told once it says it is ready
+
+    def rotate(self) -> None:
+        """After HUP: replace children of older generations one at a time, oldest first."""
+        if any(w.retiring or not w.ready for w in self.children.values()):
+            return
+        outdated = [w for w in self.children.values() if w.generation < self.generation]
+        if outdated:
+            self.retire(min(outdated, key=lambda w: w.spawned))
+
+    def spawn(self) -> None:
+        settings = self.config.worker_settings()
+        process = fork(lambda sock: child.run(settings, sock), self.close_inherited)
+        worker = WorkerProcess(process, self.generation, time.monotonic())
+        self.children[process.pid] = worker
+        self.selector.register(process.sock, selectors.EVENT_READ, worker)
+        log.info("Spawned worker %d", process.pid, extra={"event": "spawned"})
+
+    def close_inherited(self) -> None:
+        """In a new child: let go of the master's pipes and of its siblings' sockets."""
+        self.selector.close()
+        for fd in self.signals.fds():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        helpers = [h for h in (self.renewer, self.housekeeper) if h is not None]
+        for process in [w.process for w in self.children.values()] + helpers:
+            with contextlib.suppress(OSError):
+                process.close()
+
+    def show_title(self) -> None:
+        types = ",".join(self.config.types) or "all types"
+        setproctitle(
+            f"jobq-supervise: master {len(self.children)}/{self.target} workers "
+            f"[{types}] {self.state}"
+        )
+
+    # -- signals ---------------------------------------------------------------------------
+
+    def handle_chld(self) -> None:
+        """Reaping happens on every tick; the signal only woke the loop."""
+
+    def handle_term(self) -> None:
+        if self.state == "draining":
+            log.warning("Second stop request: stopping now")
+            self.stop_now()
+            return
+        if self.state != "running":
+            return
+        log.info(
+            "Draining: waiting up to %g s for running jobs",
+            self.config.graceful_timeout,
+            extra={"event": "draining"},
+        )
+        self.state = "draining"
+        self.drain_deadline = time.monotonic() + self.config.graceful_timeout
+        for worker in self.children.values():
+            self.retire(worker)
+
+    handle_int = handle_term
+
+    def handle_quit(self) -> None:
+        log.info("Stopping now", extra={"event": "stopping"})
+        self.stop_now()
+
+    def stop_now(self) -> None:
+        self.state = "stopping"
+        self.drain_deadline = float("inf")
+        now = time.monotonic()
+        for worker in self.children.values():
+            if worker.stop_reason is None:
+                self.stop(worker, "shutdown", now)
+
+    def handle_hup(self) -> None:
+        if self.state != "running":
+            return
+        try:
+            reload_app(self.config.app)
+        except Exception:
+            log.exception("Reload failed: the workers keep running the code they have")
+            return
+        self.generation += 1
+        log.info("Reloading: replacing workers one at a time", extra={"event": "reload"})
+
+    def handle_ttin(self) -> None:
+        self.target += 1
+        log.info("Pool size now %d", self.target, extra={"event": "scale"})
+
+    def handle_ttou(self) -> None:
+        if self.target > 1:
+            self.target -= 1
+            log.info("Pool size now %d", self.target, extra={"event": "scale"})

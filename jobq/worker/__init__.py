@@ -1,0 +1,1 @@
+"""The supervised worker child: claims jobs, reports them to its master, runs them."""

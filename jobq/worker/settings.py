@@ -1,0 +1,16 @@
+"""What a worker child is told by its master when it is forked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    dsn: str
+    lease: float
+    types: tuple[str, ...]
+    poll_interval: float
+    safety_margin: float
+    max_jobs: int | None
+    max_memory_mib: float | None
