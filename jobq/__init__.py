@@ -4,7 +4,7 @@ from .codec import Codec, JsonCodec
 from .errors import ConfigurationError, DecodeError, JobqError
 from .job import Job
 from .listener import Listener
-from .queue import Queue
+from .queue import Queue, current_claim
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import RetryPolicy
 
@@ -25,4 +25,5 @@ __all__ = [
     "RetryPolicy",
     "Status",
     "__version__",
+    "current_claim",
 ]

@@ -1,5 +1,8 @@
 """The single-process worker behind `jobq work`: maintenance, claim, run, poll when idle.
 
+Like process_jobs, it runs maintenance before it looks for work; while busy, at most every
+maintenance_interval, so a stream of jobs does not pay for it on every claim.
+
 It never renews a lease, so a job must finish within one; jobq-supervise is the worker that
 renews. A stop request (SIGTERM/SIGINT) lets the running job finish and then returns.
 """
@@ -60,4 +63,6 @@ class PlainWorker:
                 ran += 1
             else:
                 self.stopping.wait(self.poll_interval)
+                # Idle, as process_jobs would: look for abandoned leases at every poll.
+                next_maintenance = 0.0
         return ran

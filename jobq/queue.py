@@ -8,6 +8,7 @@ import secrets
 import time
 import traceback
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,6 +33,15 @@ LEASE_EXPIRED_BEFORE_START = "Lease expired before execution started"
 LEASE_EXPIRED = "Lease expired: the attempt was abandoned without an acknowledgement"
 
 Types = str | Iterable[str] | None
+
+# The attempt whose handle() is running, for code deep inside a job (see current_claim).
+running: ContextVar[ClaimedJob | None] = ContextVar("jobq_running", default=None)
+
+
+def current_claim() -> ClaimedJob | None:
+    """The attempt being run, from inside a job's handle(): its id makes a natural
+    idempotency key for work that must not happen twice."""
+    return running.get()
 
 
 def type_list(types: Types) -> tuple[str, ...]:
@@ -250,6 +260,7 @@ class Queue:
         if time.monotonic() >= claim.expires_monotonic:
             log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
             return self.failed(claim, LEASE_EXPIRED_BEFORE_START)
+        token = running.set(claim)
         try:
             job.handle()
         except Exception as error:
@@ -258,6 +269,8 @@ class Queue:
         except BaseException as error:
             self.fail(claim, error)
             raise
+        finally:
+            running.reset(token)
         return Outcome.COMPLETED if self.complete(claim) else Outcome.LOST
 
     def failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:

@@ -1,0 +1,5 @@
+import sys
+
+from ..cli import supervise_main
+
+sys.exit(supervise_main())

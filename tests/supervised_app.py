@@ -1,0 +1,97 @@
+"""Jobs for tests that run real supervisors. Each attempt journals its start and end.
+
+Loaded by the workers as `supervised_app` (the tests put this folder on PYTHONPATH), so every
+class names itself explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import jobq
+
+
+def journal(path: str, event: str, **fields: object) -> None:
+    claim = jobq.current_claim()
+    assert claim is not None
+    entry = {
+        "event": event,
+        "job": claim.id,
+        "attempt": claim.attempt,
+        "pid": os.getpid(),
+        "mono": time.monotonic(),
+        "wall": time.time(),
+        **fields,
+    }
+    # One short O_APPEND write per line: lines from many processes never interleave, and
+    # what was written survives a SIGKILL of the writer.
+    with open(path, "a") as file:
+        file.write(json.dumps(entry) + "\n")
+
+
+class Sleep(jobq.Job):
+    job_name = "Sleep"
+    type = "sleep"
+
+    def __init__(self, seconds: float, journal: str) -> None:
+        self.seconds = seconds
+        self.journal = journal
+
+    def handle(self) -> None:
+        journal(self.journal, "start")
+        time.sleep(self.seconds)
+        journal(self.journal, "end")
+
+
+class Hold(jobq.Job):
+    """Runs until the file `release` exists (bounded), so a test decides when it ends."""
+
+    job_name = "Hold"
+    type = "hold"
+
+    def __init__(self, journal: str, release: str, limit: float = 60.0) -> None:
+        self.journal = journal
+        self.release = release
+        self.limit = limit
+
+    def handle(self) -> None:
+        journal(self.journal, "start")
+        deadline = time.monotonic() + self.limit
+        while not Path(self.release).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        journal(self.journal, "end")
+
+
+class Crash(jobq.Job):
+    """Kills its own worker with SIGKILL, as the OOM killer would."""
+
+    job_name = "Crash"
+    type = "crash"
+
+    def __init__(self, journal: str) -> None:
+        self.journal = journal
+
+    def handle(self) -> None:
+        journal(self.journal, "start")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Grow(jobq.Job):
+    """Keeps `mib` MiB alive in its worker after it ends, to trip memory recycling."""
+
+    job_name = "Grow"
+    type = "grow"
+    kept: list[bytes] = []  # noqa: RUF012 - the point is to stay allocated
+
+    def __init__(self, mib: int, journal: str) -> None:
+        self.mib = mib
+        self.journal = journal
+
+    def handle(self) -> None:
+        journal(self.journal, "start")
+        Grow.kept.append(os.urandom(self.mib * 2**20))
+        journal(self.journal, "end")

@@ -1,0 +1,140 @@
+"""Running real `jobq-supervise` processes in tests, and reading what their jobs journaled."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .support import wait_for
+
+TESTS = Path(__file__).parent
+
+# Renewal settings that pass the timing rule with a 6 s lease, so fencing happens in seconds.
+FAST = (
+    "--lease", "6", "--renew-interval", "1", "--renew-timeout", "1",
+    "--kill-grace", "0", "--safety-margin", "1", "--poll-interval", "0.2",
+    "--maintenance-interval", "1",
+)  # fmt: skip
+
+
+class Supervisor:
+    """A jobq-supervise process whose log is collected line by line."""
+
+    def __init__(self, dsn: str, args: Sequence[str], env: dict[str, str] | None = None) -> None:
+        environment = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "supervised_app",
+             *args],
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self.read, daemon=True)
+        self.reader.start()
+
+    def read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for_log(self, text: str, count: int = 1, timeout: float = 30.0) -> None:
+        wait_for(
+            f"{count} log line(s) with {text!r}; log so far:\n{self.log}",
+            lambda: sum(text in line for line in self.lines) >= count,
+            timeout,
+        )
+
+    def workers(self) -> list[psutil.Process]:
+        """The worker children (not the renewer or housekeeper)."""
+        children = psutil.Process(self.pid).children()
+        return [c for c in children if "worker" in " ".join(safe_cmdline(c))]
+
+    def signal(self, signum: signal.Signals) -> None:
+        self.process.send_signal(signum)
+
+    def wait(self, timeout: float = 60.0) -> int:
+        code = self.process.wait(timeout)
+        self.reader.join(timeout=5)
+        return code
+
+    def stop(self) -> None:
+        """Make sure nothing is left running, whatever the test did."""
+        if self.process.poll() is None:
+            family = [psutil.Process(self.pid), *psutil.Process(self.pid).children(True)]
+            for process in family:
+                with suppress(psutil.Error):
+                    process.kill()
+            self.process.wait(10)
+        self.reader.join(timeout=5)
+
+
+def safe_cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
+@contextmanager
+def supervisor(dsn: str, *args: str, env: dict[str, str] | None = None) -> Iterator[Supervisor]:
+    running = Supervisor(dsn, args, env)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def events(path: Path, event: str, job: int | None = None) -> list[dict[str, Any]]:
+    return [e for e in read_journal(path) if e["event"] == event and job in (None, e["job"])]
+
+
+def wait_for_events(
+    path: Path, event: str, count: int = 1, timeout: float = 30.0
+) -> list[dict[str, Any]]:
+    return wait_for(
+        f"{count} {event!r} event(s) in the journal",
+        lambda: (found := events(path, event)) and len(found) >= count and found,
+        timeout,
+    )
+
+
+def no_process_alive(pids: Sequence[int]) -> bool:
+    return not any(psutil.pid_exists(pid) and alive(pid) for pid in pids)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
