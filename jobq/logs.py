@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+from datetime import UTC, datetime
 
 # Fields that jobq attaches to its log records (see queue.job_extra).
 JOB_FIELDS = ("event", "job_id", "job_type", "attempt")
+
+FORMATS = ("plain", "json")
 
 
 class PlainFormatter(logging.Formatter):
@@ -23,9 +27,27 @@ class PlainFormatter(logging.Formatter):
         return f"{line} ({' '.join(fields)})" if fields else line
 
 
-def configure(level: str = "INFO") -> None:
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, for log pipelines: time, level, pid, message, and the job's
+    fields (event, job_id, job_type, attempt) when the record has them."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "pid": record.process,
+            "message": record.getMessage(),
+        }
+        entry.update({name: getattr(record, name) for name in JOB_FIELDS if hasattr(record, name)})
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure(level: str = "INFO", format: str = "plain") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(PlainFormatter())
+    handler.setFormatter(JsonFormatter() if format == "json" else PlainFormatter())
     root = logging.getLogger("jobq")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -274,7 +274,7 @@ class Queue:
         return Outcome.COMPLETED if self.complete(claim) else Outcome.LOST
 
     def failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
-        return Outcome.FAILED if self.fail(claim, error) else Outcome.LOST
+        return FAILURE_OUTCOMES[self.settle_failure(claim, error)]
 
     def complete(self, claim: ClaimedJob) -> bool:
         backend = self.consumer("complete")
@@ -288,18 +288,22 @@ class Queue:
 
     def fail(self, claim: ClaimedJob, error: BaseException | str) -> bool:
         """Record the attempt as failed; its retry policy decides whether the job runs again."""
+        return self.settle_failure(claim, error) is not None
+
+    def settle_failure(self, claim: ClaimedJob, error: BaseException | str) -> Status | None:
+        """fail(), returning the job's new status (None when ownership was lost)."""
         backend = self.consumer("fail")
         status, delay = next_step(claim.retry, claim.attempt)
         message = describe(error)
-        done = backend.retrying(
+        settled = backend.retrying(
             "fail",
             lambda: backend.settle(claim.id, claim.token, status, message, delay, False),
         )
-        if done:
-            self.listener.on_failed(claim, error)
-        else:
+        if settled is None:
             self.ownership_lost(claim, "failure")
-        return done
+        else:
+            self.listener.on_failed(claim, error)
+        return settled
 
     def ownership_lost(self, claim: ClaimedJob, before: str) -> None:
         log.warning(f"Job ownership lost before {before}", extra=job_extra(claim, "lost"))
@@ -351,14 +355,10 @@ class Queue:
         """Settle one abandoned attempt by its job's policy; None if another process did."""
         backend = self.backend
         status, delay = next_step(lease.retry, lease.attempts)
-        deadline = lease.seconds_to_deadline
-        if status is Status.PENDING and deadline is not None and deadline <= delay:
-            status = Status.EXPIRED
-        recovered = backend.retrying(
+        return backend.retrying(
             "maintenance",
             lambda: backend.settle(lease.id, lease.token, status, LEASE_EXPIRED, delay, True),
         )
-        return status if recovered else None
 
     def prune(self, older_than: float | timedelta) -> int:
         """Delete finished (completed, failed, expired) jobs that finished longer ago than this."""
@@ -384,6 +384,14 @@ class Queue:
         for (name, status), n in self.backend.counts(None).items():
             table.setdefault(name, {})[str(status)] = n
         return table
+
+
+FAILURE_OUTCOMES = {
+    None: Outcome.LOST,
+    Status.PENDING: Outcome.RETRIED,
+    Status.FAILED: Outcome.FAILED,
+    Status.EXPIRED: Outcome.EXPIRED,
+}
 
 
 def next_step(retry: RetryPolicy, attempts: int) -> tuple[Status, float]:

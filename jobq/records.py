@@ -22,7 +22,9 @@ class Outcome(StrEnum):
     """How one attempt ended, as the worker that ran it saw it."""
 
     COMPLETED = "completed"
-    FAILED = "failed"
+    RETRIED = "retried"  # failed; the job waits for another attempt
+    FAILED = "failed"  # failed with no attempts left: the job failed
+    EXPIRED = "expired"  # failed, and no retry could start before the job's deadline
     LOST = "lost"  # the acknowledgement was refused: the attempt no longer owned the job
 
 

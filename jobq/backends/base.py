@@ -48,7 +48,6 @@ class ExpiredLease:
     token: str
     attempts: int
     retry: RetryPolicy
-    seconds_to_deadline: float | None
 
 
 class Backend(ABC):
@@ -181,12 +180,26 @@ class Backend(ABC):
         error: str,
         delay: float,
         lease_ended_only: bool,
-    ) -> bool:
+    ) -> Status | None:
         """End an attempt that did not complete: requeue it `delay` seconds from now when status
         is pending, else finish it with that status. A requeue that could only start after the
         job's deadline expires it instead. With lease_ended_only, this is maintenance's
-        recovery and applies only while the lease has ended."""
-        params = {
+        recovery and applies only while the lease has ended. Returns the job's new status,
+        or None when the attempt no longer owned the job."""
+        params = self.settle_params(job_id, token, status, error, delay, lease_ended_only)
+        row = self.fetchone(self.sql_settle, params)
+        return None if row is None else Status(row[0])
+
+    def settle_params(
+        self,
+        job_id: int,
+        token: str,
+        status: Status,
+        error: str,
+        delay: float,
+        lease_ended_only: bool,
+    ) -> dict[str, Any]:
+        return {
             "id": job_id,
             "token": token,
             "status": str(status),
@@ -194,7 +207,6 @@ class Backend(ABC):
             "delay": self.seconds(delay),
             "lease_ended_only": lease_ended_only,
         }
-        return self.execute(self.sql_settle, params) == 1
 
     def expired_leases(self, limit: int) -> list[ExpiredLease]:
         return [
@@ -203,7 +215,6 @@ class Backend(ABC):
                 token=row[1],
                 attempts=int(row[2]),
                 retry=RetryPolicy(int(row[3]), float(row[4]), float(row[5]), bool(row[6])),
-                seconds_to_deadline=None if row[7] is None else float(row[7]),
             )
             for row in self.fetchall(self.sql_expired_leases, {"limit": limit})
         ]

@@ -19,7 +19,7 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 
 from ..dsn import redact
 from ..errors import ConfigurationError
-from ..records import ClaimedJob
+from ..records import ClaimedJob, Status
 from .base import Backend, NewJob
 
 NOW = "UTC_TIMESTAMP(6)"
@@ -276,6 +276,29 @@ class MysqlBackend(Backend):
         )
         return {int(row[0]) for row in rows}
 
+    def settle(
+        self,
+        job_id: int,
+        token: str,
+        status: Status,
+        error: str,
+        delay: float,
+        lease_ended_only: bool,
+    ) -> Status | None:
+        """The UPDATE, then a read of the status it set, in one transaction: the row stays
+        locked in between, so no other worker's claim can change it first."""
+        params = self.settle_params(job_id, token, status, error, delay, lease_ended_only)
+        self.connection.begin()
+        try:
+            row = None
+            if self.execute(self.sql_settle, params) == 1:
+                row = self.fetchone("SELECT status FROM jobq_jobs WHERE id = %(id)s", params)
+            self.connection.commit()
+        except BaseException:
+            self.rollback_quietly()
+            raise
+        return None if row is None else Status(row[0])
+
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
             updated_at = {NOW}, finished_at = {NOW}
@@ -300,8 +323,7 @@ class MysqlBackend(Backend):
     """
 
     sql_expired_leases = f"""
-        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter,
-               TIMESTAMPDIFF(MICROSECOND, {NOW}, deadline) / 1000000
+        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter
         FROM jobq_jobs WHERE status = 'in_progress' AND lease_until <= {NOW}
         ORDER BY lease_until LIMIT %(limit)s
     """

@@ -228,11 +228,11 @@ class PostgresBackend(Backend):
             token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now()
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND (NOT %(lease_ended_only)s OR lease_until <= now())
+        RETURNING status
     """
 
     sql_expired_leases = """
-        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter,
-               extract(epoch FROM deadline - now())
+        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter
         FROM jobq_jobs WHERE status = 'in_progress' AND lease_until <= now()
         ORDER BY lease_until LIMIT %(limit)s
     """

@@ -259,11 +259,11 @@ class SqliteBackend(Backend):
             token = NULL, lease_until = NULL, last_error = :error, updated_at = {NOW}
         WHERE id = :id AND token = :token AND status = 'in_progress'
           AND (NOT :lease_ended_only OR lease_until <= {NOW})
+        RETURNING status
     """
 
     sql_expired_leases = f"""
-        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter,
-               deadline - {NOW}
+        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter
         FROM jobq_jobs WHERE status = 'in_progress' AND lease_until <= {NOW}
         ORDER BY lease_until LIMIT :limit
     """
