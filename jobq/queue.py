@@ -378,6 +378,10 @@ class Queue:
             totals[str(status)] = totals.get(str(status), 0) + n
         return totals
 
+    def oldest_ready(self) -> dict[str, float]:
+        """{type: seconds the oldest ready job of that type has been waiting}."""
+        return self.backend.oldest_ready()
+
     def counts_by_type(self) -> dict[str, dict[str, int]]:
         """{type: {status: number of jobs}}."""
         table: dict[str, dict[str, int]] = {}

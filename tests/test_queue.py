@@ -436,3 +436,13 @@ def test_run_reports_how_each_attempt_ended(open_queue: OpenQueue) -> None:
     wait_lease_ended(queue, stale.id)
     queue.run_maintenance()
     assert queue.run(stale) is jobq.Outcome.LOST
+
+
+def test_oldest_ready_counts_only_jobs_that_could_run(queue: jobq.Queue) -> None:
+    queue.enqueue(Noop(), scheduled_at=datetime.now(UTC) - timedelta(minutes=10))
+    queue.enqueue(Noop())
+    queue.enqueue(Noop(), type="later", delay=600)
+    queue.enqueue(Noop(), type="too-late", deadline=datetime.now(UTC) - timedelta(seconds=1))
+    ages = queue.oldest_ready()
+    assert set(ages) == {"noop"}
+    assert 599 < ages["noop"] < 900

@@ -164,6 +164,7 @@ class Backend(ABC):
     sql_prune: ClassVar[str]
     sql_get: ClassVar[str]
     sql_counts: ClassVar[str]
+    sql_oldest_ready: ClassVar[str]
 
     @abstractmethod
     def to_datetime(self, value: Any) -> datetime:
@@ -252,6 +253,10 @@ class Backend(ABC):
         """Jobs by (type, status), of one type or of all."""
         rows = self.fetchall(self.sql_counts, {"type": job_type})
         return {(name, Status(status)): int(n) for name, status, n in rows}
+
+    def oldest_ready(self) -> dict[str, float]:
+        """Per type, how many seconds the oldest ready job has been ready."""
+        return {name: float(age) for name, age in self.fetchall(self.sql_oldest_ready)}
 
     def optional_datetime(self, value: Any) -> datetime | None:
         return None if value is None else self.to_datetime(value)

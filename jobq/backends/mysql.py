@@ -350,3 +350,8 @@ class MysqlBackend(Backend):
         SELECT type, status, count(*) FROM jobq_jobs
         WHERE %(type)s IS NULL OR type = %(type)s GROUP BY type, status
     """
+
+    sql_oldest_ready = f"""
+        SELECT type, TIMESTAMPDIFF(MICROSECOND, min(scheduled_at), {NOW}) / 1000000
+        FROM jobq_jobs WHERE {READY} GROUP BY type
+    """

@@ -259,3 +259,8 @@ class PostgresBackend(Backend):
         SELECT type, status, count(*) FROM jobq_jobs
         WHERE %(type)s::text IS NULL OR type = %(type)s::text GROUP BY type, status
     """
+
+    sql_oldest_ready = f"""
+        SELECT type, extract(epoch FROM now() - min(scheduled_at)) FROM jobq_jobs
+        WHERE {READY} GROUP BY type
+    """

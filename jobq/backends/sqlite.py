@@ -290,3 +290,7 @@ class SqliteBackend(Backend):
         SELECT type, status, count(*) FROM jobq_jobs
         WHERE :type IS NULL OR type = :type GROUP BY type, status
     """
+
+    sql_oldest_ready = f"""
+        SELECT type, {NOW} - min(scheduled_at) FROM jobq_jobs WHERE {READY} GROUP BY type
+    """

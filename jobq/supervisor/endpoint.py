@@ -1,0 +1,117 @@
+"""/metrics, /healthz and /readyz, served from the master's own loop.
+
+No server thread: the master forks, and a fork copies only the calling thread, so any lock
+another thread held would stay held in the child. Connections are non-blocking and short;
+a client that stalls is dropped after a few seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import time
+from collections.abc import Callable
+
+# A handler returns (HTTP status, content type, body).
+Response = tuple[int, str, bytes]
+Handler = Callable[[], Response]
+
+MAX_REQUEST = 8192
+STALL_LIMIT = 5.0
+REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
+class Connection:
+    def __init__(self, endpoint: Endpoint, sock: socket.socket) -> None:
+        self.endpoint = endpoint
+        self.sock = sock
+        self.opened = time.monotonic()
+        self.request = b""
+        self.reply = b""
+
+    def on_event(self, mask: int) -> None:
+        try:
+            if mask & selectors.EVENT_READ:
+                self.read()
+            if mask & selectors.EVENT_WRITE:
+                self.write()
+        except OSError:
+            self.close()
+
+    def read(self) -> None:
+        data = self.sock.recv(4096)
+        self.request += data
+        if not data or len(self.request) > MAX_REQUEST:
+            self.close()
+        elif b"\r\n\r\n" in self.request or b"\n\n" in self.request:
+            self.reply = self.endpoint.respond(self.request)
+            self.endpoint.selector.modify(self.sock, selectors.EVENT_WRITE, self)
+
+    def write(self) -> None:
+        sent = self.sock.send(self.reply)
+        self.reply = self.reply[sent:]
+        if not self.reply:
+            self.close()
+
+    def close(self) -> None:
+        self.endpoint.connections.discard(self)
+        with contextlib.suppress(KeyError, ValueError):
+            self.endpoint.selector.unregister(self.sock)
+        self.sock.close()
+
+
+class Endpoint:
+    def __init__(
+        self,
+        selector: selectors.BaseSelector,
+        address: str,
+        port: int,
+        handlers: dict[str, Handler],
+    ) -> None:
+        self.selector = selector
+        self.handlers = handlers
+        self.listener = socket.create_server((address, port), reuse_port=False)
+        self.listener.setblocking(False)
+        self.connections: set[Connection] = set()
+        selector.register(self.listener, selectors.EVENT_READ, self)
+
+    @property
+    def port(self) -> int:
+        return int(self.listener.getsockname()[1])
+
+    def on_event(self, mask: int) -> None:
+        try:
+            sock, _ = self.listener.accept()
+        except BlockingIOError:
+            return
+        sock.setblocking(False)
+        connection = Connection(self, sock)
+        self.connections.add(connection)
+        self.selector.register(sock, selectors.EVENT_READ, connection)
+
+    def respond(self, request: bytes) -> bytes:
+        parts = request.split(b"\r\n", 1)[0].split()
+        if len(parts) < 2:
+            status, kind, body = 405, "text/plain", b"bad request\n"
+        elif parts[0] not in (b"GET", b"HEAD"):
+            status, kind, body = 405, "text/plain", b"only GET\n"
+        else:
+            path = parts[1].split(b"?", 1)[0].decode("latin-1")
+            handler = self.handlers.get(path)
+            status, kind, body = handler() if handler else (404, "text/plain", b"not found\n")
+        head = (
+            f"HTTP/1.1 {status} {REASONS.get(status, '')}\r\nContent-Type: {kind}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        return head if parts[:1] == [b"HEAD"] else head + body
+
+    def drop_stalled(self, now: float) -> None:
+        for connection in [c for c in self.connections if now - c.opened > STALL_LIMIT]:
+            connection.close()
+
+    def close(self) -> None:
+        for connection in list(self.connections):
+            connection.close()
+        self.selector.unregister(self.listener)
+        self.listener.close()

@@ -1,0 +1,130 @@
+"""The supervisor's Prometheus metrics. The master owns every one of them: workers report
+their events over the socket they already use, so nothing is lost when a worker is killed
+and there are no multiprocess files to clean up.
+
+Labels are bounded: job types and fixed words, never a job id or an error text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .. import __version__
+
+RUN_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600)
+ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+
+
+class QueueDepth(Collector):
+    """Queue depth and the age of the oldest ready job, as last read from the database."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+        self.oldest: dict[str, float] = {}
+
+    def update(self, counts: Iterable[tuple[str, str, int]], oldest: dict[str, float]) -> None:
+        self.counts = {(name, status): n for name, status, n in counts}
+        self.oldest = dict(oldest)
+
+    def collect(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily(
+            "jobq_queue_jobs", "Jobs in the database by type and status", labels=["type", "status"]
+        )
+        for (name, status), n in sorted(self.counts.items()):
+            depth.add_metric([name, status], n)
+        yield depth
+        age = GaugeMetricFamily(
+            "jobq_queue_oldest_ready_age_seconds",
+            "How long the oldest job that is ready to run has been waiting, by type",
+            labels=["type"],
+        )
+        types = {name for name, _ in self.counts} | set(self.oldest)
+        for name in sorted(types):
+            age.add_metric([name], self.oldest.get(name, 0.0))
+        yield age
+
+
+class Metrics:
+    def __init__(self, database: str, lease: float, renew_interval: float) -> None:
+        registry = self.registry = CollectorRegistry()
+        self.claimed = Counter(
+            "jobq_jobs_claimed", "Attempts claimed by workers", ["type"], registry=registry
+        )
+        self.completed = Counter(
+            "jobq_jobs_completed", "Attempts that completed", ["type"], registry=registry
+        )
+        self.failed = Counter(
+            "jobq_jobs_failed",
+            "Attempts that did not complete, by what followed: retried, failed (no attempts "
+            "left), expired (past the deadline) or lost (the acknowledgement was refused)",
+            ["type", "outcome"],
+            registry=registry,
+        )
+        self.run_time = Histogram(
+            "jobq_job_run_seconds",
+            "Time from a worker's claim to its acknowledgement",
+            ["type"],
+            buckets=RUN_TIME_BUCKETS,
+            registry=registry,
+        )
+        self.renewals = Counter(
+            "jobq_lease_renewals",
+            "Lease renewals, one per claim per round: extended, lost (another attempt owns the "
+            "job) or error (the round failed or timed out)",
+            ["result"],
+            registry=registry,
+        )
+        self.round_time = Histogram(
+            "jobq_renewal_round_seconds",
+            "Round trip of one batched renewal round",
+            buckets=ROUND_BUCKETS,
+            registry=registry,
+        )
+        self.killed = Counter(
+            "jobq_workers_killed",
+            "Workers stopped by the master or recycled, by reason: renewal (the lease could not "
+            "be renewed in time), lost, job_timeout, memory, shutdown",
+            ["reason"],
+            registry=registry,
+        )
+        self.restarts = Counter(
+            "jobq_worker_restarts", "Workers started to replace one that exited", registry=registry
+        )
+        self.workers = Gauge(
+            "jobq_workers", "Worker processes by state: busy or idle", ["state"], registry=registry
+        )
+        self.memory = Gauge(
+            "jobq_worker_memory_bytes",
+            "Resident memory of the workers: the largest one (max) and all together (sum)",
+            ["stat"],
+            registry=registry,
+        )
+        self.recovered = Counter(
+            "jobq_maintenance_recovered",
+            "Jobs maintenance recovered from ended leases (requeued, failed, expired) or "
+            "expired while pending",
+            ["outcome"],
+            registry=registry,
+        )
+        self.depth = QueueDepth()
+        registry.register(self.depth)
+        Info("jobq_supervisor", "This supervisor's version and settings", registry=registry).info(
+            {
+                "version": __version__,
+                "database": database,
+                "lease_seconds": f"{lease:g}",
+                "renew_interval_seconds": f"{renew_interval:g}",
+            }
+        )
+        for state in ("busy", "idle"):
+            self.workers.labels(state)
+        for result in ("extended", "lost", "error"):
+            self.renewals.labels(result)
+        for reason in ("renewal", "lost", "job_timeout", "memory", "shutdown"):
+            self.killed.labels(reason)
+        for outcome in ("requeued", "failed", "expired"):
+            self.recovered.labels(outcome)
