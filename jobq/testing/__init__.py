@@ -1,0 +1,1 @@
+"""Tools for testing systems built on jobq: an attempt journal and a history checker."""
