@@ -348,17 +348,35 @@ class Queue:
                 break
         counts["expired"] += backend.retrying("maintenance", backend.expire_overdue)
         if any(counts.values()):
-            log.info("Maintenance recovered jobs", extra={"event": "maintenance", **counts})
+            log.info(
+                "Maintenance: %d requeued, %d failed, %d expired",
+                counts["requeued"],
+                counts["failed"],
+                counts["expired"],
+                extra={"event": "maintenance"},
+            )
         return counts
 
     def recover(self, lease: ExpiredLease) -> Status | None:
         """Settle one abandoned attempt by its job's policy; None if another process did."""
         backend = self.backend
         status, delay = next_step(lease.retry, lease.attempts)
-        return backend.retrying(
+        settled = backend.retrying(
             "maintenance",
             lambda: backend.settle(lease.id, lease.token, status, LEASE_EXPIRED, delay, True),
         )
+        if settled is not None:
+            log.warning(
+                "Recovered a job whose lease ended without an acknowledgement: now %s",
+                settled,
+                extra={
+                    "event": "recovered",
+                    "job_id": lease.id,
+                    "job_type": lease.type,
+                    "attempt": lease.attempts,
+                },
+            )
+        return settled
 
     def prune(self, older_than: float | timedelta) -> int:
         """Delete finished (completed, failed, expired) jobs that finished longer ago than this."""

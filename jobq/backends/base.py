@@ -48,6 +48,7 @@ class ExpiredLease:
     token: str
     attempts: int
     retry: RetryPolicy
+    type: str
 
 
 class Backend(ABC):
@@ -216,6 +217,7 @@ class Backend(ABC):
                 token=row[1],
                 attempts=int(row[2]),
                 retry=RetryPolicy(int(row[3]), float(row[4]), float(row[5]), bool(row[6])),
+                type=row[7],
             )
             for row in self.fetchall(self.sql_expired_leases, {"limit": limit})
         ]

@@ -232,7 +232,7 @@ class PostgresBackend(Backend):
     """
 
     sql_expired_leases = """
-        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter
+        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter, type
         FROM jobq_jobs WHERE status = 'in_progress' AND lease_until <= now()
         ORDER BY lease_until LIMIT %(limit)s
     """

@@ -263,7 +263,7 @@ class SqliteBackend(Backend):
     """
 
     sql_expired_leases = f"""
-        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter
+        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter, type
         FROM jobq_jobs WHERE status = 'in_progress' AND lease_until <= {NOW}
         ORDER BY lease_until LIMIT :limit
     """
