@@ -1,0 +1,49 @@
+"""Jobs for the deployment tests: short and long attempts journaled with jobq's own
+history journal, and one that leaves an orphan behind for PID 1 to reap.
+
+Loaded by workers as `rollout_app` (the tests put this folder on PYTHONPATH)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import jobq
+from jobq.testing.history import journal_attempt
+
+
+class Work(jobq.Job):
+    job_name = "Work"
+    type = "work"
+
+    def __init__(self, seconds: float, journal: str) -> None:
+        self.seconds = seconds
+        self.journal = journal
+
+    def handle(self) -> None:
+        journal_attempt(self.journal, "start")
+        time.sleep(self.seconds)
+        journal_attempt(self.journal, "end")
+
+
+class Orphan(jobq.Job):
+    """Forks a grandchild that outlives its parent: the orphan is reparented to PID 1, which
+    must reap it when it exits, or it stays a zombie."""
+
+    job_name = "Orphan"
+    type = "orphan"
+
+    def __init__(self, pid_file: str) -> None:
+        self.pid_file = pid_file
+
+    def handle(self) -> None:
+        middle = os.fork()
+        if middle == 0:
+            orphan = os.fork()
+            if orphan == 0:
+                time.sleep(0.5)
+                os._exit(0)
+            Path(self.pid_file).write_text(str(orphan))
+            os._exit(0)
+        os.waitpid(middle, 0)
