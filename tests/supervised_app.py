@@ -14,6 +14,11 @@ from pathlib import Path
 
 import jobq
 
+# When this module was (re)imported: a worker forked after a HUP runs freshly imported code.
+IMPORTED = time.monotonic()
+# A slow application import, so a test can look at the master while it is still importing.
+time.sleep(float(os.environ.get("SUPERVISED_APP_IMPORT_DELAY", "0")))
+
 
 def journal(path: str, event: str, **fields: object) -> None:
     claim = jobq.current_claim()
@@ -25,6 +30,7 @@ def journal(path: str, event: str, **fields: object) -> None:
         "pid": os.getpid(),
         "mono": time.monotonic(),
         "wall": time.time(),
+        "imported": IMPORTED,
         **fields,
     }
     # One short O_APPEND write per line: lines from many processes never interleave, and
@@ -53,12 +59,18 @@ class Hold(jobq.Job):
     job_name = "Hold"
     type = "hold"
 
-    def __init__(self, journal: str, release: str, limit: float = 60.0) -> None:
+    def __init__(
+        self, journal: str, release: str, limit: float = 60.0, ignore_term: bool = False
+    ) -> None:
         self.journal = journal
         self.release = release
         self.limit = limit
+        self.ignore_term = ignore_term
 
     def handle(self) -> None:
+        if self.ignore_term:
+            # A handler that will not stop on SIGTERM, so only the SIGKILL after it ends it.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         journal(self.journal, "start")
         deadline = time.monotonic() + self.limit
         while not Path(self.release).exists() and time.monotonic() < deadline:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,9 @@ import psutil
 from .support import wait_for
 
 TESTS = Path(__file__).parent
+
+# "<time> <LEVEL> jobq[<pid>]: <message>", as jobq.logs formats every process's lines.
+LOG_LINE = re.compile(r" jobq\[(\d+)\]: (.*)$")
 
 # Renewal settings that pass the timing rule with a 6 s lease, so fencing happens in seconds.
 FAST = (
@@ -68,6 +72,21 @@ class Supervisor:
             lambda: sum(text in line for line in self.lines) >= count,
             timeout,
         )
+
+    def messages(self, pid: int | None = None) -> list[str]:
+        """The log messages of one process (the master by default), in order."""
+        wanted = self.pid if pid is None else pid
+        found = [LOG_LINE.search(line) for line in list(self.lines)]
+        return [m.group(2) for m in found if m is not None and int(m.group(1)) == wanted]
+
+    def titles(self) -> dict[int, str]:
+        """What `ps` shows for the master and every process under it, by pid."""
+        try:
+            family = [psutil.Process(self.pid), *psutil.Process(self.pid).children(True)]
+        except psutil.NoSuchProcess:
+            return {}
+        # A title set by setproctitle reads back as one argument padded with empty ones.
+        return {p.pid: " ".join(filter(None, safe_cmdline(p))) for p in family}
 
     def workers(self) -> list[psutil.Process]:
         """The worker children (not the renewer or housekeeper)."""
@@ -122,11 +141,11 @@ def events(path: Path, event: str, job: int | None = None) -> list[dict[str, Any
 def wait_for_events(
     path: Path, event: str, count: int = 1, timeout: float = 30.0
 ) -> list[dict[str, Any]]:
-    return wait_for(
-        f"{count} {event!r} event(s) in the journal",
-        lambda: (found := events(path, event)) and len(found) >= count and found,
-        timeout,
-    )
+    def enough() -> list[dict[str, Any]]:
+        found = events(path, event)
+        return found if len(found) >= count else []
+
+    return wait_for(f"{count} {event!r} event(s) in the journal", enough, timeout)
 
 
 def no_process_alive(pids: Sequence[int]) -> bool:

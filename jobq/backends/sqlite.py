@@ -120,9 +120,24 @@ class SqliteBackend(Backend):
         connection = sqlite3.connect(
             path_of(dsn), timeout=5.0, isolation_level=None, check_same_thread=False
         )
-        # WAL lets readers work while a worker writes; the setting sticks to the file.
-        connection.execute("PRAGMA journal_mode=WAL")
-        return cls(connection, owns_connection=True)
+        backend = cls(connection, owns_connection=True)
+        backend.use_wal()
+        return backend
+
+    def use_wal(self) -> None:
+        """WAL lets readers work while a worker writes; the setting sticks to the file.
+
+        Many workers opening a new file at once all try to switch it; the switch needs the
+        file to themselves, so all but one are told the database is busy. The one that wins
+        switches it for everybody.
+        """
+        if self.fetchone("PRAGMA journal_mode")[0] == "wal":
+            return
+        try:
+            self.connection.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as error:
+            if not self.is_transient(error):
+                raise
 
     def transaction_problem(self) -> str | None:
         if self.connection.isolation_level is not None:

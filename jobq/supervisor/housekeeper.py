@@ -30,13 +30,16 @@ def serve(dsn: str, lease: float, interval: float, sock: socket.socket) -> int:
         message = protocol.receive(sock) if readable else None
         if readable and not isinstance(message, protocol.FailAttempt):
             break  # drain, or the master closed the socket
+        if message is None:
+            # Before connecting: a database that cannot be reached is tried again next
+            # interval, not in a tight loop that floods the log.
+            next_maintenance = time.monotonic() + interval
         try:
             if connection is None:
                 connection = Queue.connect(dsn, lease_duration=lease)
             if isinstance(message, protocol.FailAttempt):
                 connection.fail(message.claim.claim(), message.error)
             else:
-                next_maintenance = time.monotonic() + interval
                 connection.run_maintenance()
         except Exception as error:
             # Maintenance recovers whatever could not be failed here, after the lease.

@@ -83,6 +83,9 @@ class Master:
     # -- the loop --------------------------------------------------------------------------
 
     def run(self) -> int:
+        # Before anything slow (the app's import) or forked: until a title is set, `ps`
+        # shows the command line, DSN and password included, and every child inherits it.
+        self.show_title()
         self.config.check()
         import_app(self.config.app)
         self.signals.install()
@@ -164,6 +167,7 @@ class Master:
         if isinstance(message, protocol.Ready):
             worker.ready = True
             self.startup_failures = 0
+            log.info("Worker %d ready", worker.pid, extra={"event": "ready"})
             if worker.retiring:
                 self.send(worker.process, protocol.Drain())
         elif isinstance(message, protocol.Claimed):
@@ -198,6 +202,11 @@ class Master:
         worker.process.close()
         how = describe_exit(status)
         log.info("Worker %d exited (%s)", worker.pid, how, extra={"event": "worker_exited"})
+        fenced_itself = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM
+        if worker.stop_reason is None and fenced_itself:
+            # Its own fence fired: its lease could not be vouched for. That is the master's
+            # renewal stop by another hand; both are due at the same moment.
+            worker.stop_reason = "renewal"
         if worker.lease is not None:
             self.orphaned(worker, worker.lease, how)
         if not worker.ready and worker.stop_reason is None:
@@ -450,7 +459,7 @@ class Master:
             if now >= self.next_spawn_at:
                 self.spawn()
         elif active > self.target:
-            self.retire(self.pick_to_retire())
+            self.retire(self.pick_to_retire(), "pool size")
         else:
             self.rotate()
 
@@ -459,7 +468,10 @@ class Master:
         candidates = [w for w in self.children.values() if not w.retiring and not w.stop_reason]
         return min(candidates, key=lambda w: (w.lease is not None, -w.spawned))
 
-    def retire(self, worker: WorkerProcess) -> None:
+    def retire(self, worker: WorkerProcess, why: str) -> None:
+        if worker.retiring:
+            return
+        log.info("Retiring worker %d (%s)", worker.pid, why, extra={"event": "retiring"})
         worker.retiring = True
         if worker.ready:
             self.send(worker.process, protocol.Drain())  # else it is told once it says it is ready
@@ -470,7 +482,7 @@ class Master:
             return
         outdated = [w for w in self.children.values() if w.generation < self.generation]
         if outdated:
-            self.retire(min(outdated, key=lambda w: w.spawned))
+            self.retire(min(outdated, key=lambda w: w.spawned), "reload")
 
     def spawn(self) -> None:
         settings = self.config.worker_settings()
@@ -518,7 +530,7 @@ class Master:
         self.state = "draining"
         self.drain_deadline = time.monotonic() + self.config.graceful_timeout
         for worker in self.children.values():
-            self.retire(worker)
+            self.retire(worker, "drain")
 
     handle_int = handle_term
 
@@ -553,3 +565,5 @@ class Master:
         if self.target > 1:
             self.target -= 1
             log.info("Pool size now %d", self.target, extra={"event": "scale"})
+        else:
+            log.info("Pool size stays 1: a pool has at least one worker", extra={"event": "scale"})

@@ -6,6 +6,7 @@ when the master cannot vouch for the lease any more (see fence.py).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -30,6 +31,8 @@ EXIT_CANNOT_START = 3
 
 # An idle child polls quickly right after work dried up, then backs off to poll_interval.
 FIRST_IDLE_WAIT = 0.05
+# How often a child blocked on LISTEN/NOTIFY checks whether it was told to drain.
+DRAIN_CHECK = 0.25
 
 
 class Child:
@@ -44,29 +47,43 @@ class Child:
         self.started = 0.0
 
     def main(self) -> int:
-        title.idle()
+        title.starting()
+        queue: Queue | None = None
         try:
             queue = Queue.connect(self.settings.dsn, lease_duration=self.settings.lease)
             notifying = queue.backend.listen()
+            # A first claim before saying ready: a connection that works but cannot claim
+            # (no schema, no permission) is a worker that cannot start, and the master
+            # counts it towards a crash loop instead of respawning it forever at full speed.
+            first = queue.claim(self.settings.types)
         except Exception as error:
             log.error("Worker cannot start: %s", error, extra={"event": "worker_failed"})
+            if queue is not None:
+                with contextlib.suppress(Exception):
+                    queue.close()
             return EXIT_CANNOT_START
         protocol.send(self.sock, protocol.Ready(os.getpid()))
+        title.idle()
         threading.Thread(target=self.follow_master, name="master", daemon=True).start()
         try:
-            self.work(queue, notifying)
+            self.work(queue, notifying, first)
         finally:
             queue.close()
         return EXIT_OK
 
-    def work(self, queue: Queue, notifying: bool) -> None:
+    def work(self, queue: Queue, notifying: bool, first: ClaimedJob | None) -> None:
         done = 0
         wait = FIRST_IDLE_WAIT
-        while not self.stopping.is_set():
-            claim = queue.claim(self.settings.types)
+        claim = first
+        while True:
+            # A claim already made runs even if a drain came meanwhile: it holds a lease.
+            if claim is None:
+                if self.stopping.is_set():
+                    return
+                claim = queue.claim(self.settings.types)
             if claim is None:
                 if notifying:
-                    queue.backend.wait_for_jobs(self.settings.poll_interval)
+                    self.wait_for_jobs(queue)
                 else:
                     self.stopping.wait(wait)
                     wait = min(wait * 2, self.settings.poll_interval)
@@ -80,8 +97,18 @@ class Child:
                 self.end(claim, Outcome.FAILED)
                 raise
             self.end(claim, outcome)
+            claim = None
             done += 1
             if self.should_recycle(done):
+                return
+
+    def wait_for_jobs(self, queue: Queue) -> None:
+        """Wait for a wake-up up to poll_interval, in short slices: a drain (TERM, HUP,
+        TTOU) must not wait behind a long --poll-interval, and the wake-up needs no query."""
+        deadline = time.monotonic() + self.settings.poll_interval
+        while not self.stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or queue.backend.wait_for_jobs(min(remaining, DRAIN_CHECK)):
                 return
 
     def begin(self, claim: ClaimedJob) -> None:

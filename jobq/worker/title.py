@@ -9,6 +9,11 @@ from setproctitle import setproctitle
 from ..records import ClaimedJob
 
 
+def starting() -> None:
+    # Set first thing after the fork: until then the child shows its master's title.
+    setproctitle("jobq-supervise: worker starting")
+
+
 def idle() -> None:
     setproctitle("jobq-supervise: worker idle")
 
