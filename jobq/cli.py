@@ -379,6 +379,29 @@ def supervise_parser() -> argparse.ArgumentParser:
         10.0,
         "seconds between maintenance runs, which recover expired leases",
     )
+    env_option(
+        parser,
+        "metrics-port",
+        count,
+        None,
+        "serve /metrics, /healthz and /readyz on this port (0: any free one); off if not given",
+        "PORT",
+    )
+    env_option(
+        parser,
+        "metrics-address",
+        str,
+        "127.0.0.1",
+        "address to serve metrics on; give 0.0.0.0 explicitly to expose them",
+        "ADDRESS",
+    )
+    env_option(
+        parser,
+        "termination-grace-period",
+        positive,
+        None,
+        "the pod's terminationGracePeriodSeconds: refuse to start if a drain cannot fit in it",
+    )
     return parser
 
 
@@ -401,6 +424,9 @@ def supervise_main(argv: Sequence[str] | None = None) -> int:
         max_memory_per_child=args.max_memory_per_child,
         poll_interval=args.poll_interval,
         maintenance_interval=args.maintenance_interval,
+        metrics_address=args.metrics_address,
+        metrics_port=args.metrics_port,
+        termination_grace_period=args.termination_grace_period,
     )
     try:
         return Master(config).run()

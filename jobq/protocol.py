@@ -5,7 +5,8 @@ order, and a closed end reads as end-of-file, so neither side needs framing or a
 
 worker -> master: ready, claimed, finished.       master -> worker: extended, drain.
 master -> renewer: renew.                         renewer -> master: renewed.
-master -> housekeeper: fail_attempt, drain.
+master -> housekeeper: fail_attempt, measure_depth, drain.
+housekeeper -> master: maintained, depth.
 """
 
 from __future__ import annotations
@@ -130,11 +131,60 @@ class FailAttempt:
     error: str
 
 
-Message = Ready | Claimed | Finished | Extended | Drain | Renew | Renewed | FailAttempt
+@dataclass(frozen=True)
+class MeasureDepth:
+    """Read the queue's depth and the oldest ready job's age, for the metrics."""
+
+    kind: ClassVar[str] = "measure_depth"
+
+
+@dataclass(frozen=True)
+class Depth:
+    """Jobs by (type, status, count), and per type the oldest ready job's age in seconds."""
+
+    kind: ClassVar[str] = "depth"
+    counts: list[tuple[str, str, int]]
+    oldest: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Maintained:
+    """A maintenance run's counts (requeued, failed, expired), or why it failed."""
+
+    kind: ClassVar[str] = "maintained"
+    counts: dict[str, int] | None
+    error: str | None = None
+
+
+Message = (
+    Ready
+    | Claimed
+    | Finished
+    | Extended
+    | Drain
+    | Renew
+    | Renewed
+    | FailAttempt
+    | MeasureDepth
+    | Depth
+    | Maintained
+)
 
 KINDS: dict[str, type[Message]] = {
     cls.kind: cls
-    for cls in (Ready, Claimed, Finished, Extended, Drain, Renew, Renewed, FailAttempt)
+    for cls in (
+        Ready,
+        Claimed,
+        Finished,
+        Extended,
+        Drain,
+        Renew,
+        Renewed,
+        FailAttempt,
+        MeasureDepth,
+        Depth,
+        Maintained,
+    )
 }
 
 

@@ -34,6 +34,11 @@ class SupervisorConfig:
     max_memory_per_child: float | None = None
     poll_interval: float = 1.0
     maintenance_interval: float = 10.0
+    metrics_address: str = "127.0.0.1"
+    metrics_port: int | None = None
+    # Kubernetes' terminationGracePeriodSeconds, when the deployment passes it on: the pod is
+    # killed that long after SIGTERM, drain or not.
+    termination_grace_period: float | None = None
 
     def timing_budget(self) -> float:
         """How long a lease must outlast its last confirmed renewal, at worst: the next
@@ -67,6 +72,15 @@ class SupervisorConfig:
                 found.append(f"{option(name)} must be positive")
         if self.job_timeout is not None and self.job_timeout <= 0:
             found.append("--job-timeout must be positive")
+        drain = self.graceful_timeout + self.kill_grace
+        if self.termination_grace_period is not None and self.termination_grace_period <= drain:
+            found.append(
+                f"the termination grace period ({self.termination_grace_period:g} s) must be "
+                f"longer than graceful_timeout + kill_grace ({self.graceful_timeout:g} + "
+                f"{self.kill_grace:g} s): otherwise the pod is killed before a drain can end"
+            )
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            found.append(f"--metrics-port must be a port number, got {self.metrics_port}")
         return found
 
     def check(self) -> None:

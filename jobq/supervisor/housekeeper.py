@@ -28,7 +28,7 @@ def serve(dsn: str, lease: float, interval: float, sock: socket.socket) -> int:
         wait = max(0.0, next_maintenance - time.monotonic())
         readable, _, _ = select.select([sock], [], [], wait)
         message = protocol.receive(sock) if readable else None
-        if readable and not isinstance(message, protocol.FailAttempt):
+        if readable and not isinstance(message, protocol.FailAttempt | protocol.MeasureDepth):
             break  # drain, or the master closed the socket
         if message is None:
             # Before connecting: a database that cannot be reached is tried again next
@@ -39,12 +39,26 @@ def serve(dsn: str, lease: float, interval: float, sock: socket.socket) -> int:
                 connection = Queue.connect(dsn, lease_duration=lease)
             if isinstance(message, protocol.FailAttempt):
                 connection.fail(message.claim.claim(), message.error)
+            elif isinstance(message, protocol.MeasureDepth):
+                protocol.send(sock, depth(connection))
             else:
-                connection.run_maintenance()
+                counts = connection.run_maintenance()
+                protocol.send(sock, protocol.Maintained(counts))
+                protocol.send(sock, depth(connection))
         except Exception as error:
             # Maintenance recovers whatever could not be failed here, after the lease.
             log.error("Supervisor database work failed: %s", error, extra={"event": "db_error"})
             close_quietly(connection)
             connection = None
+            if message is None:
+                protocol.send(sock, protocol.Maintained(None, f"{type(error).__name__}: {error}"))
     close_quietly(connection)
     return 0
+
+
+def depth(connection: Queue) -> protocol.Depth:
+    counts = connection.backend.counts(None)
+    return protocol.Depth(
+        [(name, str(status), n) for (name, status), n in counts.items()],
+        connection.oldest_ready(),
+    )

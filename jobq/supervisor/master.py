@@ -17,14 +17,20 @@ import signal
 import time
 from dataclasses import dataclass
 
+import psutil
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from setproctitle import setproctitle
 
 from .. import protocol
 from ..app import import_app, reload_app
+from ..backends import SCHEMES
+from ..dsn import scheme_of, scrub
 from ..worker import child
 from . import housekeeper, renewer
 from .config import RENEW_RETRY_PAUSE, SupervisorConfig
+from .endpoint import Endpoint, Response
 from .forking import Forked, fork
+from .metrics import Metrics
 from .pool import Lease, WorkerProcess
 from .signals import SignalQueue
 
@@ -37,6 +43,10 @@ MAX_SPAWN_BACKOFF = 10.0
 HOUSEKEEPER_GRACE = 10.0
 # The loop wakes at least this often, so its own bookkeeping never goes stale.
 LOOP_TICK = 1.0
+# Queue depth is read from the database at most this often, however often it is scraped.
+DEPTH_CACHE = 2.0
+# Exits a worker makes on purpose: they are not restarts in the metrics' sense.
+RECYCLED = {child.EXIT_RECYCLED: None, child.EXIT_MEMORY: "memory"}
 
 # What an attempt is failed with when its child was stopped for a reason of the master's.
 STOP_CAUSES = {
@@ -79,6 +89,12 @@ class Master:
         self.cycle_start = 0.0  # when the current renewal cycle's first round was sent
         self.retrying = False
         self.next_round_at = 0.0
+        self.metrics = Metrics(
+            SCHEMES.get(scheme_of(config.dsn), "unknown"), config.lease, config.renew_interval
+        )
+        self.endpoint: Endpoint | None = None
+        self.depth_asked = float("-inf")
+        self.database_problem: str | None = "not checked yet"
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -92,6 +108,8 @@ class Master:
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
         self.start_renewer()
         self.start_housekeeper()
+        if self.config.metrics_port is not None:
+            self.serve_metrics_endpoint()
         self.state = "running"
         log.info(
             "jobq-supervise started: %d workers, types %s, lease %g s",
@@ -105,18 +123,23 @@ class Master:
                 self.tick()
         finally:
             self.stop_helpers()
+            if self.endpoint is not None:
+                self.endpoint.close()
         log.info("jobq-supervise stopped", extra={"event": "stopped"})
         return self.exit_code
 
     def tick(self) -> None:
         now = time.monotonic()
         timeout = min(self.next_event(now), now + LOOP_TICK) - now
-        for key, _ in self.selector.select(max(0.0, timeout)):
+        for key, mask in self.selector.select(max(0.0, timeout)):
             if isinstance(key.data, WorkerProcess):
                 self.read_messages(key.data)
+            elif key.data is not None:
+                key.data.on_event(mask)
         # Renewal answers after the workers' messages: an acknowledgement that raced a
         # round must be seen before the round calls its lease lost.
         self.read_renewals()
+        self.read_housekeeper()
         for signum in self.signals.take():
             getattr(self, f"handle_{signum.name[3:].lower()}")()
         self.reap()
@@ -124,6 +147,8 @@ class Master:
         self.schedule_renewal(now)
         self.fence(now)
         self.manage_pool(now)
+        if self.endpoint is not None:
+            self.endpoint.drop_stalled(now)
         self.show_title()
 
     def next_event(self, now: float) -> float:
@@ -172,7 +197,11 @@ class Master:
                 self.send(worker.process, protocol.Drain())
         elif isinstance(message, protocol.Claimed):
             worker.lease = Lease(message.claim(), message.expires_monotonic, time.monotonic())
+            self.metrics.claimed.labels(message.type).inc()
         elif isinstance(message, protocol.Finished):
+            if worker.lease is not None:
+                seconds = time.monotonic() - worker.lease.started
+                self.metrics.on_finished(worker.lease.claim.type, message.outcome, seconds)
             worker.lease = None
             worker.jobs += 1
 
@@ -209,6 +238,7 @@ class Master:
             worker.stop_reason = "renewal"
         if worker.lease is not None:
             self.orphaned(worker, worker.lease, how)
+        self.count_exit(worker, os.waitstatus_to_exitcode(status))
         if not worker.ready and worker.stop_reason is None:
             self.startup_failures += 1
             if self.startup_failures >= CRASH_LOOP_LIMIT and self.state == "running":
@@ -223,6 +253,14 @@ class Master:
                 self.stop_now()
             backoff = min(MAX_SPAWN_BACKOFF, 0.1 * 2**self.startup_failures)
             self.next_spawn_at = time.monotonic() + backoff
+
+    def count_exit(self, worker: WorkerProcess, code: int) -> None:
+        if code in RECYCLED:
+            reason = RECYCLED[code]
+            if reason is not None:
+                self.metrics.killed.labels(reason).inc()
+        elif self.state == "running" and not worker.retiring:
+            self.metrics.restarts.inc()
 
     def orphaned(self, worker: WorkerProcess, lease: Lease, how: str) -> None:
         """A child died holding an attempt."""
@@ -263,6 +301,22 @@ class Master:
             ),
             self.close_inherited,
         )
+        self.selector.register(self.housekeeper.sock, selectors.EVENT_READ, None)
+
+    def read_housekeeper(self) -> None:
+        while self.housekeeper is not None:
+            try:
+                message = protocol.receive(self.housekeeper.sock)
+            except (BlockingIOError, ConnectionResetError):
+                return
+            if message is None:
+                return  # it died: the reaper starts another
+            if isinstance(message, protocol.Maintained):
+                self.database_problem = message.error
+                if message.counts is not None:
+                    self.metrics.on_maintained(message.counts)
+            elif isinstance(message, protocol.Depth):
+                self.metrics.depth.update(message.counts, message.oldest)
 
     def retire_helper(self, helper: Forked) -> None:
         """Stop a helper process; the reaper collects it."""
@@ -294,6 +348,8 @@ class Master:
                 extra={"event": "housekeeper"},
             )
         assert self.housekeeper is not None
+        with contextlib.suppress(KeyError):
+            self.selector.unregister(self.housekeeper.sock)
         self.housekeeper.close()
         self.housekeeper = None
         if self.state != "stopped":
@@ -351,6 +407,8 @@ class Master:
             self.send(self.renewer, protocol.Renew(self.round.id, pairs))
 
     def round_failed(self, now: float) -> None:
+        if self.round is not None:
+            self.metrics.renewals.labels("error").inc(len(self.round.claims))
         self.round = None
         if not self.retrying:
             self.retrying = True
@@ -383,6 +441,7 @@ class Master:
             self.apply_round(current, set(result.extended))
 
     def apply_round(self, done: Round, extended: set[int]) -> None:
+        lost = 0
         for job_id, (pid, token) in done.claims.items():
             worker = self.children.get(pid)
             if worker is None or worker.lease is None:
@@ -396,6 +455,7 @@ class Master:
                 continue
             self.read_messages(worker)  # it may have acknowledged just before the round
             if worker.lease is not None and worker.lease.claim.token == token:
+                lost += 1
                 log.error(
                     "Worker %d lost job %d to another attempt: killing it",
                     pid,
@@ -403,6 +463,8 @@ class Master:
                     extra={"event": "lost", "job_id": job_id},
                 )
                 self.stop(worker, "lost", time.monotonic(), at_once=True)
+        seconds = time.monotonic() - done.sent
+        self.metrics.on_round(seconds, len(extended & done.claims.keys()), lost)
 
     # -- fencing ---------------------------------------------------------------------------
 
@@ -436,6 +498,7 @@ class Master:
     def stop(self, worker: WorkerProcess, reason: str, now: float, at_once: bool = False) -> None:
         """SIGTERM now and SIGKILL at min(now + kill_grace, lease end - safety margin)."""
         worker.stop_reason = reason
+        self.metrics.killed.labels(reason).inc()
         kill_at = now + self.config.kill_grace
         if worker.lease is not None:
             kill_at = min(kill_at, worker.lease.expires - self.config.safety_margin)
@@ -509,6 +572,55 @@ class Master:
             f"jobq-supervise: master {len(self.children)}/{self.target} workers "
             f"[{types}] {self.state}"
         )
+
+    # -- metrics and probes ----------------------------------------------------------------
+
+    def serve_metrics_endpoint(self) -> None:
+        config = self.config
+        assert config.metrics_port is not None
+        self.endpoint = Endpoint(
+            self.selector,
+            config.metrics_address,
+            config.metrics_port,
+            {"/metrics": self.scrape, "/healthz": self.health, "/readyz": self.readiness},
+        )
+        log.info(
+            "Serving /metrics, /healthz and /readyz on %s:%d",
+            config.metrics_address,
+            self.endpoint.port,
+            extra={"event": "metrics"},
+        )
+
+    def scrape(self) -> Response:
+        busy = sum(1 for w in self.children.values() if w.lease is not None)
+        idle = sum(1 for w in self.children.values() if w.ready and w.lease is None)
+        rss = []
+        for worker in self.children.values():
+            with contextlib.suppress(psutil.Error):
+                rss.append(psutil.Process(worker.pid).memory_info().rss)
+        self.metrics.on_workers(busy, idle, rss)
+        now = time.monotonic()
+        if self.housekeeper is not None and now - self.depth_asked >= DEPTH_CACHE:
+            # Answered on a later tick: this scrape shows the last figures read.
+            self.depth_asked = now
+            self.send(self.housekeeper, protocol.MeasureDepth())
+        return 200, CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
+
+    def health(self) -> Response:
+        """Alive: this loop answered, which is what a liveness probe needs to know."""
+        return 200, "text/plain", b"ok\n"
+
+    def readiness(self) -> Response:
+        problems = []
+        if self.state != "running":
+            problems.append(f"the supervisor is {self.state}")
+        if not any(w.ready and not w.retiring for w in self.children.values()):
+            problems.append("no worker is ready")
+        if self.database_problem is not None:
+            problems.append(f"database: {scrub(self.database_problem, self.config.dsn)}")
+        if problems:
+            return 503, "text/plain", ("\n".join(problems) + "\n").encode()
+        return 200, "text/plain", b"ready\n"
 
     # -- signals ---------------------------------------------------------------------------
 

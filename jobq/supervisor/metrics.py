@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    disable_created_metrics,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -50,6 +57,8 @@ class QueueDepth(Collector):
 
 class Metrics:
     def __init__(self, database: str, lease: float, renew_interval: float) -> None:
+        # The *_created series only restate the start time of every labelled counter.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         registry = self.registry = CollectorRegistry()
         self.claimed = Counter(
             "jobq_jobs_claimed", "Attempts claimed by workers", ["type"], registry=registry
@@ -128,3 +137,25 @@ class Metrics:
             self.killed.labels(reason)
         for outcome in ("requeued", "failed", "expired"):
             self.recovered.labels(outcome)
+
+    def on_finished(self, job_type: str, outcome: str, seconds: float) -> None:
+        if outcome == "completed":
+            self.completed.labels(job_type).inc()
+        else:
+            self.failed.labels(job_type, outcome).inc()
+        self.run_time.labels(job_type).observe(seconds)
+
+    def on_round(self, seconds: float, extended: int, lost: int) -> None:
+        self.round_time.observe(seconds)
+        self.renewals.labels("extended").inc(extended)
+        self.renewals.labels("lost").inc(lost)
+
+    def on_maintained(self, counts: dict[str, int]) -> None:
+        for outcome, n in counts.items():
+            self.recovered.labels(outcome).inc(n)
+
+    def on_workers(self, busy: int, idle: int, rss: list[int]) -> None:
+        self.workers.labels("busy").set(busy)
+        self.workers.labels("idle").set(idle)
+        self.memory.labels("max").set(max(rss, default=0))
+        self.memory.labels("sum").set(sum(rss))

@@ -28,6 +28,8 @@ log = logging.getLogger("jobq")
 # Exit codes the master reads.
 EXIT_OK = 0
 EXIT_CANNOT_START = 3
+EXIT_RECYCLED = 4  # --max-jobs-per-child reached
+EXIT_MEMORY = 5  # --max-memory-per-child passed
 
 # An idle child polls quickly right after work dried up, then backs off to poll_interval.
 FIRST_IDLE_WAIT = 0.05
@@ -66,12 +68,12 @@ class Child:
         title.idle()
         threading.Thread(target=self.follow_master, name="master", daemon=True).start()
         try:
-            self.work(queue, notifying, first)
+            return self.work(queue, notifying, first)
         finally:
             queue.close()
-        return EXIT_OK
 
-    def work(self, queue: Queue, notifying: bool, first: ClaimedJob | None) -> None:
+    def work(self, queue: Queue, notifying: bool, first: ClaimedJob | None) -> int:
+        """Run jobs until drained (EXIT_OK) or recycled (EXIT_RECYCLED, EXIT_MEMORY)."""
         done = 0
         wait = FIRST_IDLE_WAIT
         claim = first
@@ -79,7 +81,7 @@ class Child:
             # A claim already made runs even if a drain came meanwhile: it holds a lease.
             if claim is None:
                 if self.stopping.is_set():
-                    return
+                    return EXIT_OK
                 claim = queue.claim(self.settings.types)
             if claim is None:
                 if notifying:
@@ -99,8 +101,9 @@ class Child:
             self.end(claim, outcome)
             claim = None
             done += 1
-            if self.should_recycle(done):
-                return
+            recycled = self.recycle_code(done)
+            if recycled is not None:
+                return recycled
 
     def wait_for_jobs(self, queue: Queue) -> None:
         """Wait for a wake-up up to poll_interval, in short slices: a drain (TERM, HUP,
@@ -126,11 +129,12 @@ class Child:
         protocol.send(self.sock, protocol.Finished(claim.id, str(outcome)))
         title.idle()
 
-    def should_recycle(self, done: int) -> bool:
+    def recycle_code(self, done: int) -> int | None:
+        """The exit code to recycle with, between jobs, or None to go on."""
         limit = self.settings.max_jobs
         if limit and done >= limit:
             log.info("Recycling worker after %d jobs", done, extra={"event": "recycle"})
-            return True
+            return EXIT_RECYCLED
         ceiling = self.settings.max_memory_mib
         if ceiling:
             rss = psutil.Process().memory_info().rss / 2**20
@@ -141,8 +145,8 @@ class Child:
                     ceiling,
                     extra={"event": "recycle"},
                 )
-                return True
-        return False
+                return EXIT_MEMORY
+        return None
 
     def follow_master(self) -> None:
         """Apply the master's messages; refresh the title's running time meanwhile."""
