@@ -264,6 +264,8 @@ def test_termination_grace_period_is_derived_from_the_settings(
     kill_grace = float(data["JOBQ_KILL_GRACE"])
     expected = math.ceil(graceful + kill_grace) + GRACE_MARGIN
     assert pod_spec(docs)["terminationGracePeriodSeconds"] == expected
+    # The supervisor's own copy, which it checks the drain against at start.
+    assert float(data["JOBQ_TERMINATION_GRACE_PERIOD"]) == expected
     # The margin covers what the master does after the kill grace.
     assert GRACE_MARGIN >= HOUSEKEEPER_GRACE + LOOP_TICK
 

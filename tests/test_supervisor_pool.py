@@ -119,6 +119,24 @@ def test_the_timing_rule_applies_to_options_from_the_environment(dsn: str) -> No
 
 
 @pytest.mark.databases("sqlite")
+@pytest.mark.parametrize("grace_period", ["20", "35"])
+def test_a_pod_grace_period_too_short_for_a_drain_is_refused(dsn: str, grace_period: str) -> None:
+    # As a Deployment passes it on: a graceful timeout of 30 s and a kill grace of 5 s need
+    # more than 35 s, or Kubernetes kills the pod while its jobs still drain.
+    variables = {
+        "JOBQ_DSN": dsn,
+        "JOBQ_GRACEFUL_TIMEOUT": "30",
+        "JOBQ_KILL_GRACE": "5",
+        "JOBQ_LEASE": "60",
+        "JOBQ_TERMINATION_GRACE_PERIOD": grace_period,
+    }
+    result = supervise(env=variables)
+    assert result.returncode == 2, result.stderr
+    assert f"termination grace period ({grace_period} s) must be longer than" in result.stderr
+    assert "Spawned worker" not in result.stderr
+
+
+@pytest.mark.databases("sqlite")
 def test_a_negative_kill_grace_is_refused(dsn: str) -> None:
     result = supervise("--dsn", dsn, *options(kill_grace="-1"))
     assert result.returncode == 2
