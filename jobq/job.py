@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, ClassVar
 
 from .retry import RetryPolicy
@@ -45,10 +46,43 @@ class Job:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Job:
-        """Rebuild an instance without calling __init__, as pickle would, but from plain data."""
+        """Rebuild an instance without calling __init__, as pickle would, but from plain data.
+
+        State lacking a field that __init__ requires was written for another version of the
+        class: refused here, rather than failing later as an AttributeError inside handle().
+        """
+        missing = [name for name in required_fields(cls) if name not in state]
+        if missing:
+            raise TypeError(f"missing field(s) {', '.join(missing)} that __init__ requires")
         job = cls.__new__(cls)
         job.__dict__.update(state)
         return job
+
+
+_required: dict[type[Job], tuple[str, ...]] = {}
+
+
+def required_fields(cls: type[Job]) -> tuple[str, ...]:
+    """The parameters of cls.__init__ that have no default (none when it takes **kwargs)."""
+    if cls not in _required:
+        _required[cls] = _init_parameters_without_default(cls)
+    return _required[cls]
+
+
+def _init_parameters_without_default(cls: type[Job]) -> tuple[str, ...]:
+    if cls.__init__ is object.__init__:
+        return ()
+    try:
+        parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return ()
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return ()
+    return tuple(
+        p.name
+        for p in parameters
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    )
 
 
 def registered(name: str) -> type[Job] | None:

@@ -26,6 +26,10 @@ log = logging.getLogger("jobq")
 # Maintenance recovers expired leases in batches of this many rows.
 MAINTENANCE_BATCH = 500
 
+# Larger payloads are refused at enqueue: a queue row is no place for bulk data, and MySQL's
+# default max_allowed_packet (16 MiB) would refuse the claim that reads it back.
+MAX_PAYLOAD_BYTES = 8 * 2**20
+
 # last_error keeps the end of a traceback, where the cause is.
 MAX_ERROR_LENGTH = 8000
 
@@ -179,6 +183,13 @@ class Queue:
         if not isinstance(policy, RetryPolicy):
             raise TypeError(f"retry must be a jobq.RetryPolicy, got {policy!r}")
         class_name, payload = self.codec.encode(job)
+        size = len(payload.encode("utf-8", "surrogatepass"))
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(
+                f"{class_name}: payload of {size / 2**20:.1f} MiB is over jobq's limit of "
+                f"{MAX_PAYLOAD_BYTES // 2**20} MiB; store large data elsewhere and enqueue a "
+                "reference to it"
+            )
         absolute_deadline = relative_deadline = None
         if isinstance(deadline, datetime):
             absolute_deadline = aware(deadline, "deadline")

@@ -371,3 +371,31 @@ def test_a_payload_that_does_not_fit_fails_the_attempt(dsn: str, queue: jobq.Que
     assert record.last_error is not None
     assert f"does not fit {Strict.job_name}" in record.last_error
     assert RAN == []
+
+
+class NeedsTwo(jobq.Job):
+    job_name = "tests.NeedsTwo"
+
+    def __init__(self, first: int, second: int, third: int = 3) -> None:
+        self.first, self.second, self.third = first, second, third
+
+
+def test_state_missing_a_required_field_does_not_fit() -> None:
+    codec = jobq.JsonCodec()
+    job = codec.decode("tests.NeedsTwo", '{"first": 1, "second": 2}')
+    assert isinstance(job, NeedsTwo) and (job.first, job.second) == (1, 2)
+    with pytest.raises(jobq.DecodeError, match=r"NeedsTwo.*missing field\(s\) second"):
+        codec.decode("tests.NeedsTwo", '{"first": 1, "extra": 2}')
+
+
+@pytest.mark.databases("sqlite")
+def test_a_payload_over_the_limit_is_refused_at_enqueue(dsn: str) -> None:
+    from jobq.queue import MAX_PAYLOAD_BYTES
+
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        with pytest.raises(ValueError, match="over jobq's limit of 8 MiB"):
+            queue.enqueue(NeedsTwo("x" * MAX_PAYLOAD_BYTES, 2))
+        assert queue.counts() == {}
+        queue.enqueue(NeedsTwo("x" * (MAX_PAYLOAD_BYTES - 100), 2))
+        assert queue.counts() == {"pending": 1}
