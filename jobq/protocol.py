@@ -6,7 +6,7 @@ order, and a closed end reads as end-of-file, so neither side needs framing or a
 worker -> master: ready, claimed, finished.       master -> worker: extended, drain.
 master -> renewer: renew.                         renewer -> master: renewed.
 master -> housekeeper: fail_attempt, measure_depth, drain.
-housekeeper -> master: maintained, depth.
+housekeeper -> master: maintained, depth, settled.
 """
 
 from __future__ import annotations
@@ -156,6 +156,15 @@ class Maintained:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class Settled:
+    """The housekeeper failed a dead worker's attempt: what followed, for the metrics."""
+
+    kind: ClassVar[str] = "settled"
+    type: str
+    outcome: str
+
+
 Message = (
     Ready
     | Claimed
@@ -168,6 +177,7 @@ Message = (
     | MeasureDepth
     | Depth
     | Maintained
+    | Settled
 )
 
 KINDS: dict[str, type[Message]] = {
@@ -184,6 +194,7 @@ KINDS: dict[str, type[Message]] = {
         MeasureDepth,
         Depth,
         Maintained,
+        Settled,
     )
 }
 

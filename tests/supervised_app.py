@@ -107,3 +107,62 @@ class Grow(jobq.Job):
         journal(self.journal, "start")
         Grow.kept.append(os.urandom(self.mib * 2**20))
         journal(self.journal, "end")
+
+
+class Fail(jobq.Job):
+    """Raises with the message it was given, so a test chooses the error text it stores."""
+
+    job_name = "Fail"
+    type = "fail"
+
+    def __init__(self, message: str, journal: str) -> None:
+        self.message = message
+        self.journal = journal
+
+    def handle(self) -> None:
+        journal(self.journal, "start")
+        raise RuntimeError(self.message)
+
+
+def count_depth_work(path: str) -> None:
+    """Append "request" to `path` for every depth reading the master asks its housekeeper
+    for, and "read" for every one the housekeeper makes.
+
+    The master imports this module before it forks its helpers, so the housekeeper inherits
+    the patch. A request is written before the master's scrape answers, so once a scrape's
+    reply is in, its request (if it made one) is counted: no waiting on the master.
+    """
+    from functools import wraps
+
+    from jobq import protocol
+    from jobq.supervisor import housekeeper, master
+
+    if hasattr(master.Master.send, "__wrapped__"):
+        return  # a HUP re-imports this module: count once, not twice
+
+    send = master.Master.send
+    depth = housekeeper.depth
+
+    def tally(word: str) -> None:
+        with open(path, "a") as file:  # one O_APPEND write per line, as journal() does
+            file.write(word + "\n")
+
+    @wraps(send)
+    def counting_send(
+        self: master.Master, process: master.Forked, message: protocol.Message
+    ) -> None:
+        if isinstance(message, protocol.MeasureDepth):
+            tally("request")
+        send(self, process, message)
+
+    @wraps(depth)
+    def counting_depth(connection: jobq.Queue) -> protocol.Depth:
+        tally("read")
+        return depth(connection)
+
+    master.Master.send = counting_send  # type: ignore[method-assign]
+    housekeeper.depth = counting_depth
+
+
+if os.environ.get("SUPERVISED_APP_DEPTH_LOG"):
+    count_depth_work(os.environ["SUPERVISED_APP_DEPTH_LOG"])

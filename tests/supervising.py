@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -11,10 +12,13 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from .support import wait_for
 
@@ -22,6 +26,9 @@ TESTS = Path(__file__).parent
 
 # "<time> <LEVEL> jobq[<pid>]: <message>", as jobq.logs formats every process's lines.
 LOG_LINE = re.compile(r" jobq\[(\d+)\]: (.*)$")
+
+# The master's line naming where it serves /metrics; in JSON logs it is inside "message".
+SERVING = re.compile(r"Serving /metrics, /healthz and /readyz on ([^\s:]+):(\d+)")
 
 # Renewal settings that pass the timing rule with a 6 s lease, so fencing happens in seconds.
 FAST = (
@@ -157,3 +164,60 @@ def alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+# -- the metrics endpoint ----------------------------------------------------------------------
+
+
+def metrics_address(running: Supervisor, timeout: float = 30.0) -> tuple[str, int]:
+    """The (address, port) the master said it serves /metrics on (port 0 picks one)."""
+    running.wait_for_log("Serving /metrics", timeout=timeout)
+    found = [m for m in map(SERVING.search, list(running.lines)) if m is not None]
+    assert found, f"no address in the master's 'Serving /metrics' line:\n{running.log}"
+    return found[0].group(1), int(found[0].group(2))
+
+
+def metrics_port(running: Supervisor, timeout: float = 30.0) -> int:
+    return metrics_address(running, timeout)[1]
+
+
+def http_get(port: int, path: str, method: str = "GET", timeout: float = 10.0) -> tuple[int, str]:
+    """(status, body) of one request to the master's endpoint on loopback."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request(method, path)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """One /metrics reply, parsed with prometheus-client's own parser."""
+
+    text: str
+    samples: tuple[Sample, ...]
+
+    def value(self, name: str, **labels: str) -> float:
+        """The sum of the samples called `name` whose labels include `labels`."""
+        return sum(
+            sample.value
+            for sample in self.samples
+            if sample.name == name and labels.items() <= sample.labels.items()
+        )
+
+    def values(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+        """Every sample called `name`, by its sorted labels."""
+        return {
+            tuple(sorted(sample.labels.items())): sample.value
+            for sample in self.samples
+            if sample.name == name
+        }
+
+
+def scrape(port: int) -> Scrape:
+    status, text = http_get(port, "/metrics")
+    assert status == 200, f"/metrics answered {status}: {text}"
+    families = text_string_to_metric_families(text)
+    return Scrape(text, tuple(sample for family in families for sample in family.samples))

@@ -12,7 +12,7 @@ import time
 from setproctitle import setproctitle
 
 from .. import protocol
-from ..queue import Queue
+from ..queue import FAILURE_OUTCOMES, Queue
 from .renewer import close_quietly
 
 log = logging.getLogger("jobq")
@@ -38,7 +38,10 @@ def serve(dsn: str, lease: float, interval: float, sock: socket.socket) -> int:
             if connection is None:
                 connection = Queue.connect(dsn, lease_duration=lease)
             if isinstance(message, protocol.FailAttempt):
-                connection.fail(message.claim.claim(), message.error)
+                claim = message.claim.claim()
+                status = connection.settle_failure(claim, message.error)
+                outcome = FAILURE_OUTCOMES[status]
+                protocol.send(sock, protocol.Settled(claim.type, str(outcome)))
             elif isinstance(message, protocol.MeasureDepth):
                 protocol.send(sock, depth(connection))
             else:

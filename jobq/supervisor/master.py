@@ -25,6 +25,7 @@ from .. import protocol
 from ..app import import_app, reload_app
 from ..backends import SCHEMES
 from ..dsn import scheme_of, scrub
+from ..queue import job_extra
 from ..worker import child
 from . import housekeeper, renewer
 from .config import RENEW_RETRY_PAUSE, SupervisorConfig
@@ -92,6 +93,8 @@ class Master:
         self.metrics = Metrics(
             SCHEMES.get(scheme_of(config.dsn), "unknown"), config.lease, config.renew_interval
         )
+        for job_type in config.types:
+            self.metrics.know_type(job_type)
         self.endpoint: Endpoint | None = None
         self.depth_asked = float("-inf")
         self.database_problem: str | None = "not checked yet"
@@ -197,6 +200,7 @@ class Master:
                 self.send(worker.process, protocol.Drain())
         elif isinstance(message, protocol.Claimed):
             worker.lease = Lease(message.claim(), message.expires_monotonic, time.monotonic())
+            self.metrics.know_type(message.type)
             self.metrics.claimed.labels(message.type).inc()
         elif isinstance(message, protocol.Finished):
             if worker.lease is not None:
@@ -259,7 +263,9 @@ class Master:
             reason = RECYCLED[code]
             if reason is not None:
                 self.metrics.killed.labels(reason).inc()
-        elif self.state == "running" and not worker.retiring:
+        elif self.state == "running" and not worker.retiring and worker.stop_reason is None:
+            # Died on its own (a crash, or it could not start); the master's own kills are
+            # counted by reason in jobq_workers_killed_total.
             self.metrics.restarts.inc()
 
     def orphaned(self, worker: WorkerProcess, lease: Lease, how: str) -> None:
@@ -272,7 +278,7 @@ class Master:
                 claim.id,
                 worker.pid,
                 worker.stop_reason,
-                extra={"event": "left_to_maintenance", "job_id": claim.id},
+                extra=job_extra(claim, "left_to_maintenance"),
             )
             return
         cause = STOP_CAUSES.get(worker.stop_reason or "", "The worker died")
@@ -317,6 +323,10 @@ class Master:
                     self.metrics.on_maintained(message.counts)
             elif isinstance(message, protocol.Depth):
                 self.metrics.depth.update(message.counts, message.oldest)
+                for name, _, _ in message.counts:
+                    self.metrics.know_type(name)
+            elif isinstance(message, protocol.Settled):
+                self.metrics.failed.labels(message.type, message.outcome).inc()
 
     def retire_helper(self, helper: Forked) -> None:
         """Stop a helper process; the reaper collects it."""
@@ -460,7 +470,7 @@ class Master:
                     "Worker %d lost job %d to another attempt: killing it",
                     pid,
                     job_id,
-                    extra={"event": "lost", "job_id": job_id},
+                    extra=job_extra(worker.lease.claim, "lost"),
                 )
                 self.stop(worker, "lost", time.monotonic(), at_once=True)
         seconds = time.monotonic() - done.sent
@@ -480,7 +490,7 @@ class Master:
                         "Lease of job %d cannot be renewed in time: stopping worker %d",
                         lease.claim.id,
                         worker.pid,
-                        extra={"event": "fenced", "job_id": lease.claim.id},
+                        extra=job_extra(lease.claim, "fenced"),
                     )
                     self.stop(worker, "renewal", now)
                 elif self.config.job_timeout and now - lease.started >= self.config.job_timeout:
@@ -488,7 +498,7 @@ class Master:
                         "Job %d ran past --job-timeout: stopping worker %d",
                         lease.claim.id,
                         worker.pid,
-                        extra={"event": "job_timeout", "job_id": lease.claim.id},
+                        extra=job_extra(lease.claim, "job_timeout"),
                     )
                     self.stop(worker, "job_timeout", now)
             if worker.kill_at is not None and not worker.killed and now >= worker.kill_at:

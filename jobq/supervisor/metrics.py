@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from .. import __version__
 
+FAILURE_OUTCOMES = ("retried", "failed", "expired", "lost")
 RUN_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600)
 ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
@@ -137,6 +138,20 @@ class Metrics:
             self.killed.labels(reason)
         for outcome in ("requeued", "failed", "expired"):
             self.recovered.labels(outcome)
+        self.known_types: set[str] = set()
+
+    def know_type(self, job_type: str) -> None:
+        """Create a type's series at zero before its first event: Prometheus does not count
+        a series' first sample as a rise from zero, so an unannounced first burst would be
+        invisible to rate()."""
+        if job_type in self.known_types:
+            return
+        self.known_types.add(job_type)
+        self.claimed.labels(job_type)
+        self.completed.labels(job_type)
+        self.run_time.labels(job_type)
+        for outcome in FAILURE_OUTCOMES:
+            self.failed.labels(job_type, outcome)
 
     def on_finished(self, job_type: str, outcome: str, seconds: float) -> None:
         if outcome == "completed":
