@@ -27,6 +27,7 @@ from ..backends import SCHEMES
 from ..dsn import scheme_of, scrub
 from ..queue import job_extra
 from ..worker import child
+from ..worker.fence import FENCE_LEAD
 from . import housekeeper, renewer
 from .config import RENEW_RETRY_PAUSE, SupervisorConfig
 from .endpoint import Endpoint, Response
@@ -175,7 +176,12 @@ class Master:
     def stop_point(self, lease: Lease) -> float:
         """The last moment to send SIGTERM and still have the child dead by its lease's end
         minus the safety margin."""
-        return lease.expires - self.config.safety_margin - self.config.kill_grace
+        return self.kill_point(lease) - self.config.kill_grace
+
+    def kill_point(self, lease: Lease) -> float:
+        """When SIGKILL goes out at the latest, so the child is gone by the lease's end minus
+        the safety margin."""
+        return lease.expires - self.config.safety_margin - FENCE_LEAD
 
     # -- children's messages ---------------------------------------------------------------
 
@@ -511,7 +517,7 @@ class Master:
         self.metrics.killed.labels(reason).inc()
         kill_at = now + self.config.kill_grace
         if worker.lease is not None:
-            kill_at = min(kill_at, worker.lease.expires - self.config.safety_margin)
+            kill_at = min(kill_at, self.kill_point(worker.lease))
         if at_once or kill_at <= now:
             worker.process.signal(signal.SIGKILL)
             worker.killed = True

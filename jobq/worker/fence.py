@@ -17,6 +17,10 @@ import time
 
 PR_SET_PDEATHSIG = 1
 
+# A kill is not instant: the process is scheduled, torn down and reaped. Fences act this much
+# before the moment a worker must be gone, so that it is gone by then, not just signalled.
+FENCE_LEAD = 0.1
+
 
 def die_with(parent_pid: int) -> None:
     """Have the kernel SIGKILL this process when `parent_pid` (our parent) goes away."""
@@ -35,8 +39,8 @@ class SelfFence:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
     def arm(self, expires_monotonic: float) -> None:
-        """Die at expires_monotonic - safety_margin unless re-armed later."""
-        remaining = expires_monotonic - self.safety_margin - time.monotonic()
+        """Be dead by expires_monotonic - safety_margin unless re-armed later."""
+        remaining = expires_monotonic - self.safety_margin - FENCE_LEAD - time.monotonic()
         # A zero interval would disarm the timer; the smallest positive one fires at once.
         signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-6))
 
