@@ -8,6 +8,7 @@ never the loop that kills a worker whose lease can no longer be vouched for.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import os
@@ -99,6 +100,7 @@ class Master:
         self.endpoint: Endpoint | None = None
         self.depth_asked = float("-inf")
         self.database_problem: str | None = "not checked yet"
+        self.database_seen = False  # it answered once: later failures are outages
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -325,6 +327,7 @@ class Master:
                 return  # it died: the reaper starts another
             if isinstance(message, protocol.Maintained):
                 self.database_problem = message.error
+                self.database_seen |= message.error is None
                 if message.counts is not None:
                     self.metrics.on_maintained(message.counts)
             elif isinstance(message, protocol.Depth):
@@ -564,7 +567,7 @@ class Master:
             self.retire(min(outdated, key=lambda w: w.spawned), "reload")
 
     def spawn(self) -> None:
-        settings = self.config.worker_settings()
+        settings = dataclasses.replace(self.config.worker_settings(), patient=self.database_seen)
         process = fork(lambda sock: child.run(settings, sock), self.close_inherited)
         worker = WorkerProcess(process, self.generation, time.monotonic())
         self.children[process.pid] = worker

@@ -22,7 +22,9 @@ from prometheus_client.registry import Collector
 
 from .. import __version__
 
-FAILURE_OUTCOMES = ("retried", "failed", "expired", "lost")
+# "unacknowledged": the worker could not record the outcome (the database went away); the
+# attempt's lease runs out and the job is retried.
+FAILURE_OUTCOMES = ("retried", "failed", "expired", "lost", "unacknowledged")
 RUN_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600)
 ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 

@@ -13,6 +13,7 @@ import select
 import socket
 import threading
 import time
+from dataclasses import dataclass
 
 import psutil
 
@@ -33,8 +34,37 @@ EXIT_MEMORY = 5  # --max-memory-per-child passed
 
 # An idle child polls quickly right after work dried up, then backs off to poll_interval.
 FIRST_IDLE_WAIT = 0.05
+# A worker that lost its database tries again after this, doubling up to the maximum.
+FIRST_RECONNECT_WAIT = 0.5
+MAX_RECONNECT_WAIT = 5.0
+# What a worker reports when it could not record an attempt's outcome (see run_jobs).
+UNACKNOWLEDGED = "unacknowledged"
 # How often a child blocked on LISTEN/NOTIFY checks whether it was told to drain.
 DRAIN_CHECK = 0.25
+
+
+@dataclass
+class Session:
+    """A worker's connection, whether it can be woken by the database, and the claim it made
+    on connecting, if any."""
+
+    queue: Queue
+    notifying: bool
+    first: ClaimedJob | None
+
+
+def close_quietly(queue: Queue | None) -> None:
+    if queue is not None:
+        with contextlib.suppress(Exception):
+            queue.close()
+
+
+class DatabaseLost(Exception):
+    """A database call failed in a way that leaves this worker without a usable connection."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
 
 
 class Child:
@@ -46,64 +76,123 @@ class Child:
         # The claim being run, shared with the thread that re-arms the fence.
         self.lock = threading.Lock()
         self.current: ClaimedJob | None = None
+        self.idle_wait = FIRST_IDLE_WAIT
         self.started = 0.0
 
     def main(self) -> int:
         title.starting()
-        queue: Queue | None = None
-        try:
-            queue = Queue.connect(self.settings.dsn, lease_duration=self.settings.lease)
-            notifying = queue.backend.listen()
-            # A first claim before saying ready: a connection that works but cannot claim
-            # (no schema, no permission) is a worker that cannot start, and the master
-            # counts it towards a crash loop instead of respawning it forever at full speed.
-            first = queue.claim(self.settings.types)
-        except Exception as error:
-            log.error("Worker cannot start: %s", error, extra={"event": "worker_failed"})
-            if queue is not None:
-                with contextlib.suppress(Exception):
-                    queue.close()
+        session = self.open_session(patient=self.settings.patient)
+        if session is None:
             return EXIT_CANNOT_START
         protocol.send(self.sock, protocol.Ready(os.getpid()))
         title.idle()
         threading.Thread(target=self.follow_master, name="master", daemon=True).start()
-        try:
-            return self.work(queue, notifying, first)
-        finally:
-            queue.close()
+        return self.work(session)
 
-    def work(self, queue: Queue, notifying: bool, first: ClaimedJob | None) -> int:
+    def open_session(self, patient: bool) -> Session | None:
+        """Connect and make a first claim; None if that cannot be done.
+
+        The first claim comes before the worker says it is ready: a connection that works but
+        cannot claim (no schema, no permission) is a worker that cannot start, which the master
+        counts towards a crash loop. A patient worker (the database worked before: this is an
+        outage, not a misconfiguration) keeps trying instead, until it is told to stop.
+        """
+        delay = FIRST_RECONNECT_WAIT
+        while True:
+            queue: Queue | None = None
+            try:
+                queue = Queue.connect(self.settings.dsn, lease_duration=self.settings.lease)
+                notifying = queue.backend.listen()
+                return Session(queue, notifying, queue.claim(self.settings.types))
+            except Exception as error:
+                close_quietly(queue)
+                if not patient:
+                    log.error("Worker cannot start: %s", error, extra={"event": "worker_failed"})
+                    return None
+                log.warning(
+                    "Database out of reach, trying again in %.1f s: %s",
+                    delay,
+                    error,
+                    extra={"event": "db_wait"},
+                )
+            if self.stopping.wait(delay):
+                return None
+            delay = min(delay * 2, MAX_RECONNECT_WAIT)
+
+    def work(self, session: Session) -> int:
         """Run jobs until drained (EXIT_OK) or recycled (EXIT_RECYCLED, EXIT_MEMORY)."""
+        try:
+            return self.run_jobs(session)
+        finally:
+            close_quietly(session.queue)
+
+    def run_jobs(self, session: Session) -> int:
         done = 0
-        wait = FIRST_IDLE_WAIT
-        claim = first
+        claim = session.first
         while True:
             # A claim already made runs even if a drain came meanwhile: it holds a lease.
-            if claim is None:
-                if self.stopping.is_set():
-                    return EXIT_OK
-                claim = queue.claim(self.settings.types)
-            if claim is None:
-                if notifying:
-                    self.wait_for_jobs(queue)
-                else:
-                    self.stopping.wait(wait)
-                    wait = min(wait * 2, self.settings.poll_interval)
-                continue
-            wait = FIRST_IDLE_WAIT
-            self.begin(claim)
+            if claim is None and self.stopping.is_set():
+                return EXIT_OK
             try:
-                outcome = queue.run(claim)
-            except BaseException:
-                # handle() raised SystemExit or the like: its attempt is failed; honour it.
-                self.end(claim, Outcome.FAILED)
-                raise
-            self.end(claim, outcome)
+                if claim is None:
+                    claim = self.next_claim(session)
+                    continue
+                self.run_claim(session.queue, claim)
+            except DatabaseLost as lost:
+                log.error("%s: %s", lost.what, lost.__cause__, extra={"event": "db_error"})
+                if not self.reconnect(session):
+                    return EXIT_OK
+                claim = session.first
+                continue
             claim = None
             done += 1
             recycled = self.recycle_code(done)
             if recycled is not None:
                 return recycled
+
+    def next_claim(self, session: Session) -> ClaimedJob | None:
+        """Claim a job, or wait a while (idle) and return None."""
+        try:
+            claim = session.queue.claim(self.settings.types)
+            if claim is not None:
+                self.idle_wait = FIRST_IDLE_WAIT
+                return claim
+            if session.notifying:
+                self.wait_for_jobs(session.queue)
+            else:
+                self.stopping.wait(self.idle_wait)
+                self.idle_wait = min(self.idle_wait * 2, self.settings.poll_interval)
+        except Exception as error:
+            raise DatabaseLost("Claim failed") from error
+        return None
+
+    def run_claim(self, queue: Queue, claim: ClaimedJob) -> Outcome:
+        self.begin(claim)
+        try:
+            outcome = queue.run(claim)
+        except Exception as error:
+            # The acknowledgement did not reach the database. The master stops renewing the
+            # attempt, its lease runs out, and maintenance gives the job another one.
+            self.end(claim, UNACKNOWLEDGED)
+            raise DatabaseLost(
+                f"Could not record how attempt {claim.attempt} of job {claim.id} ended, so "
+                "the job will run again after its lease"
+            ) from error
+        except BaseException:
+            # handle() raised SystemExit or the like: its attempt is failed; honour it.
+            self.end(claim, Outcome.FAILED)
+            raise
+        self.end(claim, outcome)
+        return outcome
+
+    def reconnect(self, session: Session) -> bool:
+        """Replace a session whose connection failed; False if stopped while trying."""
+        close_quietly(session.queue)
+        fresh = self.open_session(patient=True)
+        if fresh is None:
+            return False
+        session.queue, session.notifying, session.first = fresh.queue, fresh.notifying, fresh.first
+        return True
 
     def wait_for_jobs(self, queue: Queue) -> None:
         """Wait for a wake-up up to poll_interval, in short slices: a drain (TERM, HUP,
@@ -122,7 +211,7 @@ class Child:
         protocol.send(self.sock, protocol.Claimed.of(claim))
         title.busy(claim, self.started)
 
-    def end(self, claim: ClaimedJob, outcome: Outcome) -> None:
+    def end(self, claim: ClaimedJob, outcome: str) -> None:
         with self.lock:
             self.fence.disarm()
             self.current = None

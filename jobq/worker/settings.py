@@ -14,3 +14,6 @@ class WorkerSettings:
     safety_margin: float
     max_jobs: int | None
     max_memory_mib: float | None
+    # The database has worked for this supervisor before: a worker that cannot reach it is
+    # in an outage, and waits for it rather than exit as unable to start.
+    patient: bool = False
