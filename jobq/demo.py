@@ -13,7 +13,6 @@ job class.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -29,14 +28,16 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import psutil
 
 from .dsn import scrub
 from .job import Job
-from .queue import LEASE_EXPIRED, Queue, current_claim
+from .queue import LEASE_EXPIRED, Queue
 from .records import JobRecord, Status
 from .retry import RetryPolicy
+from .testing.history import journal_attempt, read_journal
 
 JOB_SECONDS = 8.0
 LEASE = 6.0
@@ -65,7 +66,10 @@ ACK = re.compile(
 )
 SPAWNED = re.compile(r"^Spawned worker (?P<pid>\d+)$")
 EXITED = re.compile(r"^Worker (?P<pid>\d+) exited \((?P<how>[^)]*)\)$")
-MAINTENANCE = "Maintenance recovered jobs"
+RECOVERED = re.compile(
+    r"^Recovered a job whose lease ended without an acknowledgement: now (?P<status>\w+)"
+    r" \(job_id=(?P<job>\d+)\b"
+)
 
 
 class BuildReport(Job):
@@ -79,40 +83,13 @@ class BuildReport(Job):
         self.journal = journal
 
     def handle(self) -> None:
-        note(self.journal, "start")
+        journal_attempt(self.journal, "start")
         time.sleep(self.seconds)
-        note(self.journal, "end")
+        journal_attempt(self.journal, "end")
 
 
-def note(path: str, event: str) -> None:
-    claim = current_claim()
-    assert claim is not None, "BuildReport runs only inside a worker"
-    entry = {
-        "event": event,
-        "job": claim.id,
-        "attempt": claim.attempt,
-        "pid": os.getpid(),
-        # CLOCK_MONOTONIC is system-wide on Linux, so the demo can compare it with its own.
-        "mono": time.monotonic(),
-    }
-    # One short write in append mode per line: lines from several workers never interleave.
-    with open(path, "a") as file:
-        file.write(json.dumps(entry) + "\n")
-
-
-def read_journal(path: Path, job_id: int) -> list[dict[str, object]]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    entries = []
-    for line in text.splitlines(keepends=True):
-        if not line.endswith("\n"):
-            continue  # being written right now; the next poll sees it whole
-        entry = json.loads(line)
-        if entry["job"] == job_id:
-            entries.append(entry)
-    return entries
+def attempts_of(path: Path, job_id: int) -> list[dict[str, Any]]:
+    return [entry for entry in read_journal(path) if entry["job"] == job_id]
 
 
 # -- processes ------------------------------------------------------------------------------
@@ -290,7 +267,7 @@ class Watch:
 
     def events(self) -> list[Event]:
         events = []
-        for entry in read_journal(self.journal, self.job_id):
+        for entry in attempts_of(self.journal, self.job_id):
             attempt = int(str(entry["attempt"]))
             at = float(str(entry["mono"])) - self.began
             pid = int(str(entry["pid"]))
@@ -321,8 +298,7 @@ class Watch:
 
     def failure(self) -> Event | None:
         """The job's failure, if it failed other than by an attempt's own error: that is
-        maintenance recovering its last attempt. Maintenance logs no job id, so it is put on
-        the worker whose maintenance run logged closest to when the database showed it."""
+        maintenance recovering its last attempt, which the worker that did it logs."""
         record, seen = self.record, self.terminal_seen
         if record is None or seen is None or record.status is not Status.FAILED:
             return None
@@ -334,15 +310,12 @@ class Watch:
         else:
             # A traceback's last line holds the exception.
             text = "job failed: " + ((record.last_error or "").strip().splitlines() or [""])[-1]
-        runs = [
-            (abs(line.at - seen), line.at, pid)
-            for line, pid, message in self.lines()
-            if message == MAINTENANCE and abs(line.at - seen) <= 1.0
-        ]
-        if not runs:
-            return Event(seen - self.began, None, "failed", None, text)
-        _, at, pid = min(runs)
-        return Event(at - self.began, pid, "failed", None, text)
+        for line, pid, message in self.lines():
+            recovered = RECOVERED.match(message)
+            ours = recovered is not None and int(recovered["job"]) == self.job_id
+            if ours and recovered is not None and recovered["status"] == str(Status.FAILED):
+                return Event(line.at - self.began, pid, "failed", None, text)
+        return Event(seen - self.began, None, "failed", None, text)
 
     def names(self) -> dict[int, str]:
         """w1, w2… in the order the workers were started."""

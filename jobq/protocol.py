@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -219,6 +220,19 @@ def receive(sock: socket.socket) -> Message | None:
     """The next message, or None once the other side has closed its end."""
     data = sock.recv(MAX_MESSAGE)
     return decode(data) if data else None
+
+
+def waiting(sock: socket.socket) -> Iterator[Message]:
+    """The messages already waiting on a non-blocking socket. Raises EOFError once the other
+    end has closed and everything it sent was read."""
+    while True:
+        try:
+            message = receive(sock)
+        except (BlockingIOError, ConnectionResetError):
+            return
+        if message is None:
+            raise EOFError
+        yield message
 
 
 def pair() -> tuple[socket.socket, socket.socket]:

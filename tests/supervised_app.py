@@ -6,13 +6,13 @@ class names itself explicitly.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 from pathlib import Path
 
 import jobq
+from jobq.testing.history import journal_attempt
 
 # When this module was (re)imported: a worker forked after a HUP runs freshly imported code.
 IMPORTED = time.monotonic()
@@ -21,22 +21,8 @@ time.sleep(float(os.environ.get("SUPERVISED_APP_IMPORT_DELAY", "0")))
 
 
 def journal(path: str, event: str, **fields: object) -> None:
-    claim = jobq.current_claim()
-    assert claim is not None
-    entry = {
-        "event": event,
-        "job": claim.id,
-        "attempt": claim.attempt,
-        "pid": os.getpid(),
-        "mono": time.monotonic(),
-        "wall": time.time(),
-        "imported": IMPORTED,
-        **fields,
-    }
-    # One short O_APPEND write per line: lines from many processes never interleave, and
-    # what was written survives a SIGKILL of the writer.
-    with open(path, "a") as file:
-        file.write(json.dumps(entry) + "\n")
+    # With the module's import time: a worker forked after a HUP runs freshly imported code.
+    journal_attempt(path, event, imported=IMPORTED, **fields)
 
 
 class Sleep(jobq.Job):

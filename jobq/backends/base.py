@@ -267,6 +267,26 @@ class Backend(ABC):
         """A duration as this database's statements take it (seconds unless overridden)."""
         return value
 
+    def moment(self, value: datetime) -> Any:
+        """An aware datetime as this database's statements take it (as is unless overridden)."""
+        return value
+
+    def insert_params(self, job: NewJob) -> dict[str, Any]:
+        """The named parameters every backend's insert statement takes."""
+        return {
+            "type": job.type,
+            "class_name": job.class_name,
+            "payload": job.payload,
+            "max_attempts": job.retry.max_attempts,
+            "backoff": job.retry.backoff,
+            "max_backoff": job.retry.max_backoff,
+            "jitter": job.retry.jitter,
+            "scheduled_at": None if job.scheduled_at is None else self.moment(job.scheduled_at),
+            "delay": self.seconds(job.delay),
+            "deadline": None if job.deadline is None else self.moment(job.deadline),
+            "deadline_in": None if job.deadline_in is None else self.seconds(job.deadline_in),
+        }
+
     def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob:
         """A claim from the row its claim statement returned, in the column order
         id, type, class_name, payload, attempts, lease_until, max_attempts, backoff,

@@ -165,9 +165,8 @@ class MysqlBackend(Backend):
     def seconds(self, value: float) -> Any:
         return round(value * 1_000_000)
 
-    @staticmethod
-    def utc(value: datetime | None) -> datetime | None:
-        return None if value is None else value.astimezone(UTC).replace(tzinfo=None)
+    def moment(self, value: datetime) -> Any:
+        return value.astimezone(UTC).replace(tzinfo=None)
 
     @contextmanager
     def install_lock(self) -> Iterator[None]:
@@ -193,19 +192,7 @@ class MysqlBackend(Backend):
                 %(max_backoff)s, %(jitter)s, coalesce(%(scheduled_at)s, {later("delay")}),
                 coalesce(%(deadline)s, {later("deadline_in")}), {NOW}, {NOW})
         """
-        params = {
-            "type": job.type,
-            "class_name": job.class_name,
-            "payload": job.payload,
-            "max_attempts": job.retry.max_attempts,
-            "backoff": job.retry.backoff,
-            "max_backoff": job.retry.max_backoff,
-            "jitter": job.retry.jitter,
-            "scheduled_at": self.utc(job.scheduled_at),
-            "delay": self.seconds(job.delay),
-            "deadline": self.utc(job.deadline),
-            "deadline_in": None if job.deadline_in is None else self.seconds(job.deadline_in),
-        }
+        params = self.insert_params(job)
         with (connection or self.connection).cursor() as cursor:
             cursor.execute(sql, params)
             return int(cursor.lastrowid)

@@ -145,20 +145,7 @@ class PostgresBackend(Backend):
             )
             SELECT id, pg_notify(%(channel)s, type) FROM job
         """
-        params = {
-            "type": job.type,
-            "class_name": job.class_name,
-            "payload": job.payload,
-            "max_attempts": job.retry.max_attempts,
-            "backoff": job.retry.backoff,
-            "max_backoff": job.retry.max_backoff,
-            "jitter": job.retry.jitter,
-            "scheduled_at": job.scheduled_at,
-            "delay": job.delay,
-            "deadline": job.deadline,
-            "deadline_in": job.deadline_in,
-            "channel": NOTIFY_CHANNEL,
-        }
+        params = self.insert_params(job) | {"channel": NOTIFY_CHANNEL}
         with (connection or self.connection).cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()

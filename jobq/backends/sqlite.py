@@ -158,9 +158,8 @@ class SqliteBackend(Backend):
     def to_datetime(self, value: Any) -> datetime:
         return datetime.fromtimestamp(float(value), UTC)
 
-    @staticmethod
-    def timestamp(value: datetime | None) -> float | None:
-        return None if value is None else value.timestamp()
+    def moment(self, value: datetime) -> Any:
+        return value.timestamp()
 
     def execute(self, sql: str, params: Any = None, connection: Any = None) -> int:
         # sqlite3 cursors are not context managers.
@@ -203,19 +202,7 @@ class SqliteBackend(Backend):
                 coalesce(:deadline, {NOW} + :deadline_in))
             RETURNING id
         """
-        params = {
-            "type": job.type,
-            "class_name": job.class_name,
-            "payload": job.payload,
-            "max_attempts": job.retry.max_attempts,
-            "backoff": job.retry.backoff,
-            "max_backoff": job.retry.max_backoff,
-            "jitter": job.retry.jitter,
-            "scheduled_at": self.timestamp(job.scheduled_at),
-            "delay": job.delay,
-            "deadline": self.timestamp(job.deadline),
-            "deadline_in": job.deadline_in,
-        }
+        params = self.insert_params(job)
         cursor = (connection or self.connection).execute(sql, params)
         row = cursor.fetchone()
         cursor.close()

@@ -188,16 +188,12 @@ class Master:
     # -- children's messages ---------------------------------------------------------------
 
     def read_messages(self, worker: WorkerProcess) -> None:
-        while True:
-            try:
-                message = protocol.receive(worker.process.sock)
-            except (BlockingIOError, ConnectionResetError):
-                return
-            if message is None:
-                # It closed its end: it is exiting; the reaper finishes the bookkeeping.
-                self.selector.unregister(worker.process.sock)
-                return
-            self.on_message(worker, message)
+        try:
+            for message in protocol.waiting(worker.process.sock):
+                self.on_message(worker, message)
+        except EOFError:
+            # It closed its end: it is exiting; the reaper finishes the bookkeeping.
+            self.selector.unregister(worker.process.sock)
 
     def on_message(self, worker: WorkerProcess, message: protocol.Message) -> None:
         if isinstance(message, protocol.Ready):
@@ -318,24 +314,24 @@ class Master:
         self.selector.register(self.housekeeper.sock, selectors.EVENT_READ, None)
 
     def read_housekeeper(self) -> None:
-        while self.housekeeper is not None:
-            try:
-                message = protocol.receive(self.housekeeper.sock)
-            except (BlockingIOError, ConnectionResetError):
-                return
-            if message is None:
-                return  # it died: the reaper starts another
-            if isinstance(message, protocol.Maintained):
-                self.database_problem = message.error
-                self.database_seen |= message.error is None
-                if message.counts is not None:
-                    self.metrics.on_maintained(message.counts)
-            elif isinstance(message, protocol.Depth):
-                self.metrics.depth.update(message.counts, message.oldest)
-                for name, _, _ in message.counts:
-                    self.metrics.know_type(name)
-            elif isinstance(message, protocol.Settled):
-                self.metrics.failed.labels(message.type, message.outcome).inc()
+        if self.housekeeper is None:
+            return
+        with contextlib.suppress(EOFError):  # it died: the reaper starts another
+            for message in protocol.waiting(self.housekeeper.sock):
+                self.on_housekeeping(message)
+
+    def on_housekeeping(self, message: protocol.Message) -> None:
+        if isinstance(message, protocol.Maintained):
+            self.database_problem = message.error
+            self.database_seen |= message.error is None
+            if message.counts is not None:
+                self.metrics.on_maintained(message.counts)
+        elif isinstance(message, protocol.Depth):
+            self.metrics.depth.update(message.counts, message.oldest)
+            for name, _, _ in message.counts:
+                self.metrics.know_type(name)
+        elif isinstance(message, protocol.Settled):
+            self.metrics.failed.labels(message.type, message.outcome).inc()
 
     def retire_helper(self, helper: Forked) -> None:
         """Stop a helper process; the reaper collects it."""
@@ -437,27 +433,25 @@ class Master:
             self.next_round_at = max(now, self.cycle_start + self.config.renew_interval)
 
     def read_renewals(self) -> None:
-        while self.renewer is not None:
-            try:
-                result = protocol.receive(self.renewer.sock)
-            except (BlockingIOError, ConnectionResetError):
-                return
-            if result is None:
-                return  # it died: the reaper starts another
-            assert isinstance(result, protocol.Renewed)
-            current = self.round
-            if current is None or result.round != current.id:
-                continue  # an answer to a round already given up on
-            if result.extended is None:
-                log.warning(
-                    "Lease renewal failed: %s", result.error, extra={"event": "renewal_error"}
-                )
-                self.round_failed(time.monotonic())
-                continue
-            self.round = None
-            self.retrying = False
-            self.next_round_at = self.cycle_start + self.config.renew_interval
-            self.apply_round(current, set(result.extended))
+        if self.renewer is None:
+            return
+        with contextlib.suppress(EOFError):  # it died: the reaper starts another
+            for result in protocol.waiting(self.renewer.sock):
+                assert isinstance(result, protocol.Renewed)
+                self.on_renewed(result)
+
+    def on_renewed(self, result: protocol.Renewed) -> None:
+        current = self.round
+        if current is None or result.round != current.id:
+            return  # an answer to a round already given up on
+        if result.extended is None:
+            log.warning("Lease renewal failed: %s", result.error, extra={"event": "renewal_error"})
+            self.round_failed(time.monotonic())
+            return
+        self.round = None
+        self.retrying = False
+        self.next_round_at = self.cycle_start + self.config.renew_interval
+        self.apply_round(current, set(result.extended))
 
     def apply_round(self, done: Round, extended: set[int]) -> None:
         lost = 0
