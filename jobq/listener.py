@@ -18,6 +18,10 @@ class Listener:
     def on_claimed(self, claim: ClaimedJob) -> None:
         """The job was decoded and is about to run."""
 
+    def on_settling(self, claim: ClaimedJob) -> None:
+        """The attempt will run no more of the job's code; its outcome is about to be
+        recorded (run() only)."""
+
     def on_completed(self, claim: ClaimedJob) -> None:
         """The attempt was acknowledged as done."""
 

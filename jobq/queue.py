@@ -278,13 +278,16 @@ class Queue:
             log.warning("Job failed: %r", error, extra=job_extra(claim, "failed"))
             return self.failed(claim, error)
         except BaseException as error:
+            self.listener.on_settling(claim)
             self.fail(claim, error)
             raise
         finally:
             running.reset(token)
+        self.listener.on_settling(claim)
         return Outcome.COMPLETED if self.complete(claim) else Outcome.LOST
 
     def failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
+        self.listener.on_settling(claim)
         return FAILURE_OUTCOMES[self.settle_failure(claim, error)]
 
     def complete(self, claim: ClaimedJob) -> bool:

@@ -206,6 +206,9 @@ class Master:
             worker.lease = Lease(message.claim(), message.expires_monotonic, time.monotonic())
             self.metrics.know_type(message.type)
             self.metrics.claimed.labels(message.type).inc()
+        elif isinstance(message, protocol.Settling):
+            if worker.lease is not None and worker.lease.claim.id == message.id:
+                worker.lease.settling = True
         elif isinstance(message, protocol.Finished):
             if worker.lease is not None:
                 seconds = time.monotonic() - worker.lease.started
@@ -467,7 +470,10 @@ class Master:
                 self.send(worker.process, protocol.Extended(job_id, worker.lease.expires))
                 continue
             self.read_messages(worker)  # it may have acknowledged just before the round
-            if worker.lease is not None and worker.lease.claim.token == token:
+            lease = worker.lease
+            # A settling attempt runs no job code any more: most likely its acknowledgement
+            # is what made the round miss it, and either way nothing can overlap with it.
+            if lease is not None and lease.claim.token == token and not lease.settling:
                 lost += 1
                 log.error(
                     "Worker %d lost job %d to another attempt: killing it",

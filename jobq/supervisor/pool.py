@@ -15,6 +15,7 @@ class Lease:
     claim: ClaimedJob
     expires: float  # monotonic: the lease certainly lasts until then, never longer
     started: float  # monotonic: when the master learned of the claim
+    settling: bool = False  # its job code is done; its outcome is being recorded
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import psutil
 
 from .. import protocol
+from ..listener import Listener
 from ..queue import Queue
 from ..records import ClaimedJob, Outcome
 from . import title
@@ -57,6 +58,16 @@ def close_quietly(queue: Queue | None) -> None:
     if queue is not None:
         with contextlib.suppress(Exception):
             queue.close()
+
+
+class SettlingReporter(Listener):
+    """Tells the master when an attempt's job code is done, before its outcome is recorded."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def on_settling(self, claim: ClaimedJob) -> None:
+        protocol.send(self.sock, protocol.Settling(claim.id))
 
 
 class DatabaseLost(Exception):
@@ -101,7 +112,11 @@ class Child:
         while True:
             queue: Queue | None = None
             try:
-                queue = Queue.connect(self.settings.dsn, lease_duration=self.settings.lease)
+                queue = Queue.connect(
+                    self.settings.dsn,
+                    lease_duration=self.settings.lease,
+                    listener=SettlingReporter(self.sock),
+                )
                 notifying = queue.backend.listen()
                 return Session(queue, notifying, queue.claim(self.settings.types))
             except Exception as error:
