@@ -173,8 +173,12 @@ class PostgresBackend(Backend):
         return None if row is None else self.to_datetime(row[0])
 
     def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> set[int]:
-        rows = self.fetchall(
-            """
+        # Never prepared: a prepared statement soon gets a generic plan, which guesses a small
+        # array and probes the lease index once per claim against every claim (quadratic:
+        # 160 ms for 1,000 claims against 5 ms planned with the real arrays).
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                """
             UPDATE jobq_jobs AS j
             SET lease_until = greatest(j.lease_until, now() + make_interval(secs => %(lease)s))
             FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS c(id, token)
@@ -182,9 +186,10 @@ class PostgresBackend(Backend):
               AND j.lease_until > now()
             RETURNING j.id
             """,
-            {"lease": lease, "ids": [c[0] for c in claims], "tokens": [c[1] for c in claims]},
-        )
-        return {int(row[0]) for row in rows}
+                {"lease": lease, "ids": [c[0] for c in claims], "tokens": [c[1] for c in claims]},
+                prepare=False,
+            )
+            return {int(row[0]) for row in cursor.fetchall()}
 
     def listen(self) -> bool:
         self.execute(f"LISTEN {NOTIFY_CHANNEL}")

@@ -1,0 +1,18 @@
+# Developer entry points. The test suite is also what CI runs (.ci/run).
+
+# The project's virtualenv when there is one (scripts/test creates it), else python3.
+PYTHON ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
+
+.PHONY: test chaos bench
+
+# Lint, type-check and run every test against real PostgreSQL, MariaDB and SQLite.
+test:
+	./scripts/test $(ARGS)
+
+# The soak: 10,000 jobs under random faults for about ten minutes, then the history
+# checker. Options through CHAOS_ARGS, e.g. make chaos CHAOS_ARGS="--jobs 1000 --seconds 60".
+chaos:
+	$(PYTHON) -m chaos $(CHAOS_ARGS)
+
+bench:
+	$(PYTHON) -m bench $(BENCH_ARGS)

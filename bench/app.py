@@ -1,0 +1,62 @@
+"""The jobq application the bench's supervisors run (`--app bench.app`)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import jobq
+
+
+def record_start(index: int, sent: float) -> None:
+    """Append "index sent started" to $BENCH_LATENCY_FILE.
+
+    One short O_APPEND write per line, so lines from many worker processes never interleave,
+    and nothing is buffered in a process that the bench may stop at any moment.
+    """
+    started = time.time()
+    path = os.environ.get("BENCH_LATENCY_FILE")
+    if not path:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{index} {sent:.6f} {started:.6f}\n".encode())
+    finally:
+        os.close(fd)
+
+
+class Noop(jobq.Job):
+    """Does nothing: what is left is the queue's own cost per job."""
+
+    job_name = "bench.Noop"
+    type = "noop"
+
+    def handle(self) -> None:
+        return None
+
+
+class Stamp(jobq.Job):
+    """Records when it started, against the wall-clock time it was enqueued."""
+
+    job_name = "bench.Stamp"
+    type = "stamp"
+
+    def __init__(self, index: int, sent: float) -> None:
+        self.index = index
+        self.sent = sent
+
+    def handle(self) -> None:
+        record_start(self.index, self.sent)
+
+
+class Sleep(jobq.Job):
+    """A long job, so the master has leases to renew while its children are busy."""
+
+    job_name = "bench.Sleep"
+    type = "sleep"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def handle(self) -> None:
+        time.sleep(self.seconds)

@@ -1,0 +1,83 @@
+"""A bench run's settings and shared state: servers, child processes, temp dir, results."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .procs import Processes
+from .results import Drain, Latency, MasterLoad, Profile, RenewalRound
+from .servers import MariadbServer, PostgresServer
+
+# Where children run and import jobq and bench.app from: the run's frozen copy of the work
+# tree's code (see snapshot.py), or the work tree itself.
+REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parent.parent)
+
+SECTIONS = ("drain", "limit", "peers", "latency", "renewal", "other-dbs", "profile")
+
+
+@dataclass
+class Settings:
+    jobs: int
+    workers: list[int]
+    other_jobs: int  # MariaDB and SQLite drains
+    mariadb_workers: list[int]
+    sqlite_workers: list[int]
+    latency_rate: float
+    latency_seconds: float
+    latency_workers: int
+    master_jobs: int  # long jobs, one per child, while the master's load is sampled
+    master_job_seconds: float
+    master_window: float
+    sections: set[str]
+    out: Path
+    quick: bool
+    info_logs_at: int | None  # also drain with jobq's default INFO logging at this W
+
+    def drain_timeout(self, jobs: int) -> float:
+        # Generous: 60 s plus 10 ms a job (a 100 jobs/s floor). A drain slower than that is
+        # broken, not slow, and the run goes on with a note instead of hanging.
+        return 60.0 + jobs / 100.0
+
+
+@dataclass
+class Bench:
+    settings: Settings
+    tmp: Path
+    procs: Processes
+    pg: PostgresServer | None = None
+    mariadb: MariadbServer | None = None
+    sqlite_dir: Path | None = None
+    drains: list[Drain] = field(default_factory=list)
+    latencies: list[Latency] = field(default_factory=list)
+    renewals: list[RenewalRound] = field(default_factory=list)
+    master: MasterLoad | None = None
+    profile_results: dict[str, Profile] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+    server_settings: dict[str, dict[str, str]] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment of every child: the bench package importable, and no buffering
+        so that a log read after a failure is complete."""
+        env = dict(os.environ)
+        path = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(REPO) + (os.pathsep + path if path else "")
+        env["PYTHONUNBUFFERED"] = "1"
+        env.update(extra)
+        return env
+
+    def say(self, message: str) -> None:
+        elapsed = time.monotonic() - self.started
+        print(f"[{elapsed:7.1f}s] {message}", flush=True)
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+        self.say(f"NOTE: {message}")
+
+
+PYTHON = sys.executable

@@ -1,0 +1,209 @@
+"""jobq's table on any of its databases: reset, preload, count, and completion times."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jobq
+
+from .app import Noop
+from .context import PYTHON, REPO, Bench
+from .cpu import Meter
+from .results import Drain
+
+# Every column but id: a preloaded row is a copy of one that jobq's own enqueue() wrote.
+COLUMNS = (
+    "type, class_name, payload, status, attempts, max_attempts, backoff, max_backoff, jitter, "
+    "token, lease_until, scheduled_at, deadline, last_error, created_at, updated_at, finished_at"
+)
+
+# Completion span in seconds, per database: the first to the last finished_at of completed
+# jobs (f.first is the first, j the completed rows; see COMPLETION).
+SPAN = {
+    "postgresql": "extract(epoch FROM max(j.finished_at) - min(f.first))",
+    "mysql": "TIMESTAMPDIFF(MICROSECOND, min(f.first), max(j.finished_at)) / 1e6",
+    "sqlite": "max(j.finished_at) - min(f.first)",
+}
+
+# (completed, completed after the first completion time, span): plain SQL for all three.
+COMPLETION = (
+    "SELECT count(*), sum(CASE WHEN j.finished_at > f.first THEN 1 ELSE 0 END), {span} "
+    "FROM jobq_jobs j, (SELECT min(finished_at) AS first FROM jobq_jobs "
+    "WHERE status = 'completed') f WHERE j.status = 'completed'"
+)
+
+DATABASE_NAMES = {"postgresql": "postgresql", "mysql": "mariadb", "sqlite": "sqlite"}
+
+
+class JobqDb:
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.queue = jobq.Queue.connect(dsn)
+        self.kind = self.queue.backend.kind
+        self.queue.install()
+
+    def close(self) -> None:
+        self.queue.close()
+
+    def execute(self, sql: str) -> None:
+        self.queue.backend.execute(sql)
+
+    def rows(self, sql: str) -> list[Any]:
+        return self.queue.backend.fetchall(sql)
+
+    def scalar(self, sql: str) -> Any:
+        return self.rows(sql)[0][0]
+
+    def reset(self) -> None:
+        if self.kind == "postgresql":
+            self.execute("TRUNCATE jobq_jobs RESTART IDENTITY")
+        elif self.kind == "mysql":
+            self.execute("TRUNCATE TABLE jobq_jobs")
+        else:
+            self.execute("DELETE FROM jobq_jobs")
+
+    def preload(self, job: jobq.Job, count: int) -> None:
+        """`count` pending copies of `job`: one written by jobq's enqueue(), the rest copied
+        from it in doubling INSERT … SELECTs (fast on all three databases, and the rows are
+        byte for byte what enqueue() writes)."""
+        if count <= 0:
+            return
+        self.queue.enqueue(job)
+        have = 1
+        while have < count:
+            more = min(have, count - have)
+            self.execute(
+                f"INSERT INTO jobq_jobs ({COLUMNS}) SELECT {COLUMNS} FROM jobq_jobs "
+                f"ORDER BY id LIMIT {int(more)}"
+            )
+            have += more
+
+    def settle(self) -> None:
+        """Start every drain from the same state: fresh statistics, and (PostgreSQL) no
+        checkpoint debt from the preload landing in the middle of the measurement."""
+        if self.kind == "postgresql":
+            self.execute("VACUUM ANALYZE jobq_jobs")
+            self.execute("CHECKPOINT")
+        elif self.kind == "mysql":
+            self.rows("ANALYZE TABLE jobq_jobs")
+        else:
+            self.execute("ANALYZE")
+            self.rows("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def unfinished(self) -> int:
+        # One cheap count; the partial indexes make pending/in_progress lookups small.
+        return int(
+            self.scalar("SELECT count(*) FROM jobq_jobs WHERE status IN ('pending', 'in_progress')")
+        )
+
+    def completion(self) -> tuple[int, int, float, dict[str, int]]:
+        """(completed jobs, those after the first completion time, first-to-last completion
+        span in s, {other status: count})."""
+        count, after, span = self.rows(COMPLETION.format(span=SPAN[self.kind]))[0]
+        others = {
+            str(status): int(n)
+            for status, n in self.rows(
+                "SELECT status, count(*) FROM jobq_jobs WHERE status <> 'completed' GROUP BY status"
+            )
+        }
+        return int(count), int(after or 0), float(span or 0.0), others
+
+
+def supervise_cmd(dsn: str, workers: int, *extra: str, log_level: str = "WARNING") -> list[str]:
+    return [
+        PYTHON, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "bench.app",
+        "--workers", str(workers), "--log-level", log_level, *extra,
+    ]  # fmt: skip
+
+
+def wait_drained(
+    remaining: Callable[[], int],
+    total: int,
+    gone: Callable[[], str],
+    timeout: float,
+    meter: Meter | None = None,
+    poll: float = 0.1,
+) -> tuple[float, str, int]:
+    """Poll `remaining()` until it is 0. Returns (seconds waited, problem, jobs left when the
+    first progress was seen: the jobs drained within the metered window). `gone()` names a
+    reason to stop waiting (the workers exited), or returns "" to go on."""
+    start = time.monotonic()
+    deadline = start + timeout
+    window_jobs = total
+    begun = False
+    while True:
+        left = remaining()
+        if not begun and left < total:
+            begun = True
+            window_jobs = left
+            if meter is not None:
+                meter.begin()
+        elif meter is not None and begun:
+            meter.sample()
+        if left == 0:
+            if meter is not None:
+                meter.end()
+            return time.monotonic() - start, "", window_jobs
+        if problem := gone():
+            return time.monotonic() - start, problem, window_jobs
+        if time.monotonic() > deadline:
+            return time.monotonic() - start, f"not drained after {timeout:.0f} s", window_jobs
+        time.sleep(poll)
+
+
+def exited(bench: Bench, proc: Any) -> Callable[[], str]:
+    def check() -> str:
+        if proc.poll() is None:
+            return ""
+        return f"exited early with {proc.returncode} (see {bench.procs.log_of(proc)})"
+
+    return check
+
+
+def drain(
+    bench: Bench,
+    dsn: str,
+    workers: int,
+    jobs: int,
+    *,
+    variant: str = "default",
+    log_level: str = "WARNING",
+) -> Drain:
+    """Preload `jobs` no-op jobs, run `jobq-supervise --workers W` until the table is drained,
+    stop it with TERM (a drain with nothing in flight), and read the completion times."""
+    db = JobqDb(dsn)
+    database = DATABASE_NAMES[db.kind]
+    settings = f"jobq-supervise --workers {workers} --log-level {log_level}, other options default"
+    result = Drain("jobq", variant, database, workers, jobs, settings=settings)
+    try:
+        db.reset()
+        db.preload(Noop(), jobs)
+        db.settle()
+        result.load = os.getloadavg()[0]
+        proc = bench.procs.spawn(
+            f"jobq-{database}-w{workers}",
+            supervise_cmd(dsn, workers, log_level=log_level),
+            env=bench.env(),
+            cwd=REPO,
+        )
+        server = bench.pg.data if bench.pg is not None and db.kind == "postgresql" else None
+        meter = Meter([proc.pid], server, master=proc.pid)
+        result.wall, result.note, result.window_jobs = wait_drained(
+            db.unfinished, jobs, exited(bench, proc), bench.settings.drain_timeout(jobs), meter
+        )
+        result.client_cpu, result.master_cpu, result.db_cpu = meter.results()
+        code = bench.procs.stop(proc, signal.SIGTERM, grace=45.0)
+        if code not in (0, -signal.SIGTERM) and not result.note:
+            result.note = f"jobq-supervise exited with {code}"
+        result.completed, result.after_first, result.span, others = db.completion()
+        if others:
+            result.note = (result.note + "; " if result.note else "") + ", ".join(
+                f"{n} {status}" for status, n in sorted(others.items())
+            )
+    finally:
+        db.close()
+    return result

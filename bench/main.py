@@ -1,0 +1,367 @@
+"""`python -m bench`: the whole benchmark in one run (see bench/README.md)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shlex
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from types import FrameType
+from typing import TypeVar
+
+from . import jobqdb, latency, limit, profiling, renewal, report
+from .context import REPO, SECTIONS, Bench, Settings
+from .peers import PEERS, Peer, installed
+from .procs import Processes
+from .results import Drain
+from .servers import MariadbServer, PostgresServer
+
+T = TypeVar("T")
+
+HERE = Path(__file__).resolve().parent
+
+
+def worker_list(text: str) -> list[int]:
+    values = sorted({int(x) for x in text.split(",") if x.strip()})
+    if not values or values[0] < 1:
+        raise argparse.ArgumentTypeError("a comma-separated list of positive worker counts")
+    return values
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="jobq's benchmark: drain throughput against the SQL limit and the peers, "
+        "pickup latency, renewal cost, and MariaDB/SQLite drains, on private servers.",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes, fewer worker counts (about 2 minutes)"
+    )
+    parser.add_argument("--jobs", type=int, help="jobs per PostgreSQL drain (default 50,000)")
+    parser.add_argument("--workers", type=worker_list, help="worker counts (default 1,2,4,8,16)")
+    parser.add_argument("--only", help=f"comma-separated sections: {', '.join(SECTIONS)}")
+    parser.add_argument("--skip", help="comma-separated sections to leave out")
+    parser.add_argument(
+        "--out", type=Path, default=HERE, help="where RESULTS.md and throughput.png go (bench/)"
+    )
+    parser.add_argument(
+        "--keep-tmp", action="store_true", help="keep the temp dir with every process's log"
+    )
+    return parser.parse_args(argv)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    quick = bool(args.quick)
+    sections = set(SECTIONS)
+    if quick:
+        sections.discard("profile")  # slow, and pointless at quick sizes; --only profile works
+    if args.only:
+        sections = {s.strip() for s in args.only.split(",")}
+    if args.skip:
+        sections -= {s.strip() for s in args.skip.split(",")}
+    unknown = sections - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"unknown section(s): {', '.join(sorted(unknown))}")
+    workers = args.workers or ([2, 8] if quick else [1, 2, 4, 8, 16])
+    return Settings(
+        jobs=args.jobs or (5000 if quick else 50_000),
+        workers=workers,
+        other_jobs=1000 if quick else 10_000,
+        mariadb_workers=[2] if quick else [1, 2, 4, 8],
+        sqlite_workers=[2] if quick else [1, 2, 4],
+        latency_rate=20.0,
+        latency_seconds=5.0 if quick else 10.0,
+        latency_workers=4,
+        master_jobs=16,
+        master_job_seconds=15.0 if quick else 30.0,
+        master_window=8.0 if quick else 20.0,
+        sections=sections,
+        out=args.out,
+        quick=quick,
+        info_logs_at=8 if 8 in workers else None,
+    )
+
+
+def attempt(bench: Bench, what: str, action: Callable[[], T]) -> T | None:
+    """Run one measurement; a failure becomes a note in RESULTS.md, not the end of the run."""
+    try:
+        return action()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as error:
+        bench.note(f"{what} failed: {type(error).__name__}: {error}")
+        traceback.print_exc()
+        return None
+
+
+def show(bench: Bench, d: Drain | None) -> None:
+    if d is not None:
+        bench.drains.append(d)
+        extra = f" [{d.note}]" if d.note else ""
+        bench.say(
+            f"{d.system} {d.variant} on {d.database}, W={d.workers}: {d.rate:,.0f} jobs/s "
+            f"({d.completed:,}/{d.jobs:,} in {d.span:.2f} s, wall {d.wall:.1f} s){extra}"
+        )
+
+
+def load_every_backend() -> None:
+    """Import all of jobq now: a backend imported lazily half an hour later must come from
+    the same code as the rest (it is frozen anyway; this also fails fast if one is broken)."""
+    import jobq.backends.mysql
+    import jobq.backends.postgresql
+    import jobq.backends.sqlite  # noqa: F401
+
+
+def versions(bench: Bench) -> None:
+    v = bench.versions
+    v["python"] = sys.version.split()[0]
+    for package in ("jobq", "psycopg", "PyMySQL", "pgqueuer", "procrastinate", "asyncpg",
+                    "psutil", "matplotlib"):  # fmt: skip
+        v[package] = installed(package) or "not installed"
+    v["sqlite"] = sqlite3.sqlite_version
+    # The work tree may hold uncommitted changes to jobq: name the exact source measured,
+    # the copy frozen at the start of the run (see snapshot.py).
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "jobq").rglob("*.py")):
+        digest.update(path.read_bytes())
+    v["jobq source measured (sha256 of jobq/**/*.py, frozen at start)"] = digest.hexdigest()[:16]
+    v["pgbench"] = limit.pgbench_version()
+    try:
+        out = subprocess.run(["git", "-C", str(HERE.parent), "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
+        if out.stdout.strip():
+            v["jobq"] += f" (git {out.stdout.strip()})"
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+
+
+def setup_peer(bench: Bench, cls: type[Peer]) -> Peer | None:
+    assert bench.pg is not None
+    if installed(cls.package) is None:
+        bench.note(f"{cls.package} is not installed (pip install .[bench]): not measured")
+        return None
+    dsn = bench.pg.create_database(f"bench_{cls.name}")
+    peer = cls(bench, dsn)
+    try:
+        peer.install()
+    except Exception:
+        peer.close()
+        raise
+    return peer
+
+
+def sweep(bench: Bench, peer: Peer) -> int:
+    """Pick the peer's best setting on this load: a short drain with each candidate at one
+    worker count (4, or the nearest measured), recorded in the notes."""
+    s = bench.settings
+    w = min(s.workers, key=lambda x: abs(x - 4))
+    jobs = max(1000, s.jobs // 5)
+    rates: dict[int, float] = {}
+    for setting in peer.candidates():
+        d = peer.drain(w, jobs, setting, "sweep")
+        rates[setting] = d.rate if d.completed == jobs else 0.0
+    best = max(rates, key=lambda k: rates[k])
+    bench.note(
+        f"{peer.name} sweep at W={w}, {jobs:,} jobs: "
+        + ", ".join(f"{peer.describe(k)}: {r:,.0f} jobs/s" for k, r in rates.items())
+        + f"; best: {peer.describe(best)}"
+    )
+    return best
+
+
+def measure(bench: Bench, what: str, action: Callable[[], Drain]) -> None:
+    show(bench, attempt(bench, what, action))
+
+
+def throughput(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
+    """Steps 1 to 3: jobq, the SQL limit and the peers at each worker count.
+
+    One W at a time, every system back to back: the machine's background load drifts, and
+    ratios are fairest between runs minutes, not a quarter of an hour, apart.
+    """
+    s = bench.settings
+    for w in s.workers:
+        if "drain" in s.sections:
+            measure(bench, f"jobq W={w}", partial(jobqdb.drain, bench, dsn, w, s.jobs))
+            if w == s.info_logs_at:
+                info = partial(
+                    jobqdb.drain, bench, dsn, w, s.jobs, variant="INFO logs", log_level="INFO"
+                )
+                measure(bench, f"jobq INFO W={w}", info)
+        if "limit" in s.sections:
+            measure(bench, f"pgbench c={w}", partial(limit.drain, bench, dsn, w, s.jobs))
+        if "peers" in s.sections:
+            for peer, best in peers:
+                default = peer.default_setting()
+                measure(
+                    bench, f"{peer.name} W={w}", partial(peer.drain, w, s.jobs, default, "default")
+                )
+                if best != default:
+                    measure(
+                        bench,
+                        f"{peer.name} best W={w}",
+                        partial(peer.drain, w, s.jobs, best, "best"),
+                    )
+                single = peer.one_at_a_time()
+                if single is not None:
+                    one = partial(peer.drain, w, s.jobs, single, "one at a time")
+                    measure(bench, f"{peer.name} one at a time W={w}", one)
+
+
+def latencies(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
+    """Step 4."""
+    found = [attempt(bench, "jobq latency", partial(latency.jobq_latency, bench, dsn))]
+    for peer, _ in peers:
+        found.append(
+            attempt(bench, f"{peer.name} latency", partial(latency.peer_latency, bench, peer))
+        )
+    for lat in found:
+        if lat is not None:
+            bench.latencies.append(lat)
+            p50, p99 = (report.ms(latency.percentile(lat.samples, q)) for q in (50, 99))
+            bench.say(f"latency {lat.system}: p50 {p50}, p99 {p99} {lat.note}")
+
+
+def renewal_cost(bench: Bench, dsn: str) -> None:
+    """Step 5."""
+    bench.renewals = attempt(bench, "renewal rounds", partial(renewal.rounds, bench, dsn)) or []
+    bench.master = attempt(bench, "master load", partial(renewal.master_load, bench, dsn))
+    if bench.master:
+        m = bench.master
+        bench.say(
+            f"master: {m.master_cpu_share:.2%} of a core, {m.master_rss_mb:.1f} MB RSS; "
+            f"{m.renew_statements} renewal statements in {m.window:.1f} s"
+        )
+
+
+def profiles(bench: Bench, dsn: str) -> None:
+    s = bench.settings
+    w = 8 if 8 in s.workers else max(s.workers)
+    kinds = (("Python CPU (py-spy --gil)", False), ("wall time (py-spy --idle)", True))
+    for kind, idle in kinds:
+        p = attempt(bench, f"profile {kind}", partial(profiling.profile, bench, dsn, w, 10.0, idle))
+        if p is not None:
+            bench.profile_results[kind] = p
+            bench.say(f"profile {kind}: {p.samples} worker samples {p.note}")
+
+
+def other_databases(bench: Bench) -> None:
+    """Step 6: the same drain, jobq only, on MariaDB and on an SQLite file."""
+    s = bench.settings
+    maria = bench.mariadb = MariadbServer(bench.procs)
+    bench.say(f"starting MariaDB on 127.0.0.1:{maria.port}")
+
+    def start() -> bool:
+        maria.start()
+        return True
+
+    if attempt(bench, "starting MariaDB", start):
+        bench.server_settings["MariaDB"] = found = maria.settings()
+        bench.versions["mariadb"] = found["version"]
+        mdsn = maria.create_database("bench_jobq")
+        for w in s.mariadb_workers:
+            measure(
+                bench, f"jobq mariadb W={w}", partial(jobqdb.drain, bench, mdsn, w, s.other_jobs)
+            )
+    bench.sqlite_dir = Path(tempfile.mkdtemp(prefix="jobq-bench-sqlite-"))
+    sdsn = f"sqlite:///{bench.sqlite_dir}/bench.sqlite3"
+    db = jobqdb.JobqDb(sdsn)
+    bench.server_settings["SQLite"] = {
+        "journal_mode": str(db.scalar("PRAGMA journal_mode")),
+        "synchronous": str(db.scalar("PRAGMA synchronous")),
+        "file": "a temp dir on the local disk",
+    }
+    db.close()
+    for w in s.sqlite_workers:
+        measure(bench, f"jobq sqlite W={w}", partial(jobqdb.drain, bench, sdsn, w, s.other_jobs))
+
+
+def run(bench: Bench) -> None:
+    s = bench.settings
+    load_every_backend()
+    versions(bench)
+    pg = bench.pg = PostgresServer()
+    bench.say(f"starting PostgreSQL on 127.0.0.1:{pg.port}")
+    pg.start()
+    bench.server_settings["PostgreSQL"] = pg_settings = pg.settings()
+    bench.versions["postgresql"] = pg_settings["server_version"]
+    dsn = pg.create_database("bench_jobq")
+    peers: list[tuple[Peer, int]] = []
+    if s.sections & {"peers", "latency"}:
+        for cls in PEERS:
+            peer = attempt(bench, f"setting up {cls.name}", partial(setup_peer, bench, cls))
+            if peer is None:
+                continue
+            best = peer.default_setting()
+            if "peers" in s.sections:
+                best = attempt(bench, f"{peer.name} sweep", partial(sweep, bench, peer)) or best
+            peers.append((peer, best))
+    try:
+        throughput(bench, dsn, peers)
+        if "latency" in s.sections:
+            latencies(bench, dsn, peers)
+    finally:
+        for peer, _ in peers:
+            peer.close()
+    if "renewal" in s.sections:
+        renewal_cost(bench, dsn)
+    if "profile" in s.sections:
+        profiles(bench, dsn)
+    if "other-dbs" in s.sections:
+        other_databases(bench)
+
+
+def on_signal(signum: int, frame: FrameType | None) -> None:
+    # TERM and HUP stop the run as Ctrl-C does, so the finally blocks stop every server.
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    settings = settings_from(args)
+    tmp = Path(tempfile.mkdtemp(prefix="jobq-bench-"))
+    bench = Bench(settings, tmp, Processes(tmp))
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    load_before = os.getloadavg()
+    command = "python -m bench" + (" " + shlex.join(argv if argv is not None else sys.argv[1:]))
+    code = 0
+    bench.say(f"jobq bench: {', '.join(sorted(settings.sections))}; logs in {tmp}")
+    try:
+        run(bench)
+    except KeyboardInterrupt:
+        print("\ninterrupted: stopping everything", file=sys.stderr)
+        code = 130
+    except Exception:
+        traceback.print_exc()
+        code = 1
+    finally:
+        # Ignore a second Ctrl-C while stopping: leaving servers behind is worse.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        bench.procs.stop_all()
+        if bench.mariadb is not None:
+            bench.mariadb.stop()
+        if bench.pg is not None:
+            bench.pg.stop()
+        if bench.sqlite_dir is not None:
+            shutil.rmtree(bench.sqlite_dir, ignore_errors=True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if code == 0:
+        report.print_table(bench)
+        path = report.write(bench, load_before, command.strip())
+        print(f"\nwrote {path} and {path.with_name('throughput.png')}")
+    if args.keep_tmp or code != 0:
+        print(f"logs kept in {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return code

@@ -1,0 +1,38 @@
+"""The pgqueuer application the bench runs: `pgq run bench.pgq_app:factory`.
+
+Written as pgqueuer's documentation shows a factory: an async context manager that connects
+with asyncpg (pgqueuer's own default driver when asyncpg is installed) and yields a PgQueuer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg  # type: ignore[import-untyped]
+from pgqueuer import AsyncpgDriver, PgQueuer
+from pgqueuer.models import Job
+
+from .app import record_start
+
+
+@asynccontextmanager
+async def factory() -> AsyncIterator[PgQueuer]:
+    connection = await asyncpg.connect(os.environ["BENCH_PGQ_DSN"])
+    pgq = PgQueuer(AsyncpgDriver(connection))
+
+    @pgq.entrypoint("noop")
+    async def noop(job: Job) -> None:
+        return None
+
+    @pgq.entrypoint("stamp")
+    async def stamp(job: Job) -> None:
+        data = json.loads(job.payload or b"{}")
+        record_start(int(data["index"]), float(data["sent"]))
+
+    try:
+        yield pgq
+    finally:
+        await connection.close()

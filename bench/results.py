@@ -1,0 +1,101 @@
+"""What the bench measures, as plain records the report turns into tables and a plot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Drain:
+    """One drain of `jobs` preloaded no-op jobs by `workers` processes (or pgbench clients).
+
+    `rate` comes from the database's own completion times: the jobs completed after the first
+    completion time, divided by the time from the first to the last. A system's start-up and
+    shutdown are not counted, and a system that records completions in batches (one timestamp
+    per flush) is not flattered by its first batch, whose work happened before the first
+    timestamp. `wall` is from start to all done, start-up included.
+    """
+
+    system: str  # "jobq", "limit", "pgqueuer", "procrastinate", ...
+    variant: str  # "default", "best", "INFO logs", ...
+    database: str  # "postgresql", "mariadb", "sqlite"
+    workers: int
+    jobs: int
+    completed: int = 0
+    after_first: int = 0  # completions with a time later than the first completion's
+    span: float = 0.0
+    wall: float = 0.0
+    load: float = 0.0  # 1-minute load average when the drain started
+    settings: str = ""
+    note: str = ""
+    # CPU seconds spent while the jobs were being drained (first progress to drained):
+    window_jobs: int = 0  # jobs drained within that window
+    client_cpu: float | None = None  # every process of the system under test
+    master_cpu: float | None = None  # jobq-supervise's master alone
+    db_cpu: float | None = None  # the database server (PostgreSQL only)
+
+    def per_job_ms(self, seconds: float | None) -> str:
+        if seconds is None or self.window_jobs == 0:
+            return "-"
+        return f"{seconds / self.window_jobs * 1000:.3f}"
+
+    @property
+    def rate(self) -> float:
+        # For one completion per timestamp this is the usual (n - 1) / span.
+        if self.after_first < 1 or self.span <= 0:
+            return 0.0
+        return self.after_first / self.span
+
+    @property
+    def ok(self) -> bool:
+        return self.completed == self.jobs and not self.note
+
+
+@dataclass
+class Latency:
+    system: str
+    settings: str
+    samples: list[float] = field(default_factory=list)  # enqueue call -> handler start, s
+    after_commit: list[float] = field(default_factory=list)  # enqueue returned -> start, s
+    sent: int = 0
+    note: str = ""
+
+
+@dataclass
+class RenewalRound:
+    """Rounds of one size on a fresh connection, as a new renewer would run them. psycopg
+    prepares a statement on its 5th execution and PostgreSQL may switch a prepared statement
+    to a generic plan after 5 more, so the first rounds and the steady state can differ."""
+
+    claims: int
+    rounds: int
+    early_ms: float  # median of rounds 1-4: not yet prepared, planned for these parameters
+    steady_ms: float  # median of the last 10 rounds: what a long-lived renewer sees
+    max_ms: float
+    statements_per_round: float | None
+    extended: int
+
+
+@dataclass
+class MasterLoad:
+    workers: int
+    window: float
+    master_cpu_share: float  # fraction of one core
+    master_rss_mb: float
+    helpers_cpu_share: float  # renewer + housekeeper
+    helpers_rss_mb: float
+    renew_statements: int | None
+    rounds_expected: float
+    in_progress: int
+    note: str = ""
+
+
+@dataclass
+class Profile:
+    workers: int
+    samples: int
+    self_top: list[tuple[str, float]]  # function, share of worker samples
+    inclusive_top: list[tuple[str, float]]
+    path: str
+    outside_top: list[tuple[str, float]] = field(default_factory=list)  # outside round trips
+    note: str = ""

@@ -1,0 +1,85 @@
+"""Unit tests of the harness itself: no servers, no timings (`python -m pytest bench`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobq.backends.postgresql import PostgresBackend, claim_statement
+
+from . import limit, profiling
+from .results import Drain
+
+
+def test_the_pgbench_script_holds_jobqs_own_statements() -> None:
+    script = limit.script(600.0).splitlines()
+    claim = " ".join(claim_statement(False).split()).replace("%(token)s", ":token")
+    claim = claim.replace("%(lease)s", ":lease")
+    ack = " ".join(PostgresBackend.sql_complete.split())
+    ack = ack.replace("%(id)s", ":id").replace("%(token)s", ":token")
+    assert script[0].startswith("\\set token random(")
+    assert script[1] == "\\set lease 600.0"
+    assert script[2] == claim + " \\gset"
+    assert script[3] == ack + ";"
+
+
+def test_an_unknown_parameter_is_refused() -> None:
+    with pytest.raises(ValueError, match="does not set"):
+        limit.to_pgbench("SELECT %(nope)s", {"id"})
+
+
+def test_whitespace_inside_a_literal_is_refused() -> None:
+    with pytest.raises(ValueError, match="literal"):
+        limit.to_pgbench("SELECT 'a  b' WHERE id = %(id)s", {"id"})
+
+
+def test_a_rate_counts_the_completions_after_the_first_timestamp() -> None:
+    # One timestamp per job: (n - 1) / span.
+    assert Drain("x", "y", "z", 1, 11, completed=11, after_first=10, span=2.0).rate == 5.0
+    # Batched timestamps: the first batch of 100 happened before the first timestamp.
+    assert Drain("x", "y", "z", 1, 300, completed=300, after_first=200, span=1.0).rate == 200.0
+    assert Drain("x", "y", "z", 1, 1, completed=1).rate == 0.0
+
+
+def test_profile_summary_keeps_worker_loop_samples_only(tmp_path: Path) -> None:
+    master = 'process 1:"jobq-supervise: master 2/2 workers [all types] running"'
+    worker = 'process 2:"jobq-supervise: worker job 7 noop bench.Noop 0s"'
+    loop = "Child.work (jobq/worker/child.py:85)"
+    raw = tmp_path / "raw.txt"
+    raw.write_text(
+        "\n".join(
+            [
+                f"{master};Master.tick (jobq/supervisor/master.py:149) 50",
+                f"{master};{worker};{loop};Queue.claim (jobq/queue.py:237);"
+                "Cursor.execute (/x/site-packages/psycopg/cursor.py:97) 30",
+                f"{master};{worker};{loop};Child.begin (jobq/worker/child.py:122) 10",
+            ]
+        )
+    )
+    total, self_top, inclusive, outside = profiling.summarize(raw)
+    assert total == 40
+    assert self_top[0] == ("Cursor.execute (psycopg/cursor.py)", 0.75)
+    assert ("Queue.claim (jobq/queue.py)", 0.75) in inclusive
+    assert outside == [("Child.begin (jobq/worker/child.py)", 0.25)]
+
+
+def test_a_slow_renewal_round_is_explained(tmp_path: Path) -> None:
+    from .context import Bench, Settings
+    from .procs import Processes
+    from .report import renewal_explanation, targets
+    from .results import RenewalRound
+
+    settings = Settings(
+        jobs=10, workers=[1], other_jobs=10, mariadb_workers=[], sqlite_workers=[],
+        latency_rate=1, latency_seconds=1, latency_workers=1, master_jobs=1,
+        master_job_seconds=1, master_window=1, sections=set(), out=tmp_path, quick=True,
+        info_logs_at=None,
+    )  # fmt: skip
+    bench = Bench(settings, tmp_path, Processes(tmp_path))
+    bench.renewals = [RenewalRound(1000, 20, 8.0, 124.0, 130.0, 1.0, 1000)]
+    assert "MISSED" in targets(bench)[0]
+    assert "generic plan" in renewal_explanation(bench)[0]
+    bench.renewals = [RenewalRound(1000, 20, 8.0, 9.0, 10.0, 1.0, 1000)]
+    assert "met" in targets(bench)[0]
+    assert renewal_explanation(bench) == []
