@@ -26,6 +26,7 @@ from .. import protocol
 from ..app import import_app, reload_app
 from ..backends import SCHEMES
 from ..dsn import scheme_of, scrub
+from ..errors import ConfigurationError
 from ..queue import job_extra
 from ..worker import child
 from ..worker.fence import FENCE_LEAD
@@ -112,10 +113,11 @@ class Master:
         import_app(self.config.app)
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
-        self.start_renewer()
-        self.start_housekeeper()
+        # Before any process is forked: a port that cannot be bound stops the start cleanly.
         if self.config.metrics_port is not None:
             self.serve_metrics_endpoint()
+        self.start_renewer()
+        self.start_housekeeper()
         self.state = "running"
         log.info(
             "jobq-supervise started: %d workers, types %s, lease %g s",
@@ -597,12 +599,18 @@ class Master:
     def serve_metrics_endpoint(self) -> None:
         config = self.config
         assert config.metrics_port is not None
-        self.endpoint = Endpoint(
-            self.selector,
-            config.metrics_address,
-            config.metrics_port,
-            {"/metrics": self.scrape, "/healthz": self.health, "/readyz": self.readiness},
-        )
+        try:
+            self.endpoint = Endpoint(
+                self.selector,
+                config.metrics_address,
+                config.metrics_port,
+                {"/metrics": self.scrape, "/healthz": self.health, "/readyz": self.readiness},
+            )
+        except OSError as error:
+            raise ConfigurationError(
+                f"cannot serve metrics on {config.metrics_address}:{config.metrics_port}: "
+                f"{error.strerror or error}"
+            ) from None
         log.info(
             "Serving /metrics, /healthz and /readyz on %s:%d",
             config.metrics_address,
