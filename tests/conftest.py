@@ -107,39 +107,122 @@ def _postgresql_bin() -> Path:
     raise RuntimeError("PostgreSQL server binaries not found; run scripts/install-test-deps")
 
 
-@pytest.fixture(scope="session")
-def postgresql_server() -> Iterator[ServerInfo]:
-    pgbin = _postgresql_bin()
-    as_pg = ["runuser", "-u", "postgres", "--"] if IS_ROOT else []
+class LocalServer:
+    """A database server of the tests' own on loopback, which a test may stop and start again
+    on the same port with the same data: a restart while jobs run."""
+
+    info: ServerInfo
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """A clean shutdown: clients see their connections end, nothing committed is lost."""
+        raise NotImplementedError
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+class PostgresqlServer(LocalServer):
+    def __init__(self, base: str, port: int) -> None:
+        self.base, self.port = base, port
+        self.data, self.log = f"{base}/data", f"{base}/postgresql.log"
+        as_pg = ["runuser", "-u", "postgres", "--"] if IS_ROOT else []
+        self.pg_ctl = [*as_pg, f"{_postgresql_bin()}/pg_ctl", "-D", self.data]
+        self.initdb = [*as_pg, f"{_postgresql_bin()}/initdb", "-D", self.data]
+        self.info = ServerInfo("127.0.0.1", port, "postgres", self.data)
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off"
+            " -c synchronous_commit=off -c max_connections=200"
+        )
+        start = [*self.pg_ctl, "-l", self.log, "-w", "-t", "60", "-o", options, "start"]
+        _run(start, log=self.log)
+
+    def stop(self, mode: str = "fast") -> None:
+        # "fast" ends every session and writes a checkpoint: with synchronous_commit=off, only
+        # a clean shutdown keeps every commit a client was told about.
+        _run([*self.pg_ctl, "-m", mode, "-w", "-t", "60", "stop"], log=self.log)
+
+
+@contextlib.contextmanager
+def _postgresql() -> Iterator[PostgresqlServer]:
+    """A throwaway PostgreSQL cluster, started; removed afterwards."""
     base = tempfile.mkdtemp(prefix="jobq-pg-")
     if IS_ROOT:  # mkdtemp dirs are mode 0700, so postgres could not otherwise use it
         shutil.chown(base, "postgres", "postgres")
-    data, log, port = f"{base}/data", f"{base}/postgresql.log", _free_port()
-    pg_ctl = [*as_pg, f"{pgbin}/pg_ctl", "-D", data]
+    server = PostgresqlServer(base, _free_port())
     try:
         initdb_args = ["-U", "postgres", "--auth=trust", "-N", "-E", "UTF8", "--locale=C.UTF-8"]
-        _run([*as_pg, f"{pgbin}/initdb", "-D", data, *initdb_args])
-        options = (
-            f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
-            " -c synchronous_commit=off -c max_connections=200"
-        )
-        _run([*pg_ctl, "-l", log, "-w", "-t", "60", "-o", options, "start"], log=log)
-        yield ServerInfo("127.0.0.1", port, "postgres", data)
+        _run([*server.initdb, *initdb_args])
+        server.start()
+        yield server
     finally:
-        if Path(data, "postmaster.pid").exists():
-            stop = [*pg_ctl, "-m", "immediate", "-w", "stop"]
+        if Path(server.data, "postmaster.pid").exists():
+            stop = [*server.pg_ctl, "-m", "immediate", "-w", "stop"]
             subprocess.run(stop, cwd="/", capture_output=True, check=False)
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def postgresql_server() -> Iterator[ServerInfo]:
+    with _postgresql() as server:
+        yield server.info
+
+
+class MariadbServer(LocalServer):
+    def __init__(self, cmd: Sequence[str], port: int, log: str, data: str) -> None:
+        self.cmd, self.port, self.log = list(cmd), port, log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.info = ServerInfo("127.0.0.1", port, "root", data)
+
+    def start(self) -> None:
+        proc = self.proc = subprocess.Popen(
+            self.cmd,
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                pymysql.connect(
+                    host="127.0.0.1", port=self.port, user="root", password="", connect_timeout=2
+                ).close()
+                return
+            except pymysql.err.OperationalError as exc:
+                exited = proc.poll() is not None
+                if exited or time.monotonic() > deadline:
+                    status = f"exited with {proc.returncode}" if exited else "not ready after 30 s"
+                    raise RuntimeError(
+                        f"`{shlex.join(self.cmd)}` {status} (last connect error: {exc})"
+                        f"\n--- tail of {self.log} ---\n{_tail(self.log)}"
+                    ) from exc
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()  # mariadbd shuts down cleanly on SIGTERM
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 @contextlib.contextmanager
-def _mariadb(extra_args: Callable[[str], Sequence[str]] | None = None) -> Iterator[ServerInfo]:
+def _mariadb(extra_args: Callable[[str], Sequence[str]] | None = None) -> Iterator[MariadbServer]:
     """A throwaway MariaDB; `extra_args` gets the server's private directory, for paths."""
     base = tempfile.mkdtemp(prefix="jobq-mariadb-")
     data, log, sock, port = f"{base}/data", f"{base}/error.log", f"{base}/mysqld.sock", _free_port()
     # --no-defaults keeps /etc/mysql out of it; root has to be named explicitly or mariadbd aborts.
     user = ["--user=root"] if IS_ROOT else []
-    proc: subprocess.Popen[bytes] | None = None
+    server: MariadbServer | None = None
     try:
         common = ["--no-defaults", *user, f"--datadir={data}"]
         auth = "--auth-root-authentication-method=normal"
@@ -155,45 +238,19 @@ def _mariadb(extra_args: Callable[[str], Sequence[str]] | None = None) -> Iterat
             *MARIADB_OPTIONS,
             *(extra_args(base) if extra_args else ()),
         ]
-        proc = subprocess.Popen(
-            cmd,
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                pymysql.connect(
-                    host="127.0.0.1", port=port, user="root", password="", connect_timeout=2
-                ).close()
-                break
-            except pymysql.err.OperationalError as exc:
-                exited = proc.poll() is not None
-                if exited or time.monotonic() > deadline:
-                    status = f"exited with {proc.returncode}" if exited else "not ready after 30 s"
-                    raise RuntimeError(
-                        f"`{shlex.join(cmd)}` {status} (last connect error: {exc})"
-                        f"\n--- tail of {log} ---\n{_tail(log)}"
-                    ) from exc
-                time.sleep(0.1)
-        yield ServerInfo("127.0.0.1", port, "root", data)
+        server = MariadbServer(cmd, port, log, data)
+        server.start()
+        yield server
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.terminate()  # mariadbd shuts down cleanly on SIGTERM
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if server is not None:
+            server.stop()
         shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def mariadb_server() -> Iterator[ServerInfo]:
     with _mariadb() as server:
-        yield server
+        yield server.info
 
 
 @pytest.fixture(scope="session")
@@ -209,7 +266,7 @@ def mariadb_statement_binlog_server() -> Iterator[ServerInfo]:
         return [f"--log-bin={base}/binlog", "--binlog-format=STATEMENT", "--server-id=1"]
 
     with _mariadb(binlog) as server:
-        yield server
+        yield server.info
 
 
 def _fresh_name() -> str:
@@ -282,4 +339,26 @@ def postgresql_dsn(postgresql_server: ServerInfo) -> Iterator[str]:
 @pytest.fixture
 def mariadb_dsn(mariadb_server: ServerInfo) -> Iterator[str]:
     with _mariadb_database(mariadb_server) as url:
+        yield url
+
+
+@pytest.fixture
+def restartable_server(db_kind: str) -> Iterator[LocalServer]:
+    """A PostgreSQL or MariaDB server (by `db_kind`) of this test's own, which it may restart
+    while jobs run; the session servers stay up for every other test."""
+    servers: dict[str, Callable[[], contextlib.AbstractContextManager[LocalServer]]] = {
+        "postgresql": _postgresql,
+        "mariadb": _mariadb,
+    }
+    if db_kind not in servers:
+        raise pytest.UsageError(f"restartable_server: no restartable {db_kind} server")
+    with servers[db_kind]() as server:
+        yield server
+
+
+@pytest.fixture
+def restartable_dsn(restartable_server: LocalServer, db_kind: str) -> Iterator[str]:
+    """A fresh database on `restartable_server`."""
+    fresh = _postgresql_database if db_kind == "postgresql" else _mariadb_database
+    with fresh(restartable_server.info) as url:
         yield url

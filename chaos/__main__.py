@@ -1,0 +1,5 @@
+import sys
+
+from .soak import main
+
+sys.exit(main())
