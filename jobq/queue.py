@@ -86,6 +86,14 @@ def aware(value: datetime, what: str) -> datetime:
     return value
 
 
+def printable(error: BaseException) -> str:
+    """repr(error), or its class name if its own __repr__ fails: a log line must not."""
+    try:
+        return repr(error)
+    except Exception:
+        return f"<{type(error).__name__}: repr() failed>"
+
+
 def describe(error: BaseException | str) -> str:
     text = error if isinstance(error, str) else "".join(traceback.format_exception(error))
     # A NUL byte or a lone surrogate in an exception's message would make the database
@@ -286,7 +294,7 @@ class Queue:
         try:
             job.handle()
         except Exception as error:
-            log.warning("Job failed: %r", error, extra=job_extra(claim, "failed"))
+            log.warning("Job failed: %s", printable(error), extra=job_extra(claim, "failed"))
             return self.failed(claim, error)
         except BaseException as error:
             self.listener.on_settling(claim)

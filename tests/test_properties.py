@@ -104,12 +104,6 @@ def test_the_timing_rule_accepts_exactly_what_the_inequality_allows(
 tenths = st.integers(min_value=10, max_value=300).map(lambda n: Decimal(n) / 10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jobq bug: SupervisorConfig.problems() compares a binary float sum, so a lease "
-    "equal to the budget in decimal (e.g. 1 + 2x1 + 1 + 0.1 + 1.1 = 5.2 s) is accepted "
-    "(jobq/supervisor/config.py, problems)",
-)
 @settings(SETTINGS, derandomize=True)
 @given(
     values=st.fixed_dictionaries({term: tenths for term in TERMS}),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from decimal import Decimal
 
 from ..errors import ConfigurationError
 from ..worker.settings import WorkerSettings
@@ -11,6 +13,10 @@ from ..worker.settings import WorkerSettings
 RENEW_RETRY_PAUSE = 1.0
 
 MINIMUMS = {"renew_interval": 1.0, "renew_timeout": 1.0, "kill_grace": 0.0, "safety_margin": 1.0}
+
+
+def exact(seconds: float) -> Decimal:
+    return Decimal(repr(seconds))
 
 
 def option(name: str) -> str:
@@ -40,29 +46,36 @@ class SupervisorConfig:
     # killed that long after SIGTERM, drain or not.
     termination_grace_period: float | None = None
 
-    def timing_budget(self) -> float:
+    def timing_budget(self) -> Decimal:
         """How long a lease must outlast its last confirmed renewal, at worst: the next
-        round, a timed-out try and its retry, the kill grace and the safety margin."""
+        round, a timed-out try and its retry, the kill grace and the safety margin.
+
+        In decimal, as the options were written: a binary float sum of 1 + 2 + 1 + 0.1 + 1.1
+        falls just short of 5.2 and would let a lease of exactly the budget through."""
         return (
-            self.renew_interval
-            + 2 * self.renew_timeout
-            + RENEW_RETRY_PAUSE
-            + self.kill_grace
-            + self.safety_margin
+            exact(self.renew_interval)
+            + 2 * exact(self.renew_timeout)
+            + exact(RENEW_RETRY_PAUSE)
+            + exact(self.kill_grace)
+            + exact(self.safety_margin)
         )
 
     def problems(self) -> list[str]:
+        durations = (*MINIMUMS, "lease", "graceful_timeout", "poll_interval")
+        infinite = [option(n) for n in durations if not math.isfinite(getattr(self, n))]
+        if infinite:
+            return [f"{', '.join(infinite)} must be finite numbers of seconds"]
         found = [
             f"{option(name)} must be at least {minimum:g} s, got {getattr(self, name):g}"
             for name, minimum in MINIMUMS.items()
             if getattr(self, name) < minimum
         ]
-        if self.timing_budget() >= self.lease:
+        if self.timing_budget() >= exact(self.lease):
             found.append(
                 "the timing rule renew_interval + 2 x renew_timeout + 1 s + kill_grace + "
                 f"safety_margin < lease does not hold: {self.renew_interval:g} + "
                 f"2 x {self.renew_timeout:g} + {RENEW_RETRY_PAUSE:g} + {self.kill_grace:g} + "
-                f"{self.safety_margin:g} = {self.timing_budget():g} s, not below the "
+                f"{self.safety_margin:g} = {float(self.timing_budget()):g} s, not below the "
                 f"{self.lease:g} s lease"
             )
         if self.workers < 1:
