@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .records import ClaimedJob
+    from .records import ClaimedJob, Outcome
 
 
 class Listener:
@@ -21,6 +21,10 @@ class Listener:
     def on_settling(self, claim: ClaimedJob) -> None:
         """The attempt will run no more of the job's code; its outcome is about to be
         recorded (run() only)."""
+
+    def on_settled(self, claim: ClaimedJob, outcome: Outcome) -> None:
+        """run() recorded how the attempt ended; also just before it re-raises a
+        BaseException from handle(), which leaves run() with no outcome to return."""
 
     def on_completed(self, claim: ClaimedJob) -> None:
         """The attempt was acknowledged as done."""

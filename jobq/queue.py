@@ -297,17 +297,20 @@ class Queue:
             log.warning("Job failed: %s", printable(error), extra=job_extra(claim, "failed"))
             return self.failed(claim, error)
         except BaseException as error:
-            self.listener.on_settling(claim)
-            self.fail(claim, error)
+            self.failed(claim, error)
             raise
         finally:
             running.reset(token)
         self.listener.on_settling(claim)
-        return Outcome.COMPLETED if self.complete(claim) else Outcome.LOST
+        outcome = Outcome.COMPLETED if self.complete(claim) else Outcome.LOST
+        self.listener.on_settled(claim, outcome)
+        return outcome
 
     def failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
         self.listener.on_settling(claim)
-        return FAILURE_OUTCOMES[self.settle_failure(claim, error)]
+        outcome = FAILURE_OUTCOMES[self.settle_failure(claim, error)]
+        self.listener.on_settled(claim, outcome)
+        return outcome
 
     def complete(self, claim: ClaimedJob) -> bool:
         backend = self.consumer("complete")

@@ -186,7 +186,7 @@ def test_a_metrics_address_that_cannot_be_served_is_refused_cleanly(dsn: str, fa
     assert "metrics" in result.stderr
 
 
-# -- bugs found, kept as strict xfails so that a fix shows up -----------------------------
+# -- bugs found by these tests, now fixed ------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["nul\x00", "lone \ud800"], ids=["nul", "surrogate"])
@@ -200,11 +200,6 @@ def test_a_type_name_not_every_database_can_store_is_refused_at_enqueue(
 
 
 @pytest.mark.databases("sqlite")
-@pytest.mark.xfail(
-    strict=True,
-    reason="jobq bug: a worker reports every attempt ended by a BaseException as 'failed', "
-    "even when its policy retried the job (jobq/worker/child.py, run_claim)",
-)
 def test_an_attempt_ended_by_system_exit_and_retried_is_counted_as_retried(
     dsn: str, tmp_path: Path
 ) -> None:

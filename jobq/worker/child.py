@@ -61,13 +61,23 @@ def close_quietly(queue: Queue | None) -> None:
 
 
 class SettlingReporter(Listener):
-    """Tells the master when an attempt's job code is done, before its outcome is recorded."""
+    """Tells the master when an attempt's job code is done, before its outcome is recorded,
+    and remembers the outcome for an attempt that ends by a BaseException."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.settled: tuple[ClaimedJob, Outcome] | None = None
 
     def on_settling(self, claim: ClaimedJob) -> None:
         protocol.send(self.sock, protocol.Settling(claim.id))
+
+    def on_settled(self, claim: ClaimedJob, outcome: Outcome) -> None:
+        self.settled = (claim, outcome)
+
+    def outcome_of(self, claim: ClaimedJob) -> Outcome:
+        if self.settled is not None and self.settled[0] is claim:
+            return self.settled[1]
+        return Outcome.FAILED
 
 
 class DatabaseLost(Exception):
@@ -88,6 +98,7 @@ class Child:
         self.lock = threading.Lock()
         self.current: ClaimedJob | None = None
         self.idle_wait = FIRST_IDLE_WAIT
+        self.reporter = SettlingReporter(sock)
         self.started = 0.0
 
     def main(self) -> int:
@@ -115,7 +126,7 @@ class Child:
                 queue = Queue.connect(
                     self.settings.dsn,
                     lease_duration=self.settings.lease,
-                    listener=SettlingReporter(self.sock),
+                    listener=self.reporter,
                 )
                 notifying = queue.backend.listen()
                 return Session(queue, notifying, queue.claim(self.settings.types))
@@ -195,7 +206,7 @@ class Child:
             ) from error
         except BaseException:
             # handle() raised SystemExit or the like: its attempt is failed; honour it.
-            self.end(claim, Outcome.FAILED)
+            self.end(claim, self.reporter.outcome_of(claim))
             raise
         self.end(claim, outcome)
         return outcome
