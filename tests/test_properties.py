@@ -25,6 +25,7 @@ from jobq.retry import MAX_DELAY
 from jobq.supervisor.config import MINIMUMS, RENEW_RETRY_PAUSE, SupervisorConfig
 
 from .chaos_app import Chaos
+from .test_codec import json_values
 
 # No example database: the suite leaves no files behind in the checkout.
 SETTINGS = settings(max_examples=300, deadline=None, database=None)
@@ -208,17 +209,6 @@ def test_a_policy_comes_back_from_the_database_as_it_was_stored(
 
 # -- the codec against any stored text ---------------------------------------------------------
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(st.characters(codec=None)),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=12,
-)
 states = st.dictionaries(
     st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True), json_values, max_size=6
 )
