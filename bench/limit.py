@@ -1,9 +1,15 @@
 """The SQL limit: pgbench running exactly jobq's claim and acknowledge statements.
 
-The statements are read from jobq itself (`claim_statement`, `PostgresBackend.sql_complete`),
-so the limit moves whenever jobq's SQL does. Only the parameter syntax changes: psycopg's
-%(name)s becomes pgbench's :name, and with `-M prepared` pgbench sends them as bind
-parameters of a prepared statement, as psycopg does once a statement has run a few times.
+The statements are read from jobq itself, so the limit moves whenever jobq's SQL does. Only
+the parameter syntax changes: psycopg's %(name)s becomes pgbench's :name, and with
+`-M prepared` pgbench sends them as bind parameters of a prepared statement, as psycopg does
+once a statement has run a few times.
+
+Two scripts. "pgbench" is what a jobq worker sends per job in a steady drain: the
+acknowledgement fused with the next claim (`complete_and_claim_statement`), one statement
+and one commit. "two statements" is a claim (`claim_statement`) then its acknowledgement
+(`PostgresBackend.sql_complete`): what jobq sent per job before the two were fused, and
+still sends when a worker acknowledges without claiming again (draining, recycling).
 """
 
 from __future__ import annotations
@@ -14,7 +20,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from jobq.backends.postgresql import PostgresBackend, claim_statement
+from jobq.backends.postgresql import (
+    PostgresBackend,
+    claim_statement,
+    complete_and_claim_statement,
+)
 
 from .app import Noop
 from .context import Bench
@@ -46,6 +56,13 @@ def to_pgbench(statement: str, known: set[str]) -> str:
     return line.replace("%%", "%")
 
 
+TOKEN = "random(1000000000000000, 9999999999999999)"
+
+# Limit variants: the name in the results, and whether it is the fused statement.
+FUSED = "pgbench"
+TWO_STATEMENTS = "two statements"
+
+
 def script(lease: float = DEFAULT_LEASE) -> str:
     """A pgbench script: one claim, then the acknowledgement of what it claimed.
 
@@ -54,11 +71,16 @@ def script(lease: float = DEFAULT_LEASE) -> str:
     """
     claim = to_pgbench(claim_statement(False), {"token", "lease"})
     ack = to_pgbench(PostgresBackend.sql_complete, {"id", "token"})
+    return f"\\set token {TOKEN}\n\\set lease {lease!r}\n{claim} \\gset\n{ack};\n"
+
+
+def fused_script(lease: float = DEFAULT_LEASE) -> str:
+    """A pgbench script: acknowledge the previous claim and claim the next job, in jobq's one
+    statement. The client starts with id 0 (-D), so its first run acknowledges nothing; its
+    last claim is left in progress, as a worker's would be when the queue runs dry."""
+    fused = to_pgbench(complete_and_claim_statement(False), {"id", "token", "new_token", "lease"})
     return (
-        "\\set token random(1000000000000000, 9999999999999999)\n"
-        f"\\set lease {lease!r}\n"
-        f"{claim} \\gset\n"
-        f"{ack};\n"
+        f"\\set new_token {TOKEN}\n\\set lease {lease!r}\n{fused} \\gset\n\\set token :new_token\n"
     )
 
 
@@ -67,25 +89,29 @@ def pgbench_version() -> str:
     return out.stdout.strip()
 
 
-def drain(bench: Bench, dsn: str, clients: int, jobs: int) -> Drain:
+def drain(bench: Bench, dsn: str, clients: int, jobs: int, variant: str = FUSED) -> Drain:
     """The same preload as jobq's drain, emptied by pgbench with `clients` connections.
 
     Each client runs jobs // clients scripts: a claim that found nothing would end the
-    client with an error, so the total never exceeds what the table holds.
+    client with an error, so the total never exceeds what the table holds. With the fused
+    script each client's last claim stays unacknowledged, so clients fewer jobs complete.
     """
     assert bench.pg is not None
-    path = Path(bench.tmp) / "claim_ack.sql"
-    path.write_text(script())
+    fused = variant == FUSED
+    path = Path(bench.tmp) / ("ack_claim.sql" if fused else "claim_ack.sql")
+    path.write_text(fused_script() if fused else script())
     per_client = jobs // clients
     threads = min(clients, os.cpu_count() or 1)
+    start = ["-D", "id=0", "-D", "token=0"] if fused else []
     cmd = [
         "pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(threads),
-        "-t", str(per_client), "-f", str(path),
+        "-t", str(per_client), "-f", str(path), *start, "--max-tries", "10",
         "-h", "127.0.0.1", "-p", str(bench.pg.port), "-U", "postgres", dsn.rsplit("/", 1)[1],
     ]  # fmt: skip
     settings = f"pgbench -M prepared -c {clients} -j {threads} -t {per_client}"
-    result = Drain("limit", "pgbench", "postgresql", clients, per_client * clients)
-    result.settings = settings
+    acknowledged = per_client * clients - (clients if fused else 0)
+    result = Drain("limit", variant, "postgresql", clients, acknowledged)
+    result.settings = f"{settings}, {'one fused statement' if fused else 'claim then ack'}"
     db = JobqDb(dsn)
     try:
         db.reset()

@@ -200,6 +200,8 @@ def throughput(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
                 measure(bench, f"jobq INFO W={w}", info)
         if "limit" in s.sections:
             measure(bench, f"pgbench c={w}", partial(limit.drain, bench, dsn, w, s.jobs))
+            two = partial(limit.drain, bench, dsn, w, s.jobs, limit.TWO_STATEMENTS)
+            measure(bench, f"pgbench two statements c={w}", two)
         if "peers" in s.sections:
             for peer, best in peers:
                 default = peer.default_setting()

@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from jobq.backends.postgresql import PostgresBackend, claim_statement
+from jobq.backends.postgresql import (
+    PostgresBackend,
+    claim_statement,
+    complete_and_claim_statement,
+)
 
 from . import limit, profiling
 from .results import Drain
@@ -22,6 +26,17 @@ def test_the_pgbench_script_holds_jobqs_own_statements() -> None:
     assert script[1] == "\\set lease 600.0"
     assert script[2] == claim + " \\gset"
     assert script[3] == ack + ";"
+
+
+def test_the_fused_pgbench_script_holds_jobqs_own_statement() -> None:
+    script = limit.fused_script(600.0).splitlines()
+    fused = " ".join(complete_and_claim_statement(False).split())
+    for name in ("id", "token", "new_token", "lease"):
+        fused = fused.replace(f"%({name})s", f":{name}")
+    assert script[0].startswith("\\set new_token random(")
+    assert script[1] == "\\set lease 600.0"
+    assert script[2] == fused + " \\gset"
+    assert script[3] == "\\set token :new_token", "the next run acknowledges this claim"
 
 
 def test_an_unknown_parameter_is_refused() -> None:

@@ -7,13 +7,13 @@ import math
 import secrets
 import time
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
 
 from . import backends
-from .backends.base import Backend, ExpiredLease, NewJob
+from .backends.base import Backend, ExpiredLease, NewJob, expiry
 from .codec import Codec, JsonCodec
 from .dsn import default_dsn
 from .job import Job
@@ -46,6 +46,14 @@ def current_claim() -> ClaimedJob | None:
     """The attempt being run, from inside a job's handle(): its id makes a natural
     idempotency key for work that must not happen twice."""
     return running.get()
+
+
+def always() -> bool:
+    return True
+
+
+def never() -> bool:
+    return False
 
 
 def type_list(types: Types) -> tuple[str, ...]:
@@ -249,8 +257,13 @@ class Queue:
         types = type_list(type)
         self.run_maintenance()
         ran = 0
-        while ran < limit and self.process_next(types):
+        claim = self.claim(types)
+        while claim is not None:
             ran += 1
+            _, claim = self.run_and_claim(claim, types, more=always if ran < limit else never)
+            if claim is None and ran < limit:
+                # A failed attempt claims nothing with its acknowledgement.
+                claim = self.claim(types)
         return ran
 
     def process_next(self, type: Types = None) -> bool:
@@ -268,9 +281,8 @@ class Queue:
         token = secrets.token_hex(16)
 
         def attempt() -> ClaimedJob | None:
-            # Anchored before the statement is sent, so the local expiry errs early.
-            sent = time.monotonic()
-            return backend.claim(types, token, self.lease_duration, sent + self.lease_duration)
+            lease = self.lease_duration
+            return backend.claim(types, token, lease, expiry(lease))
 
         return backend.retrying("claim", attempt)
 
@@ -280,31 +292,48 @@ class Queue:
         Only decoding and handle() fail the attempt. A BaseException from handle() (SystemExit,
         KeyboardInterrupt) fails it too, then propagates.
         """
+        return self.run_and_claim(claim, more=never)[0]
+
+    def run_and_claim(
+        self,
+        claim: ClaimedJob,
+        type: Types = None,
+        more: Callable[[], bool] = always,
+    ) -> tuple[Outcome, ClaimedJob | None]:
+        """run(), and when the job completed, claim the next job of `type` in the same commit
+        as the acknowledgement (see complete_and_claim). `more` is asked once the job's code
+        is done: False acknowledges alone. Returns the outcome and the new claim, if any.
+        """
+        types = type_list(type)
         try:
             job = self.codec.decode(claim.class_name, claim.payload)
         except Exception as error:
             log.error("Could not decode job: %s", error, extra=job_extra(claim, "decode_failed"))
-            return self.failed(claim, error)
+            return self.failed(claim, error), None
         log.info("Running job", extra=job_extra(claim, "running"))
         self.listener.on_claimed(claim)
         if time.monotonic() >= claim.expires_monotonic:
             log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
-            return self.failed(claim, LEASE_EXPIRED_BEFORE_START)
+            return self.failed(claim, LEASE_EXPIRED_BEFORE_START), None
         token = running.set(claim)
         try:
             job.handle()
         except Exception as error:
             log.warning("Job failed: %s", printable(error), extra=job_extra(claim, "failed"))
-            return self.failed(claim, error)
+            return self.failed(claim, error), None
         except BaseException as error:
             self.failed(claim, error)
             raise
         finally:
             running.reset(token)
         self.listener.on_settling(claim)
-        outcome = Outcome.COMPLETED if self.complete(claim) else Outcome.LOST
+        if more():
+            done, next_claim = self.complete_and_claim(claim, types)
+        else:
+            done, next_claim = self.complete(claim), None
+        outcome = Outcome.COMPLETED if done else Outcome.LOST
         self.listener.on_settled(claim, outcome)
-        return outcome
+        return outcome, next_claim
 
     def failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
         self.listener.on_settling(claim)
@@ -315,6 +344,29 @@ class Queue:
     def complete(self, claim: ClaimedJob) -> bool:
         backend = self.consumer("complete")
         done = backend.retrying("complete", lambda: backend.complete(claim.id, claim.token))
+        return self.completed(claim, done)
+
+    def complete_and_claim(
+        self, claim: ClaimedJob, type: Types = None
+    ) -> tuple[bool, ClaimedJob | None]:
+        """complete(), and claim the next job of `type` in the same commit: one round trip
+        per job where the database takes both in one statement, one commit everywhere.
+        Returns whether the completion applied, and the new claim (None: nothing was ready).
+        If this raises, neither happened, or the outcome is unknown: the attempt's lease
+        settles it, and a claim made unseen comes back after its own lease."""
+        backend = self.consumer("complete")
+        types = type_list(type)
+        token = secrets.token_hex(16)
+        done, next_claim = backend.retrying(
+            "complete",
+            lambda: backend.complete_and_claim(
+                claim.id, claim.token, types, token, self.lease_duration
+            ),
+        )
+        return self.completed(claim, done), next_claim
+
+    def completed(self, claim: ClaimedJob, done: bool) -> bool:
+        """Log and tell the listener how a completion went; returns done."""
         if done:
             log.info("Job completed", extra=job_extra(claim, "completed"))
             self.listener.on_completed(claim)
@@ -350,9 +402,9 @@ class Queue:
         backend = self.consumer("renew")
 
         def attempt() -> ClaimedJob | None:
-            sent = time.monotonic()
+            expires = expiry(self.lease_duration)
             until = backend.renew(claim.id, claim.token, self.lease_duration)
-            return None if until is None else claim.renewed(until, sent + self.lease_duration)
+            return None if until is None else claim.renewed(until, expires)
 
         return backend.retrying("renew", attempt)
 

@@ -57,6 +57,20 @@ def test_postgresql_claim_uses_the_ready_index(
     assert "Seq Scan" not in text, text
 
 
+@pytest.mark.databases("postgresql")
+@pytest.mark.parametrize(
+    ("typed", "index"), [(False, "jobq_jobs_ready"), (True, "jobq_jobs_ready_by_type")]
+)
+def test_postgresql_acknowledgement_with_claim_uses_the_primary_key_and_ready_index(
+    crowded: jobq.Queue, typed: bool, index: str
+) -> None:
+    params = {"id": 1, "token": "t", "new_token": "u", "lease": 60.0, "types": ["email"]}
+    text = plan(crowded, "EXPLAIN " + postgresql.complete_and_claim_statement(typed), params)
+    assert "Index Scan using jobq_jobs_pkey on jobq_jobs" in text, text
+    assert f"Index Scan using {index} on jobq_jobs" in text, text
+    assert "Seq Scan on jobq_jobs" not in text, text
+
+
 @pytest.mark.databases("sqlite")
 @pytest.mark.parametrize(
     ("statement", "index"),

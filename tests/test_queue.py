@@ -127,6 +127,60 @@ def test_acks_need_the_attempts_token(queue: jobq.Queue) -> None:
     assert queue.complete(claim) is False, "an attempt completes once"
 
 
+def test_complete_and_claim_acknowledges_and_claims_the_next_job(queue: jobq.Queue) -> None:
+    first, second = queue.enqueue(Noop()), queue.enqueue(Noop())
+    claim = claim_one(queue)
+    before = time.monotonic()
+    done, following = queue.complete_and_claim(claim)
+    assert done is True and following is not None
+    assert (following.id, following.attempt) == (second, 1)
+    assert following.token != claim.token and re.fullmatch(r"[0-9a-f]{32}", following.token)
+    assert before + 59 < following.expires_monotonic <= time.monotonic() + 60
+    statuses = {
+        job_id: record.status for job_id in (first, second) if (record := queue.get(job_id))
+    }
+    assert statuses == {first: jobq.Status.COMPLETED, second: jobq.Status.IN_PROGRESS}
+    record = queue.get(second)
+    assert record is not None and record.lease_until == following.lease_until
+    assert queue.complete_and_claim(following) == (True, None), "nothing left to claim"
+    assert queue.counts() == {"completed": 2}
+
+
+def test_complete_and_claim_claims_even_when_the_attempt_had_lost_the_job(
+    queue: jobq.Queue,
+) -> None:
+    queue.enqueue(Noop())
+    claim = claim_one(queue)
+    assert queue.complete(claim) is True
+    email = queue.enqueue(Noop(), type="email")
+    queue.enqueue(Noop(), type="other")
+    done, following = queue.complete_and_claim(claim, "email")
+    assert done is False, "an attempt completes once"
+    assert following is not None and following.id == email, "the claim keeps to its types"
+    assert queue.counts() == {"completed": 1, "in_progress": 1, "pending": 1}
+
+
+def test_run_and_claim_chains_completed_jobs_only(queue: jobq.Queue) -> None:
+    queue.enqueue(Record(1))
+    queue.enqueue(Boom(), retry=NO_WAIT)
+    queue.enqueue(Record(2))
+    queue.enqueue(Record(3))
+    outcome, following = queue.run_and_claim(claim_one(queue))
+    assert outcome is jobq.Outcome.COMPLETED and following is not None
+    outcome, after_failure = queue.run_and_claim(following)
+    assert (outcome, after_failure) == (jobq.Outcome.RETRIED, None), "a failure claims nothing"
+    asked: list[str] = []
+
+    def no_more() -> bool:
+        asked.append("asked")
+        return False
+
+    outcome, none = queue.run_and_claim(claim_one(queue), more=no_more)
+    assert (outcome, none, asked) == (jobq.Outcome.COMPLETED, None, ["asked"])
+    assert Record.seen == [1, 2]
+    assert queue.counts() == {"completed": 2, "pending": 2}
+
+
 def test_fail_requeues_after_the_policys_backoff(queue: jobq.Queue) -> None:
     policy = jobq.RetryPolicy(max_attempts=3, backoff=30, jitter=False)
     job_id = queue.enqueue(Noop(), retry=policy)
@@ -284,6 +338,7 @@ def test_process_jobs_counts_attempts_and_validates_its_limit(queue: jobq.Queue)
     with pytest.raises(ValueError, match="negative"):
         queue.process_jobs(-1)
     assert queue.process_jobs(2) == 2
+    assert queue.counts() == {"completed": 2, "pending": 2}, "no claim beyond the limit"
     assert queue.process_jobs(10) == 2, "the failed attempt counts"
     assert Record.seen == [0, 1, 2]
     assert queue.counts() == {"completed": 3, "failed": 1}

@@ -173,7 +173,7 @@ def test_workers_are_recycled_after_max_jobs_per_child(
     per_worker = Counter(e["pid"] for e in starts)
     assert max(per_worker.values()) <= 2, per_worker
     assert len(per_worker) >= 3, per_worker
-    assert running.log.count("Recycling worker after 2 jobs") >= 2
+    assert running.log.count("Recycling worker: 2 jobs done") >= 2
 
 
 @pytest.mark.databases("sqlite")

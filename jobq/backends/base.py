@@ -26,6 +26,12 @@ T = TypeVar("T")
 TRIES = 5
 
 
+def expiry(lease: float) -> float:
+    """The monotonic moment a lease granted by a statement about to be sent certainly lasts
+    until: anchored before the send, so the local view of the lease errs early."""
+    return time.monotonic() + lease
+
+
 @dataclass(frozen=True)
 class NewJob:
     """A row to insert. Times are either absolute or seconds from the database's now."""
@@ -156,6 +162,14 @@ class Backend(ABC):
         self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
     ) -> ClaimedJob | None:
         """Take the next ready job of one of `types` (any type when empty) for one attempt."""
+
+    @abstractmethod
+    def complete_and_claim(
+        self, job_id: int, token: str, types: Sequence[str], new_token: str, lease: float
+    ) -> tuple[bool, ClaimedJob | None]:
+        """Complete one attempt and claim the next ready job for another, in one commit: both
+        land or neither does, so a transient error can rerun the whole. Returns whether the
+        completion applied (False: the attempt had lost the job) and the new claim, if any."""
 
     # Each backend module sets these statements; they take named parameters in its own style.
     sql_complete: ClassVar[str]

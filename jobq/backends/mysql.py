@@ -20,7 +20,7 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 from ..dsn import redact
 from ..errors import ConfigurationError
 from ..records import ClaimedJob, Status
-from .base import Backend, NewJob
+from .base import Backend, NewJob, expiry
 
 NOW = "UTC_TIMESTAMP(6)"
 
@@ -197,29 +197,49 @@ class MysqlBackend(Backend):
             cursor.execute(sql, params)
             return int(cursor.lastrowid)
 
-    def claim(
-        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
-    ) -> ClaimedJob | None:
-        params: dict[str, Any] = {f"type{i}": name for i, name in enumerate(types)}
-        params["lease"] = self.seconds(lease)
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
         self.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
         self.connection.begin()
         try:
-            row = self.fetchone(claim_select(len(types)), params)
-            if row is not None:
-                self.execute(
-                    f"""
-                    UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
-                        token = %(token)s, lease_until = %(lease_until)s, updated_at = {NOW}
-                    WHERE id = %(id)s
-                    """,
-                    {"token": token, "lease_until": row[5], "id": row[0]},
-                )
+            yield
             self.connection.commit()
         except BaseException:
             self.rollback_quietly()
             raise
-        return None if row is None else self.claimed(row, token, expires_monotonic)
+
+    def claim(
+        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+    ) -> ClaimedJob | None:
+        with self.transaction():
+            return self.claim_within(types, token, lease, expires_monotonic)
+
+    def claim_within(
+        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+    ) -> ClaimedJob | None:
+        """The claim's statements, inside a transaction the caller opened."""
+        params: dict[str, Any] = {f"type{i}": name for i, name in enumerate(types)}
+        params["lease"] = self.seconds(lease)
+        row = self.fetchone(claim_select(len(types)), params)
+        if row is None:
+            return None
+        self.execute(
+            f"""
+            UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
+                token = %(token)s, lease_until = %(lease_until)s, updated_at = {NOW}
+            WHERE id = %(id)s
+            """,
+            {"token": token, "lease_until": row[5], "id": row[0]},
+        )
+        return self.claimed(row, token, expires_monotonic)
+
+    def complete_and_claim(
+        self, job_id: int, token: str, types: Sequence[str], new_token: str, lease: float
+    ) -> tuple[bool, ClaimedJob | None]:
+        expires = expiry(lease)
+        with self.transaction():
+            done = self.complete(job_id, token)
+            return done, self.claim_within(types, new_token, lease, expires)
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         params = {"id": job_id, "token": token, "lease": self.seconds(lease)}

@@ -13,7 +13,7 @@ from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
 from ..records import ClaimedJob
-from .base import Backend, NewJob
+from .base import Backend, NewJob, expiry
 
 # Wakes idle workers: the payload is the job's type.
 NOTIFY_CHANNEL = "jobq_jobs"
@@ -69,18 +69,39 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 
 
+COMPLETE = """
+        UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
+            updated_at = now(), finished_at = now()
+        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+"""
+
+
 @cache
-def claim_statement(typed: bool) -> str:
+def claim_statement(typed: bool, token_param: str = "token") -> str:
     where = READY + (" AND type = ANY(%(types)s)" if typed else "")
     return f"""
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
-            token = %(token)s, lease_until = now() + make_interval(secs => %(lease)s),
+            token = %({token_param})s, lease_until = now() + make_interval(secs => %(lease)s),
             updated_at = now()
         WHERE id = (
             SELECT id FROM jobq_jobs WHERE {where}
             ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
         )
         RETURNING {CLAIM_COLUMNS}
+    """
+
+
+@cache
+def complete_and_claim_statement(typed: bool) -> str:
+    """The acknowledgement and the next claim as one statement: one round trip and one commit
+    per job. It always returns one row: whether the acknowledgement applied, then the claimed
+    row's columns (NULL when nothing was ready). The claim cannot pick the row being
+    acknowledged: both parts read one snapshot, in which that row is still in progress."""
+    return f"""
+        WITH done AS ({COMPLETE} RETURNING id),
+        claimed AS ({claim_statement(typed, "new_token")})
+        SELECT EXISTS (SELECT FROM done), claimed.*
+        FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
     """
 
 
@@ -159,6 +180,21 @@ class PostgresBackend(Backend):
         row = self.fetchone(claim_statement(bool(types)), params)
         return None if row is None else self.claimed(row, token, expires_monotonic)
 
+    def complete_and_claim(
+        self, job_id: int, token: str, types: Sequence[str], new_token: str, lease: float
+    ) -> tuple[bool, ClaimedJob | None]:
+        params = {
+            "id": job_id,
+            "token": token,
+            "new_token": new_token,
+            "lease": lease,
+            "types": list(types),
+        }
+        expires = expiry(lease)
+        row = self.fetchone(complete_and_claim_statement(bool(types)), params)
+        claimed = None if row[1] is None else self.claimed(row[1:], new_token, expires)
+        return bool(row[0]), claimed
+
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         row = self.fetchone(
             """
@@ -200,11 +236,7 @@ class PostgresBackend(Backend):
             return True
         return False
 
-    sql_complete = """
-        UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = now(), finished_at = now()
-        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
-    """
+    sql_complete = COMPLETE
 
     sql_settle = """
         UPDATE jobq_jobs SET

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..records import ClaimedJob
-from .base import Backend, NewJob
+from .base import Backend, NewJob, expiry
 
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
@@ -176,14 +176,18 @@ class SqliteBackend(Backend):
         return list(self.connection.execute(sql, params or ()).fetchall())
 
     @contextmanager
-    def install_lock(self) -> Iterator[None]:
+    def transaction(self) -> Iterator[None]:
+        # IMMEDIATE: take the write lock up front, so the transaction cannot fail half-way
+        # for want of it.
         self.connection.execute("BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
-            self.connection.execute("ROLLBACK")
+            self.rollback_quietly()
             raise
         self.connection.execute("COMMIT")
+
+    install_lock = transaction
 
     def schema_version(self) -> int:
         self.execute("CREATE TABLE IF NOT EXISTS jobq_schema (version INTEGER NOT NULL)")
@@ -214,6 +218,14 @@ class SqliteBackend(Backend):
         params = {"token": token, "lease": lease, "types": json.dumps(list(types))}
         row = self.fetchone(CLAIM_TYPED if types else CLAIM_ANY, params)
         return None if row is None else self.claimed(row, token, expires_monotonic)
+
+    def complete_and_claim(
+        self, job_id: int, token: str, types: Sequence[str], new_token: str, lease: float
+    ) -> tuple[bool, ClaimedJob | None]:
+        expires = expiry(lease)
+        with self.transaction():
+            done = self.complete(job_id, token)
+            return done, self.claim(types, new_token, lease, expires)
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         row = self.fetchone(

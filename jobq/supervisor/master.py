@@ -205,9 +205,7 @@ class Master:
             if worker.retiring:
                 self.send(worker.process, protocol.Drain())
         elif isinstance(message, protocol.Claimed):
-            worker.lease = Lease(message.claim(), message.expires_monotonic, time.monotonic())
-            self.metrics.know_type(message.type)
-            self.metrics.claimed.labels(message.type).inc()
+            self.on_claimed(worker, message)
         elif isinstance(message, protocol.Settling):
             if worker.lease is not None and worker.lease.claim.id == message.id:
                 worker.lease.settling = True
@@ -217,6 +215,13 @@ class Master:
                 self.metrics.on_finished(worker.lease.claim.type, message.outcome, seconds)
             worker.lease = None
             worker.jobs += 1
+            if message.then is not None:
+                self.on_claimed(worker, message.then)
+
+    def on_claimed(self, worker: WorkerProcess, message: protocol.Claimed) -> None:
+        worker.lease = Lease(message.claim(), message.expires_monotonic, time.monotonic())
+        self.metrics.know_type(message.type)
+        self.metrics.claimed.labels(message.type).inc()
 
     # -- reaping ---------------------------------------------------------------------------
 

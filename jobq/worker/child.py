@@ -100,6 +100,7 @@ class Child:
         self.idle_wait = FIRST_IDLE_WAIT
         self.reporter = SettlingReporter(sock)
         self.started = 0.0
+        self.done = 0
 
     def main(self) -> int:
         title.starting()
@@ -153,7 +154,6 @@ class Child:
             close_quietly(session.queue)
 
     def run_jobs(self, session: Session) -> int:
-        done = 0
         claim = session.first
         while True:
             # A claim already made runs even if a drain came meanwhile: it holds a lease.
@@ -163,18 +163,24 @@ class Child:
                 if claim is None:
                     claim = self.next_claim(session)
                     continue
-                self.run_claim(session.queue, claim)
+                claim = self.run_claim(session.queue, claim)
             except DatabaseLost as lost:
                 log.error("%s: %s", lost.what, lost.__cause__, extra={"event": "db_error"})
                 if not self.reconnect(session):
                     return EXIT_OK
                 claim = session.first
                 continue
-            claim = None
-            done += 1
-            recycled = self.recycle_code(done)
-            if recycled is not None:
-                return recycled
+            self.done += 1
+            recycle = self.recycle_due(self.done)
+            if recycle is not None and claim is None:
+                code, why = recycle
+                log.info("Recycling worker: %s", why, extra={"event": "recycle"})
+                return code
+
+    def wants_another(self) -> bool:
+        """Asked when a job's code is done: claim the next job with its acknowledgement?
+        Not when the worker is about to drain or to be recycled."""
+        return not self.stopping.is_set() and self.recycle_due(self.done + 1) is None
 
     def next_claim(self, session: Session) -> ClaimedJob | None:
         """Claim a job, or wait a while (idle) and return None."""
@@ -192,10 +198,13 @@ class Child:
             raise DatabaseLost("Claim failed") from error
         return None
 
-    def run_claim(self, queue: Queue, claim: ClaimedJob) -> Outcome:
+    def run_claim(self, queue: Queue, claim: ClaimedJob) -> ClaimedJob | None:
+        """Run one attempt; returns the next claim when its acknowledgement made one."""
         self.begin(claim)
         try:
-            outcome = queue.run(claim)
+            outcome, next_claim = queue.run_and_claim(
+                claim, self.settings.types, more=self.wants_another
+            )
         except Exception as error:
             # The acknowledgement did not reach the database. The master stops renewing the
             # attempt, its lease runs out, and maintenance gives the job another one.
@@ -208,8 +217,8 @@ class Child:
             # handle() raised SystemExit or the like: its attempt is failed; honour it.
             self.end(claim, self.reporter.outcome_of(claim))
             raise
-        self.end(claim, outcome)
-        return outcome
+        self.end(claim, outcome, next_claim)
+        return next_claim
 
     def reconnect(self, session: Session) -> bool:
         """Replace a session whose connection failed; False if stopped while trying."""
@@ -230,37 +239,45 @@ class Child:
                 return
 
     def begin(self, claim: ClaimedJob) -> None:
-        with self.lock:
-            self.current, self.started = claim, time.monotonic()
-            self.fence.arm(claim.expires_monotonic)
+        if self.current is claim:
+            return  # claimed with the last acknowledgement: end() reported it already
+        self.hold(claim)
         # Before decoding or running anything: from here on the master renews this lease.
         protocol.send(self.sock, protocol.Claimed.of(claim))
         title.busy(claim, self.started)
 
-    def end(self, claim: ClaimedJob, outcome: str) -> None:
-        with self.lock:
-            self.fence.disarm()
-            self.current = None
-        protocol.send(self.sock, protocol.Finished(claim.id, str(outcome)))
-        title.idle()
+    def end(self, claim: ClaimedJob, outcome: str, then: ClaimedJob | None = None) -> None:
+        """Report an attempt's end, and the attempt its acknowledgement began, if any, in one
+        message: the master swaps one lease for the other."""
+        if then is None:
+            with self.lock:
+                self.fence.disarm()
+                self.current = None
+            protocol.send(self.sock, protocol.Finished(claim.id, str(outcome)))
+            title.idle()
+            return
+        self.hold(then)
+        protocol.send(
+            self.sock, protocol.Finished(claim.id, str(outcome), protocol.Claimed.of(then))
+        )
+        title.busy(then, self.started)
 
-    def recycle_code(self, done: int) -> int | None:
-        """The exit code to recycle with, between jobs, or None to go on."""
+    def hold(self, claim: ClaimedJob) -> None:
+        """Make `claim` the one this process is fenced on."""
+        with self.lock:
+            self.current, self.started = claim, time.monotonic()
+            self.fence.arm(claim.expires_monotonic)
+
+    def recycle_due(self, done: int) -> tuple[int, str] | None:
+        """(exit code, why) when the worker should be replaced after `done` jobs, else None."""
         limit = self.settings.max_jobs
         if limit and done >= limit:
-            log.info("Recycling worker after %d jobs", done, extra={"event": "recycle"})
-            return EXIT_RECYCLED
+            return EXIT_RECYCLED, f"{done} jobs done"
         ceiling = self.settings.max_memory_mib
         if ceiling:
             rss = psutil.Process().memory_info().rss / 2**20
             if rss > ceiling:
-                log.info(
-                    "Recycling worker: RSS %.0f MiB is over %.0f MiB",
-                    rss,
-                    ceiling,
-                    extra={"event": "recycle"},
-                )
-                return EXIT_MEMORY
+                return EXIT_MEMORY, f"RSS {rss:.0f} MiB is over {ceiling:.0f} MiB"
         return None
 
     def follow_master(self) -> None:
