@@ -3,7 +3,7 @@
 They travel over a SOCK_SEQPACKET socket pair: the kernel keeps message boundaries and
 order, and a closed end reads as end-of-file, so neither side needs framing or a handshake.
 
-worker -> master: ready, claimed, settling, finished.       master -> worker: extended, drain.
+worker -> master: ready, claimed, finished.       master -> worker: extended, drain.
 master -> renewer: renew.                         renewer -> master: renewed.
 master -> housekeeper: fail_attempt, measure_depth, drain.
 housekeeper -> master: maintained, depth, settled.
@@ -77,15 +77,6 @@ class Claimed:
             deadline=None if self.deadline is None else datetime.fromisoformat(self.deadline),
             expires_monotonic=self.expires_monotonic,
         )
-
-
-@dataclass(frozen=True)
-class Settling:
-    """The attempt's job code is done and its outcome is about to be recorded: from here on,
-    a renewal that finds the attempt gone means it was acknowledged, not taken over."""
-
-    kind: ClassVar[str] = "settling"
-    id: int
 
 
 @dataclass(frozen=True)
@@ -180,7 +171,6 @@ class Settled:
 Message = (
     Ready
     | Claimed
-    | Settling
     | Finished
     | Extended
     | Drain
@@ -198,7 +188,6 @@ KINDS: dict[str, type[Message]] = {
     for cls in (
         Ready,
         Claimed,
-        Settling,
         Finished,
         Extended,
         Drain,

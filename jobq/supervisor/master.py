@@ -30,6 +30,7 @@ from ..errors import ConfigurationError
 from ..queue import job_extra
 from ..worker import child
 from ..worker.fence import FENCE_LEAD
+from ..worker.mark import SettlingMark
 from . import housekeeper, renewer
 from .config import RENEW_RETRY_PAUSE, SupervisorConfig
 from .endpoint import Endpoint, Response
@@ -206,9 +207,6 @@ class Master:
                 self.send(worker.process, protocol.Drain())
         elif isinstance(message, protocol.Claimed):
             self.on_claimed(worker, message)
-        elif isinstance(message, protocol.Settling):
-            if worker.lease is not None and worker.lease.claim.id == message.id:
-                worker.lease.settling = True
         elif isinstance(message, protocol.Finished):
             if worker.lease is not None:
                 seconds = time.monotonic() - worker.lease.started
@@ -247,6 +245,7 @@ class Master:
             with contextlib.suppress(KeyError):
                 self.selector.unregister(worker.process.sock)
         worker.process.close()
+        worker.mark.close()
         how = describe_exit(status)
         log.info("Worker %d exited (%s)", worker.pid, how, extra={"event": "worker_exited"})
         fenced_itself = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM
@@ -480,7 +479,8 @@ class Master:
             lease = worker.lease
             # A settling attempt runs no job code any more: most likely its acknowledgement
             # is what made the round miss it, and either way nothing can overlap with it.
-            if lease is not None and lease.claim.token == token and not lease.settling:
+            settling = lease is not None and worker.mark.job_id() == lease.claim.id
+            if lease is not None and lease.claim.token == token and not settling:
                 lost += 1
                 log.error(
                     "Worker %d lost job %d to another attempt: killing it",
@@ -575,8 +575,9 @@ class Master:
 
     def spawn(self) -> None:
         settings = dataclasses.replace(self.config.worker_settings(), patient=self.database_seen)
-        process = fork(lambda sock: child.run(settings, sock), self.close_inherited)
-        worker = WorkerProcess(process, self.generation, time.monotonic())
+        mark = SettlingMark()
+        process = fork(lambda sock: child.run(settings, sock, mark), self.close_inherited)
+        worker = WorkerProcess(process, mark, self.generation, time.monotonic())
         self.children[process.pid] = worker
         self.selector.register(process.sock, selectors.EVENT_READ, worker)
         log.info("Spawned worker %d", process.pid, extra={"event": "spawned"})
@@ -591,6 +592,8 @@ class Master:
         for process in [w.process for w in self.children.values()] + helpers:
             with contextlib.suppress(OSError):
                 process.close()
+        for sibling in self.children.values():
+            sibling.mark.close()
 
     def show_title(self) -> None:
         types = ",".join(self.config.types) or "all types"

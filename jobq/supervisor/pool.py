@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..records import ClaimedJob
+from ..worker.mark import SettlingMark
 from .forking import Forked
 
 
@@ -15,12 +16,12 @@ class Lease:
     claim: ClaimedJob
     expires: float  # monotonic: the lease certainly lasts until then, never longer
     started: float  # monotonic: when the master learned of the claim
-    settling: bool = False  # its job code is done; its outcome is being recorded
 
 
 @dataclass
 class WorkerProcess:
     process: Forked
+    mark: SettlingMark
     generation: int
     spawned: float
     ready: bool = False

@@ -23,6 +23,7 @@ from ..queue import Queue
 from ..records import ClaimedJob, Outcome
 from . import title
 from .fence import SelfFence
+from .mark import SettlingMark
 from .settings import WorkerSettings
 
 log = logging.getLogger("jobq")
@@ -42,6 +43,8 @@ MAX_RECONNECT_WAIT = 5.0
 UNACKNOWLEDGED = "unacknowledged"
 # How often a child blocked on LISTEN/NOTIFY checks whether it was told to drain.
 DRAIN_CHECK = 0.25
+# How often the process title follows the running job.
+TITLE_REFRESH = 0.5
 
 
 @dataclass
@@ -61,15 +64,15 @@ def close_quietly(queue: Queue | None) -> None:
 
 
 class SettlingReporter(Listener):
-    """Tells the master when an attempt's job code is done, before its outcome is recorded,
+    """Shows the master when an attempt's job code is done, before its outcome is recorded,
     and remembers the outcome for an attempt that ends by a BaseException."""
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
+    def __init__(self, mark: SettlingMark) -> None:
+        self.mark = mark
         self.settled: tuple[ClaimedJob, Outcome] | None = None
 
     def on_settling(self, claim: ClaimedJob) -> None:
-        protocol.send(self.sock, protocol.Settling(claim.id))
+        self.mark.set(claim.id)
 
     def on_settled(self, claim: ClaimedJob, outcome: Outcome) -> None:
         self.settled = (claim, outcome)
@@ -89,16 +92,17 @@ class DatabaseLost(Exception):
 
 
 class Child:
-    def __init__(self, settings: WorkerSettings, sock: socket.socket) -> None:
+    def __init__(self, settings: WorkerSettings, sock: socket.socket, mark: SettlingMark) -> None:
         self.settings = settings
         self.sock = sock
+        self.mark = mark
         self.stopping = threading.Event()
         self.fence = SelfFence(settings.safety_margin)
         # The claim being run, shared with the thread that re-arms the fence.
         self.lock = threading.Lock()
         self.current: ClaimedJob | None = None
         self.idle_wait = FIRST_IDLE_WAIT
-        self.reporter = SettlingReporter(sock)
+        self.reporter = SettlingReporter(mark)
         self.started = 0.0
         self.done = 0
 
@@ -108,7 +112,7 @@ class Child:
         if session is None:
             return EXIT_CANNOT_START
         protocol.send(self.sock, protocol.Ready(os.getpid()))
-        title.idle()
+        title.state(None, 0.0)
         threading.Thread(target=self.follow_master, name="master", daemon=True).start()
         return self.work(session)
 
@@ -244,7 +248,6 @@ class Child:
         self.hold(claim)
         # Before decoding or running anything: from here on the master renews this lease.
         protocol.send(self.sock, protocol.Claimed.of(claim))
-        title.busy(claim, self.started)
 
     def end(self, claim: ClaimedJob, outcome: str, then: ClaimedJob | None = None) -> None:
         """Report an attempt's end, and the attempt its acknowledgement began, if any, in one
@@ -254,13 +257,13 @@ class Child:
                 self.fence.disarm()
                 self.current = None
             protocol.send(self.sock, protocol.Finished(claim.id, str(outcome)))
-            title.idle()
-            return
-        self.hold(then)
-        protocol.send(
-            self.sock, protocol.Finished(claim.id, str(outcome), protocol.Claimed.of(then))
-        )
-        title.busy(then, self.started)
+        else:
+            self.hold(then)
+            next_attempt = protocol.Claimed.of(then)
+            protocol.send(self.sock, protocol.Finished(claim.id, str(outcome), next_attempt))
+        # Only now: the master reads the mark after the messages, so it never sees the mark
+        # cleared while it still believes the attempt is running.
+        self.mark.clear()
 
     def hold(self, claim: ClaimedJob) -> None:
         """Make `claim` the one this process is fenced on."""
@@ -281,13 +284,16 @@ class Child:
         return None
 
     def follow_master(self) -> None:
-        """Apply the master's messages; refresh the title's running time meanwhile."""
+        """Apply the master's messages, and keep the process title up to date.
+
+        The title is this thread's job, not the job loop's: setting it twice per job was a
+        measurable share of a short job's CPU, and nobody reads a title that fast.
+        """
         while True:
-            readable, _, _ = select.select([self.sock], [], [], 1.0)
+            readable, _, _ = select.select([self.sock], [], [], TITLE_REFRESH)
+            with self.lock:
+                title.state(self.current, self.started)
             if not readable:
-                with self.lock:
-                    if self.current is not None:
-                        title.busy(self.current, self.started)
                 continue
             message = protocol.receive(self.sock)
             if message is None or isinstance(message, protocol.Drain):
@@ -301,11 +307,11 @@ class Child:
                         self.fence.arm(message.expires_monotonic)
 
 
-def run(settings: WorkerSettings, sock: socket.socket) -> int:
+def run(settings: WorkerSettings, sock: socket.socket, mark: SettlingMark) -> int:
     """The child's whole life after fork; returns its exit code."""
     sock.setblocking(True)
     try:
-        return Child(settings, sock).main()
+        return Child(settings, sock, mark).main()
     except SystemExit as exit:
         log.warning("A job raised SystemExit(%s); the worker exits", exit.code)
         return EXIT_OK

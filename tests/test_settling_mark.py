@@ -1,0 +1,35 @@
+"""The settling mark is one word of memory a worker and its master both see, across the fork."""
+
+from __future__ import annotations
+
+import os
+
+from jobq.worker.mark import SettlingMark
+
+
+def test_a_mark_a_forked_child_writes_is_what_its_parent_reads() -> None:
+    mark = SettlingMark()
+    to_parent_r, to_parent_w = os.pipe()
+    to_child_r, to_child_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            mark.set(2**40 + 7)  # an id wider than 32 bits
+            os.write(to_parent_w, b"set")
+            os.read(to_child_r, 1)
+            mark.clear()
+            os.write(to_parent_w, b"clr")
+        finally:
+            os._exit(0)
+    try:
+        assert mark.job_id() == 0
+        assert os.read(to_parent_r, 3) == b"set"
+        assert mark.job_id() == 2**40 + 7
+        os.write(to_child_w, b"x")
+        assert os.read(to_parent_r, 3) == b"clr"
+        assert mark.job_id() == 0
+    finally:
+        os.waitpid(pid, 0)
+        mark.close()
+        for fd in (to_parent_r, to_parent_w, to_child_r, to_child_w):
+            os.close(fd)
