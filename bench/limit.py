@@ -112,35 +112,46 @@ def drain(bench: Bench, dsn: str, clients: int, jobs: int, variant: str = FUSED)
     acknowledged = per_client * clients - (clients if fused else 0)
     result = Drain("limit", variant, "postgresql", clients, acknowledged)
     result.settings = f"{settings}, {'one fused statement' if fused else 'claim then ack'}"
+    # pgbench is a C program that starts in milliseconds: its whole run is the window, and
+    # its CPU comes from getrusage once it has been reaped.
+    ((code, output),) = drain_by(bench, dsn, result, jobs, [(f"pgbench-c{clients}", cmd)])
+    if code != 0 and not result.note:
+        result.note = f"pgbench exited with {code}: {output.strip().splitlines()[-1:]}"
+    if m := re.search(r"tps = ([\d.]+) \(without initial connection time\)", output):
+        result.settings += f" (pgbench's own tps: {float(m.group(1)):.0f})"
+    return result
+
+
+def drain_by(
+    bench: Bench, dsn: str, result: Drain, jobs: int, commands: list[tuple[str, list[str]]]
+) -> list[tuple[int, str]]:
+    """Preload `jobs`, run `commands` (name, argv) at once until they exit, and fill in
+    `result` from the database's completion times; returns each command's (exit code, log).
+    """
+    assert bench.pg is not None
     db = JobqDb(dsn)
     try:
         db.reset()
         db.preload(Noop(), jobs)
         db.settle()
         result.load = os.getloadavg()[0]
-        # pgbench is a C program that starts in milliseconds: its whole run is the window,
-        # and its CPU comes from getrusage once it has been reaped.
         server = ServerCpu(bench.pg.data)
         server.begin()
         children_before = children_cpu()
         started = time.monotonic()
-        proc = bench.procs.spawn(f"pgbench-c{clients}", cmd, env=bench.env(), cwd="/")
-        finished = bench.procs.wait_all([proc], bench.settings.drain_timeout(jobs))
+        procs = [bench.procs.spawn(name, cmd, env=bench.env(), cwd="/") for name, cmd in commands]
+        finished = bench.procs.wait_all(procs, bench.settings.drain_timeout(jobs))
         result.wall = time.monotonic() - started
         server.sample()
         if not finished:
-            result.note = "pgbench did not finish in time"
-        code = bench.procs.stop(proc, grace=5.0)
+            result.note = f"{commands[0][0]} did not finish in time"
+        codes = [bench.procs.stop(proc, grace=5.0) for proc in procs]
         result.client_cpu = children_cpu() - children_before
         result.db_cpu = server.used()
         result.window_jobs = result.jobs
-        output = bench.procs.log_of(proc).read_text(errors="replace")
-        if code != 0 and not result.note:
-            result.note = f"pgbench exited with {code}: {output.strip().splitlines()[-1:]}"
-        if m := re.search(r"tps = ([\d.]+) \(without initial connection time\)", output):
-            result.settings += f" (pgbench's own tps: {float(m.group(1)):.0f})"
+        outputs = [bench.procs.log_of(proc).read_text(errors="replace") for proc in procs]
         # Measured like jobq: from the database's completion times.
         result.completed, result.after_first, result.span, _ = db.completion()
     finally:
         db.close()
-    return result
+    return list(zip(codes, outputs, strict=True))

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TypeVar
 
-from . import jobqdb, latency, limit, profiling, renewal, report
+from . import floor, jobqdb, latency, limit, profiling, renewal, report
 from .context import REPO, SECTIONS, Bench, Settings
 from .peers import PEERS, Peer, installed
 from .procs import Processes
@@ -202,6 +202,7 @@ def throughput(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
             measure(bench, f"pgbench c={w}", partial(limit.drain, bench, dsn, w, s.jobs))
             two = partial(limit.drain, bench, dsn, w, s.jobs, limit.TWO_STATEMENTS)
             measure(bench, f"pgbench two statements c={w}", two)
+            measure(bench, f"psycopg floor W={w}", partial(floor.drain, bench, dsn, w, s.jobs))
         if "peers" in s.sections:
             for peer, best in peers:
                 default = peer.default_setting()

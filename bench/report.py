@@ -44,7 +44,7 @@ def find(
 def peers(bench: Bench) -> list[str]:
     seen: list[str] = []
     for d in bench.drains:
-        if d.system not in ("jobq", "limit") and d.system not in seen:
+        if d.system not in ("jobq", "limit", "floor") and d.system not in seen:
             seen.append(d.system)
     return seen
 
@@ -56,6 +56,7 @@ def best_variant(bench: Bench, peer: str, workers: int) -> Drain | None:
 
 def table_rows(bench: Bench) -> tuple[list[str], list[list[str]]]:
     header = ["W", "jobq jobs/s", "SQL limit", "jobq/limit", "limit, two statements"]
+    header += ["psycopg floor", "jobq/floor"]
     for peer in peers(bench):
         header += [f"{peer} default", f"{peer} best", f"jobq/{peer}"]
         if any(d.system == peer and d.variant == "one at a time" for d in bench.drains):
@@ -66,6 +67,8 @@ def table_rows(bench: Bench) -> tuple[list[str], list[list[str]]]:
         lim = find(bench, "limit", "pgbench", w)
         two = find(bench, "limit", "two statements", w)
         row = [str(w), fmt_rate(jq), fmt_rate(lim), ratio(jq, lim), fmt_rate(two)]
+        low = find(bench, "floor", "psycopg", w)
+        row += [fmt_rate(low), ratio(jq, low)]
         for peer in peers(bench):
             default = find(bench, peer, "default", w)
             best = find(bench, peer, "best", w)
@@ -190,6 +193,13 @@ def targets(bench: Bench) -> list[str]:
     return lines
 
 
+def driver_share(limit: float, floor: float, jobq: float) -> str:
+    """How much of jobq's shortfall against the limit the Python floor already has."""
+    if jobq >= limit:
+        return "none"
+    return f"{min(1.0, max(0.0, (limit - floor) / (limit - jobq))):.0%}"
+
+
 def explanations(bench: Bench) -> list[str]:
     """Why a target was missed, from this run's own measurements."""
     out = []
@@ -198,11 +208,23 @@ def explanations(bench: Bench) -> list[str]:
         out.append(
             "- **jobq vs the SQL limit.** pgbench sends the same statement from C with no "
             "work between two of them; each jobq worker also runs Python between them "
-            "(psycopg's execute, decode, logging calls, process title, the self-fence timer, "
-            "two messages to the master, and the master's handling of them), and on this "
-            "2-core machine that CPU is taken from PostgreSQL itself. "
-            "The profile below shows where a worker's CPU goes."
+            "(psycopg's execute, decode, the self-fence timer, a message to the master, and "
+            "the master's handling of it), and on this 2-core machine that CPU is taken from "
+            "PostgreSQL itself. The profile below shows where a worker's CPU goes."
         )
+        low = find(bench, "floor", "psycopg", jq8.workers)
+        if low and low.rate > 0 and low.client_cpu is not None:
+            out.append(
+                f"- The Python floor: {low.workers} processes sending only jobq's statement "
+                f"through psycopg, with nothing else between two of them, drained "
+                f"{low.rate:,.0f} jobs/s ({low.rate / lim8.rate:.0%} of the limit) using "
+                f"{low.per_job_ms(low.client_cpu)} ms of client CPU per job. jobq reached "
+                f"{jq8.rate / low.rate:.0%} of that floor. Of jobq's distance from the limit, "
+                f"{driver_share(lim8.rate, low.rate, jq8.rate)} is the driver's (no worker "
+                "in Python that acknowledges each job before the next escapes it) and the "
+                "rest is jobq's own work per job: decoding the job, building its claim, the "
+                "message to the master and the master's handling of it, the fence timer."
+            )
         if jq8.client_cpu is not None and lim8.client_cpu is not None:
             out.append(
                 f"- At 8 workers jobq's processes used {jq8.per_job_ms(jq8.client_cpu)} ms of CPU "
@@ -289,6 +311,7 @@ def plot(bench: Bench, path: Path) -> str:
         ("jobq", "default", "jobq-supervise", "o-"),
         ("limit", "pgbench", "SQL limit (pgbench, jobq's ack + next claim statement)", "k--"),
         ("limit", "two statements", "pgbench, claim then ack (two statements)", "k:"),
+        ("floor", "psycopg", "psycopg alone, jobq's statement (Python floor)", "x-."),
     ]
     for peer in peers(bench):
         series += [

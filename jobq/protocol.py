@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from .records import ClaimedJob
-from .retry import RetryPolicy
+from .retry import stored_policy
 
 # Large enough for a renewal round of some thousands of claims.
 MAX_MESSAGE = 1 << 18
@@ -73,7 +73,7 @@ class Claimed:
             attempt=self.attempt,
             token=self.token,
             lease_until=datetime.fromisoformat(self.lease_until),
-            retry=RetryPolicy(**self.retry),
+            retry=stored_policy(**self.retry),
             deadline=None if self.deadline is None else datetime.fromisoformat(self.deadline),
             expires_monotonic=self.expires_monotonic,
         )

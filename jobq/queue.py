@@ -48,10 +48,6 @@ def current_claim() -> ClaimedJob | None:
     return running.get()
 
 
-def always() -> bool:
-    return True
-
-
 def never() -> bool:
     return False
 
@@ -260,7 +256,7 @@ class Queue:
         claim = self.claim(types)
         while claim is not None:
             ran += 1
-            _, claim = self.run_and_claim(claim, types, more=always if ran < limit else never)
+            _, claim = self.run_and_claim(claim, types, more=None if ran < limit else never)
             if claim is None and ran < limit:
                 # A failed attempt claims nothing with its acknowledgement.
                 claim = self.claim(types)
@@ -298,11 +294,12 @@ class Queue:
         self,
         claim: ClaimedJob,
         type: Types = None,
-        more: Callable[[], bool] = always,
+        more: Callable[[], bool] | None = None,
     ) -> tuple[Outcome, ClaimedJob | None]:
         """run(), and when the job completed, claim the next job of `type` in the same commit
-        as the acknowledgement (see complete_and_claim). `more` is asked once the job's code
-        is done: False acknowledges alone. Returns the outcome and the new claim, if any.
+        as the acknowledgement (see complete_and_claim). `more`, if given, is asked once the
+        job's code is done: False acknowledges alone. Returns the outcome and the new claim,
+        if any.
         """
         types = type_list(type)
         try:
@@ -327,7 +324,7 @@ class Queue:
         finally:
             running.reset(token)
         self.listener.on_settling(claim)
-        if more():
+        if more is None or more():
             done, next_claim = self.complete_and_claim(claim, types)
         else:
             done, next_claim = self.complete(claim), None

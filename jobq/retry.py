@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from functools import lru_cache
 
 # No wait, lease or delay may exceed ten years: beyond that, date arithmetic in some
 # databases overflows, and no job means it.
@@ -65,3 +66,12 @@ class RetryPolicy:
         if self.jitter and delay > 0:
             delay *= 0.5 + 0.5 * (rng or random).random()
         return delay
+
+
+@lru_cache(maxsize=1024)
+def stored_policy(
+    max_attempts: int, backoff: float, max_backoff: float, jitter: bool
+) -> RetryPolicy:
+    """The policy a stored job carries. Jobs share a handful of policies, and every claim
+    reads one: each is built and checked once, then shared (a policy is immutable)."""
+    return RetryPolicy(max_attempts, backoff, max_backoff, jitter)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobq
+from jobq.backends.base import Backend
 from jobq.queue import LEASE_EXPIRED_BEFORE_START
 
 from .support import Boom, Noop, Record, wait_for, wait_lease_ended
@@ -158,6 +159,23 @@ def test_complete_and_claim_claims_even_when_the_attempt_had_lost_the_job(
     assert done is False, "an attempt completes once"
     assert following is not None and following.id == email, "the claim keeps to its types"
     assert queue.counts() == {"completed": 1, "in_progress": 1, "pending": 1}
+
+
+@pytest.mark.databases("postgresql")
+def test_the_fused_statement_does_what_one_transaction_of_both_statements_does(
+    queue: jobq.Queue,
+) -> None:
+    backend = queue.backend
+    for _ in range(3):
+        queue.enqueue(Noop())
+    claim = claim_one(queue)
+    fused = backend.complete_and_claim(claim.id, claim.token, (), "a" * 32, 60.0)
+    assert fused[1] is not None
+    generic = Backend.complete_and_claim(backend, fused[1].id, "a" * 32, (), "b" * 32, 60.0)
+    assert generic[1] is not None
+    assert (fused[0], generic[0]) == (True, True)
+    assert (generic[1].id, generic[1].attempt) == (fused[1].id + 1, 1)
+    assert queue.counts() == {"completed": 2, "in_progress": 1}
 
 
 def test_run_and_claim_chains_completed_jobs_only(queue: jobq.Queue) -> None:

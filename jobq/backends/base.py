@@ -17,13 +17,18 @@ from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
 from ..records import ClaimedJob, JobRecord, Status
-from ..retry import RetryPolicy
+from ..retry import RetryPolicy, stored_policy
 
 log = logging.getLogger("jobq")
 
 T = TypeVar("T")
 
 TRIES = 5
+
+
+def policy_of(columns: Sequence[Any]) -> RetryPolicy:
+    """The retry policy from its four columns, as any of the drivers returns them."""
+    return stored_policy(int(columns[0]), float(columns[1]), float(columns[2]), bool(columns[3]))
 
 
 def expiry(lease: float) -> float:
@@ -164,12 +169,29 @@ class Backend(ABC):
         """Take the next ready job of one of `types` (any type when empty) for one attempt."""
 
     @abstractmethod
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction on this autocommit connection: committed when the block ends,
+        rolled back if it raises."""
+        yield
+
+    def claim_within(
+        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+    ) -> ClaimedJob | None:
+        """claim(), inside a transaction the caller opened; the same where a claim is a
+        single statement."""
+        return self.claim(types, token, lease, expires_monotonic)
+
     def complete_and_claim(
         self, job_id: int, token: str, types: Sequence[str], new_token: str, lease: float
     ) -> tuple[bool, ClaimedJob | None]:
         """Complete one attempt and claim the next ready job for another, in one commit: both
         land or neither does, so a transient error can rerun the whole. Returns whether the
         completion applied (False: the attempt had lost the job) and the new claim, if any."""
+        expires = expiry(lease)
+        with self.transaction():
+            done = self.complete(job_id, token)
+            return done, self.claim_within(types, new_token, lease, expires)
 
     # Each backend module sets these statements; they take named parameters in its own style.
     sql_complete: ClassVar[str]
@@ -230,7 +252,7 @@ class Backend(ABC):
                 id=int(row[0]),
                 token=row[1],
                 attempts=int(row[2]),
-                retry=RetryPolicy(int(row[3]), float(row[4]), float(row[5]), bool(row[6])),
+                retry=policy_of(row[3:7]),
                 type=row[7],
             )
             for row in self.fetchall(self.sql_expired_leases, {"limit": limit})
@@ -255,7 +277,7 @@ class Backend(ABC):
             payload=row[3],
             status=Status(row[4]),
             attempts=int(row[5]),
-            retry=RetryPolicy(int(row[6]), float(row[7]), float(row[8]), bool(row[9])),
+            retry=policy_of(row[6:10]),
             last_error=row[10],
             scheduled_at=self.to_datetime(row[11]),
             deadline=optional(row[12]),
@@ -313,7 +335,7 @@ class Backend(ABC):
             attempt=int(row[4]),
             token=token,
             lease_until=self.to_datetime(row[5]),
-            retry=RetryPolicy(int(row[6]), float(row[7]), float(row[8]), bool(row[9])),
+            retry=policy_of(row[6:10]),
             deadline=self.optional_datetime(row[10]),
             expires_monotonic=expires_monotonic,
         )

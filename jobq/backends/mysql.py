@@ -20,7 +20,7 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 from ..dsn import redact
 from ..errors import ConfigurationError
 from ..records import ClaimedJob, Status
-from .base import Backend, NewJob, expiry
+from .base import Backend, NewJob
 
 NOW = "UTC_TIMESTAMP(6)"
 
@@ -217,7 +217,6 @@ class MysqlBackend(Backend):
     def claim_within(
         self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
     ) -> ClaimedJob | None:
-        """The claim's statements, inside a transaction the caller opened."""
         params: dict[str, Any] = {f"type{i}": name for i, name in enumerate(types)}
         params["lease"] = self.seconds(lease)
         row = self.fetchone(claim_select(len(types)), params)
@@ -232,14 +231,6 @@ class MysqlBackend(Backend):
             {"token": token, "lease_until": row[5], "id": row[0]},
         )
         return self.claimed(row, token, expires_monotonic)
-
-    def complete_and_claim(
-        self, job_id: int, token: str, types: Sequence[str], new_token: str, lease: float
-    ) -> tuple[bool, ClaimedJob | None]:
-        expires = expiry(lease)
-        with self.transaction():
-            done = self.complete(job_id, token)
-            return done, self.claim_within(types, new_token, lease, expires)
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         params = {"id": job_id, "token": token, "lease": self.seconds(lease)}

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..records import ClaimedJob
-from .base import Backend, NewJob, expiry
+from .base import Backend, NewJob
 
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
@@ -218,14 +218,6 @@ class SqliteBackend(Backend):
         params = {"token": token, "lease": lease, "types": json.dumps(list(types))}
         row = self.fetchone(CLAIM_TYPED if types else CLAIM_ANY, params)
         return None if row is None else self.claimed(row, token, expires_monotonic)
-
-    def complete_and_claim(
-        self, job_id: int, token: str, types: Sequence[str], new_token: str, lease: float
-    ) -> tuple[bool, ClaimedJob | None]:
-        expires = expiry(lease)
-        with self.transaction():
-            done = self.complete(job_id, token)
-            return done, self.claim(types, new_token, lease, expires)
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         row = self.fetchone(

@@ -48,6 +48,11 @@ MAX_SPAWN_BACKOFF = 10.0
 HOUSEKEEPER_GRACE = 10.0
 # The loop wakes at least this often, so its own bookkeeping never goes stale.
 LOOP_TICK = 1.0
+# The shortest time between two passes of the loop. Under a stream of short jobs, workers'
+# messages come faster than they need handling, and every pass has a fixed cost (system
+# calls, the fencing scan); pacing lets one pass take many messages. Nothing the master
+# does is that urgent: fences act FENCE_LEAD early, and due moments cut the pause short.
+PACE = 0.005
 # Queue depth is read from the database at most this often, however often it is scraped.
 DEPTH_CACHE = 2.0
 # Exits a worker makes on purpose: they are not restarts in the metrics' sense.
@@ -103,6 +108,8 @@ class Master:
         self.depth_asked = float("-inf")
         self.database_problem: str | None = "not checked yet"
         self.database_seen = False  # it answered once: later failures are outages
+        self.last_pass = float("-inf")
+        self.title = ""
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -139,7 +146,13 @@ class Master:
 
     def tick(self) -> None:
         now = time.monotonic()
-        timeout = min(self.next_event(now), now + LOOP_TICK) - now
+        due = min(self.next_event(now), now + LOOP_TICK)
+        pause = min(self.last_pass + PACE, due) - now
+        if pause > 0:
+            time.sleep(pause)
+            now = time.monotonic()
+        self.last_pass = now
+        timeout = due - now
         for key, mask in self.selector.select(max(0.0, timeout)):
             if isinstance(key.data, WorkerProcess):
                 self.read_messages(key.data)
@@ -218,8 +231,7 @@ class Master:
 
     def on_claimed(self, worker: WorkerProcess, message: protocol.Claimed) -> None:
         worker.lease = Lease(message.claim(), message.expires_monotonic, time.monotonic())
-        self.metrics.know_type(message.type)
-        self.metrics.claimed.labels(message.type).inc()
+        self.metrics.on_claimed(message.type)
 
     # -- reaping ---------------------------------------------------------------------------
 
@@ -597,10 +609,11 @@ class Master:
 
     def show_title(self) -> None:
         types = ",".join(self.config.types) or "all types"
-        setproctitle(
-            f"jobq-supervise: master {len(self.children)}/{self.target} workers "
-            f"[{types}] {self.state}"
-        )
+        pool = f"{len(self.children)}/{self.target} workers"
+        text = f"jobq-supervise: master {pool} [{types}] {self.state}"
+        if text != self.title:
+            setproctitle(text)
+            self.title = text
 
     # -- metrics and probes ----------------------------------------------------------------
 

@@ -8,6 +8,7 @@ Labels are bounded: job types and fixed words, never a job id or an error text.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from prometheus_client import (
     CollectorRegistry,
@@ -56,6 +57,15 @@ class QueueDepth(Collector):
         for name in sorted(types):
             age.add_metric([name], self.oldest.get(name, 0.0))
         yield age
+
+
+@dataclass(frozen=True)
+class TypeSeries:
+    """One job type's labelled series, looked up once."""
+
+    claimed: Counter
+    completed: Counter
+    run_time: Histogram
 
 
 class Metrics:
@@ -140,27 +150,34 @@ class Metrics:
             self.killed.labels(reason)
         for outcome in ("requeued", "failed", "expired"):
             self.recovered.labels(outcome)
-        self.known_types: set[str] = set()
+        self.per_type: dict[str, TypeSeries] = {}
 
-    def know_type(self, job_type: str) -> None:
-        """Create a type's series at zero before its first event: Prometheus does not count
+    def know_type(self, job_type: str) -> TypeSeries:
+        """A type's series, created at zero before its first event: Prometheus does not count
         a series' first sample as a rise from zero, so an unannounced first burst would be
-        invisible to rate()."""
-        if job_type in self.known_types:
-            return
-        self.known_types.add(job_type)
-        self.claimed.labels(job_type)
-        self.completed.labels(job_type)
-        self.run_time.labels(job_type)
-        for outcome in FAILURE_OUTCOMES:
-            self.failed.labels(job_type, outcome)
+        invisible to rate(). Kept, so that a job's events need no label lookups."""
+        series = self.per_type.get(job_type)
+        if series is None:
+            series = TypeSeries(
+                self.claimed.labels(job_type),
+                self.completed.labels(job_type),
+                self.run_time.labels(job_type),
+            )
+            self.per_type[job_type] = series
+            for outcome in FAILURE_OUTCOMES:
+                self.failed.labels(job_type, outcome)
+        return series
+
+    def on_claimed(self, job_type: str) -> None:
+        self.know_type(job_type).claimed.inc()
 
     def on_finished(self, job_type: str, outcome: str, seconds: float) -> None:
+        series = self.know_type(job_type)
         if outcome == "completed":
-            self.completed.labels(job_type).inc()
+            series.completed.inc()
         else:
             self.failed.labels(job_type, outcome).inc()
-        self.run_time.labels(job_type).observe(seconds)
+        series.run_time.observe(seconds)
 
     def on_round(self, seconds: float, extended: int, lost: int) -> None:
         self.round_time.observe(seconds)
