@@ -22,6 +22,9 @@ from .context import PYTHON, Bench
 from .limit import DEFAULT_LEASE, drain_by
 from .results import Drain
 
+# Tries per statement, as the pgbench limit's --max-tries.
+TRIES = 10
+
 
 def loop(dsn: str, count: int) -> float:
     """`count` statements, each acknowledging the previous claim; returns the CPU they used.
@@ -34,7 +37,15 @@ def loop(dsn: str, count: int) -> float:
         for _ in range(count):
             new_token = secrets.token_hex(16)
             params = {"id": job_id, "token": token, "new_token": new_token}
-            cursor.execute(statement, params | {"lease": DEFAULT_LEASE, "types": []})
+            params |= {"lease": DEFAULT_LEASE, "types": []}
+            for tries_left in reversed(range(TRIES)):
+                try:
+                    cursor.execute(statement, params)
+                    break
+                except psycopg.errors.DeadlockDetected:
+                    # Rerun, as jobq does and pgbench --max-tries: nothing of it committed.
+                    if not tries_left:
+                        raise
             row = cursor.fetchone()
             assert row is not None
             job_id, token = row[1], new_token

@@ -12,6 +12,8 @@ from .context import Bench
 from .latency import percentile
 from .results import Drain
 
+BEFORE_AFTER = Path(__file__).with_name("before_after.md")
+
 TARGET_LIMIT_SHARE = 0.80
 TARGET_P50_MS = 5.0
 TARGET_RENEWAL_MS = 20.0
@@ -257,7 +259,12 @@ def explanations(bench: Bench) -> list[str]:
                 "batches from a buffer (one DELETE+INSERT into its log per flush), and runs the "
                 "batch's jobs concurrently on an event loop: fewer round trips and commits per "
                 "job. A crash loses the buffered acknowledgements (the jobs run again after "
-                "the heartbeat timeout), which jobq's durable per-job acknowledgement does not.",
+                "the heartbeat timeout), which jobq's durable per-job acknowledgement does not. "
+                "Decision: no batched mode in jobq for now. A batch claim holds leases on jobs "
+                "that have not started (a crashed worker delays all of them by a lease), and "
+                "buffered acknowledgements give up the per-job durability jobq promises; "
+                "acknowledging and claiming in one statement takes the saving that costs "
+                "neither.",
                 "procrastinate": "its workers run several jobs concurrently on one event loop "
                 "(--concurrency), each fetched with one statement; with no-op async jobs the "
                 "process never waits on a job.",
@@ -526,6 +533,8 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
                     cells += [f"`{name}`" if name else "", f"{share:.1%}" if name else ""]
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
+    # Earlier runs, kept by hand: the before and after of each change a profile led to.
+    lines += [BEFORE_AFTER.read_text().strip(), ""]
     if bench.notes:
         lines += ["## Notes", "", *(f"- {n}" for n in bench.notes), ""]
     path = out / "RESULTS.md"
