@@ -175,8 +175,9 @@ class Child:
                 claim = session.first
                 continue
             self.done += 1
-            recycle = self.recycle_due(self.done)
-            if recycle is not None and claim is None:
+            # With a claim in hand, wants_another() already found no reason to recycle.
+            recycle = None if claim is not None else self.recycle_due(self.done)
+            if recycle is not None:
                 code, why = recycle
                 log.info("Recycling worker: %s", why, extra={"event": "recycle"})
                 return code
