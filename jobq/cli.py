@@ -4,125 +4,44 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import math
 import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import NoReturn
 
-from . import logs
+from . import logs, options
 from .app import import_app
-from .dsn import DEFAULT_DSN, default_dsn, scrub
+from .dsn import default_dsn, scrub
 from .errors import ConfigurationError, JobqError
 from .loop import PlainWorker
-from .queue import Queue, check_type_name
+from .options import Option
+from .queue import Queue
 from .records import Status
-from .retry import MAX_DELAY
-from .supervisor.config import SupervisorConfig
+from .supervisor.config import RENEW_RETRY_PAUSE, SupervisorConfig, fitted_timing
 from .supervisor.master import Master
 
 # The database drivers whose errors are reported as one clean line rather than a traceback.
 DRIVERS = ("sqlite3", "psycopg", "pymysql")
 
 
-def env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"JOBQ_{name}") or default
+# Options of the `jobq` commands beside the supervisor's own declarations.
+OUTPUT = (options.LOG_LEVEL, options.LOG_FORMAT)
+MAX_JOBS = Option("max_jobs", None, "exit after this many attempts", unit="count")
+OLDER_THAN = Option(
+    "older_than",
+    7 * 86400.0,
+    "age of the finished jobs to delete",
+    minimum=0.0,
+    shown_default="604800 (7 days)",
+)
 
 
-def seconds(text: str, *, zero_ok: bool = False) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    low = "0" if zero_ok else "a positive number"
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok) or value > MAX_DELAY:
-        raise argparse.ArgumentTypeError(
-            f"must be {low} of seconds up to {MAX_DELAY:.0f}, got {text!r}"
-        )
-    return value
+class Parser(argparse.ArgumentParser):
+    """Usage errors in one line that says where to look, not the whole usage block."""
 
-
-def positive(text: str) -> float:
-    return seconds(text)
-
-
-def not_negative(text: str) -> float:
-    return seconds(text, zero_ok=True)
-
-
-def count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return value
-
-
-def type_name(text: str) -> str:
-    try:
-        check_type_name(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
-
-
-def log_level(text: str) -> str:
-    name = text.strip().upper()
-    if name not in logging.getLevelNamesMapping():
-        raise argparse.ArgumentTypeError(f"unknown log level {text!r}")
-    return name
-
-
-def types_from_env() -> list[str]:
-    return [name.strip() for name in (env("TYPE") or "").split(",") if name.strip()]
-
-
-def add_job_options(parser: argparse.ArgumentParser) -> None:
-    """Options every command that touches jobs shares, each with its environment variable."""
-    parser.add_argument(
-        "--dsn",
-        default=env("DSN"),
-        help=f"database DSN (env JOBQ_DSN; default {DEFAULT_DSN} in the working directory)",
-    )
-    parser.add_argument(
-        "--app",
-        default=env("APP"),
-        metavar="MODULE",
-        help="module to import first, so its Job classes are registered (env JOBQ_APP)",
-    )
-    parser.add_argument(
-        "--type",
-        dest="types",
-        action="append",
-        type=type_name,
-        metavar="T",
-        help="job type to work on, repeatable; none means all types "
-        "(env JOBQ_TYPE, comma-separated)",
-    )
-    # String defaults go through `type` too, so a bad JOBQ_LEASE is reported like a bad --lease.
-    parser.add_argument(
-        "--lease",
-        type=positive,
-        default=env("LEASE", "600"),
-        metavar="SECONDS",
-        help="lease of each claim, in seconds (env JOBQ_LEASE; default 600)",
-    )
-    parser.add_argument(
-        "--log-format",
-        choices=logs.FORMATS,
-        default=env("LOG_FORMAT", "plain"),
-        help="plain text, or one JSON object per line (env JOBQ_LOG_FORMAT; default plain)",
-    )
-    parser.add_argument(
-        "--log-level",
-        type=log_level,
-        default=env("LOG_LEVEL", "INFO"),
-        help="DEBUG, INFO, WARNING or ERROR (env JOBQ_LOG_LEVEL; default INFO)",
-    )
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 class CommandError(JobqError):
@@ -138,10 +57,10 @@ def is_driver_error(error: BaseException) -> bool:
 
 
 def open_queue(args: argparse.Namespace) -> Queue:
-    import_app(args.app)
+    import_app(getattr(args, "app", None))
     dsn = args.dsn or default_dsn()
     try:
-        return Queue.connect(dsn, lease_duration=args.lease)
+        return Queue.connect(dsn, lease_duration=getattr(args, "lease", options.LEASE.default))
     except ConfigurationError:
         raise
     except Exception as error:
@@ -206,36 +125,33 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jobq", description="A job queue in your own database.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="jobq", description="A job queue in your own database.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
-    def command(name: str, run: Callable[[argparse.Namespace], int], text: str) -> Any:
+    def command(
+        name: str, run: Callable[[argparse.Namespace], int], text: str, *taken: Option
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=text, description=text)
-        add_job_options(sub)
-        sub.set_defaults(run=run)
+        taken = (options.DSN, *taken, *OUTPUT)
+        options.add(sub, taken)
+        sub.set_defaults(run=run, options=taken, parser=sub)
         return sub
 
     command("migrate", cmd_migrate, "Create or upgrade jobq's tables.")
-    work = command(
+    command(
         "work",
         cmd_work,
         "Run jobs in this one process, without lease renewal: each job must finish within its "
         "lease. SIGTERM/SIGINT finish the current job, then exit.",
+        options.APP,
+        options.TYPES,
+        options.LEASE,
+        options.BY_NAME["poll_interval"],
+        MAX_JOBS,
     )
-    work.add_argument("--poll-interval", type=positive, default=1.0, metavar="SECONDS")
-    work.add_argument(
-        "--max-jobs", type=count, default=None, metavar="N", help="exit after this many attempts"
-    )
-    stats = command("stats", cmd_stats, "Count jobs by type and status.")
+    stats = command("stats", cmd_stats, "Count jobs by type and status.", options.TYPES)
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    prune = command("prune", cmd_prune, "Delete finished jobs older than --older-than.")
-    prune.add_argument(
-        "--older-than",
-        type=not_negative,
-        default=7 * 86400.0,
-        metavar="SECONDS",
-        help="age of finished jobs to delete (default 7 days)",
-    )
+    command("prune", cmd_prune, "Delete finished jobs older than --older-than.", OLDER_THAN)
     demo_text = (
         "Show, with real worker processes, what jobq-supervise's lease renewal changes: an 8 s "
         "job on a 6 s lease under two plain `jobq work` workers, then under jobq-supervise. "
@@ -245,24 +161,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("scenario", choices=["lease"], help="what to show")
     demo.add_argument(
         "--dsn",
-        default=env("DSN"),
+        default=os.environ.get(options.DSN.variable),
         help="database DSN (env JOBQ_DSN; default a fresh SQLite file in a temporary directory, "
         "deleted afterwards)",
     )
-    demo.set_defaults(run=cmd_demo)
+    demo.set_defaults(run=cmd_demo, options=())
     return parser
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
-    """Parse, take --type from JOBQ_TYPE when not given, and set up logging."""
+    """Parse, fill what was not given from the environment or the defaults, and set up
+    logging. `args.explicit` names the options given by flag or environment variable."""
     args = parser.parse_args(argv)
-    if "types" in vars(args) and not args.types:
-        args.types = types_from_env()
-        for name in args.types:
-            try:
-                check_type_name(name)
-            except ValueError as error:
-                parser.error(f"JOBQ_TYPE: {error}")
+    args.explicit = options.resolve(getattr(args, "parser", parser), args, args.options)
     logs.configure(getattr(args, "log_level", "WARNING"), getattr(args, "log_format", "plain"))
     return args
 
@@ -294,140 +205,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-TIMING_RULE = """
+def timing_rule() -> str:
+    low = {o.name: f"{o.minimum:g} s" for o in options.RENEWAL}
+    return f"""
 timing rule, checked at start:
-  renew_interval + 2 x renew_timeout + 1 s + kill_grace + safety_margin < lease
+  renew_interval + 2 x renew_timeout + {RENEW_RETRY_PAUSE:g} s + kill_grace + safety_margin < lease
 A renewal round runs every --renew-interval; one that fails or takes longer than
---renew-timeout is retried once after 1 s. A worker whose lease can no longer be renewed
-in time gets SIGTERM, then SIGKILL --kill-grace later, and is dead --safety-margin before
-its lease ends. Minimums: interval 1 s, timeout 1 s, grace 0 s, margin 1 s.
+--renew-timeout is retried once after {RENEW_RETRY_PAUSE:g} s. A worker whose lease can no longer
+be renewed in time gets SIGTERM, then SIGKILL --kill-grace later, and is dead --safety-margin
+before its lease ends. Minimums: interval {low["renew_interval"]}, timeout {low["renew_timeout"]}, \
+grace {low["kill_grace"]}, margin {low["safety_margin"]}.
+When --lease is given without them, those four are fitted to it: every lease the minimums
+allow starts.
 
 signals: TERM/INT drain (a second one stops at once), QUIT stops at once, HUP replaces
 the workers one at a time with freshly imported code, TTIN/TTOU add or remove a worker.
 """
 
 
-def env_option(
-    parser: argparse.ArgumentParser,
-    name: str,
-    kind: Callable[[str], Any],
-    default: object,
-    text: str,
-    metavar: str = "SECONDS",
-) -> None:
-    """--name, defaulting to $JOBQ_NAME, then `default`."""
-    variable = "JOBQ_" + name.upper().replace("-", "_")
-    parser.add_argument(
-        f"--{name}",
-        type=kind,
-        default=os.environ.get(variable) or default,
-        metavar=metavar,
-        help=f"{text} (env {variable}; default {default})",
-    )
-
-
-def at_least_one(text: str) -> int:
-    value = count(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
-
-
 def supervise_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="jobq-supervise",
         description="Run a pool of worker processes whose leases this master renews, "
         "killing any worker whose lease cannot be renewed in time.",
-        epilog=TIMING_RULE,
+        epilog=timing_rule(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_job_options(parser)
-    env_option(parser, "workers", at_least_one, 4, "worker processes", "N")
-    env_option(parser, "renew-interval", positive, 10.0, "seconds between renewal rounds")
-    env_option(parser, "renew-timeout", positive, 5.0, "how long a renewal round may take")
-    env_option(parser, "kill-grace", not_negative, 5.0, "from SIGTERM to SIGKILL of a worker")
-    env_option(
-        parser,
-        "safety-margin",
-        positive,
-        5.0,
-        "a fenced worker is dead this long before its lease ends",
-    )
-    env_option(parser, "job-timeout", positive, None, "stop and fail a job running longer")
-    env_option(parser, "graceful-timeout", positive, 30.0, "how long a drain waits for jobs")
-    env_option(
-        parser,
-        "max-jobs-per-child",
-        at_least_one,
-        None,
-        "recycle a worker after this many jobs",
-        "N",
-    )
-    env_option(
-        parser,
-        "max-memory-per-child",
-        positive,
-        None,
-        "recycle a worker whose RSS passes this, between jobs",
-        "MIB",
-    )
-    env_option(parser, "poll-interval", positive, 1.0, "longest wait between polls when idle")
-    env_option(
-        parser,
-        "maintenance-interval",
-        positive,
-        10.0,
-        "seconds between maintenance runs, which recover expired leases",
-    )
-    env_option(
-        parser,
-        "metrics-port",
-        count,
-        None,
-        "serve /metrics, /healthz and /readyz on this port (0: any free one); off if not given",
-        "PORT",
-    )
-    env_option(
-        parser,
-        "metrics-address",
-        str,
-        "127.0.0.1",
-        "address to serve metrics on; give 0.0.0.0 explicitly to expose them",
-        "ADDRESS",
-    )
-    env_option(
-        parser,
-        "termination-grace-period",
-        positive,
-        None,
-        "the pod's terminationGracePeriodSeconds: refuse to start if a drain cannot fit in it",
-    )
+    options.add(parser, options.SUPERVISOR)
+    parser.set_defaults(options=options.SUPERVISOR)
     return parser
 
 
 def supervise_main(argv: Sequence[str] | None = None) -> int:
     args = parse(supervise_parser(), argv)
     dsn = args.dsn or default_dsn()
-    config = SupervisorConfig(
-        dsn=dsn,
-        app=args.app,
-        types=tuple(args.types),
-        lease=args.lease,
-        workers=args.workers,
-        renew_interval=args.renew_interval,
-        renew_timeout=args.renew_timeout,
-        kill_grace=args.kill_grace,
-        safety_margin=args.safety_margin,
-        job_timeout=args.job_timeout,
-        graceful_timeout=args.graceful_timeout,
-        max_jobs_per_child=args.max_jobs_per_child,
-        max_memory_per_child=args.max_memory_per_child,
-        poll_interval=args.poll_interval,
-        maintenance_interval=args.maintenance_interval,
-        metrics_address=args.metrics_address,
-        metrics_port=args.metrics_port,
-        termination_grace_period=args.termination_grace_period,
-    )
+    settings = {o.name: getattr(args, o.name) for o in options.SUPERVISOR}
+    fitted = fitted_timing(args.lease)
+    settings.update({n: v for n, v in fitted.items() if n not in args.explicit})
+    del settings["log_level"], settings["log_format"]
+    config = SupervisorConfig(**{**settings, "dsn": dsn, "types": tuple(args.types or ())})
     try:
         return Master(config).run()
     except JobqError as error:

@@ -16,6 +16,7 @@ import pytest
 
 import jobq
 from jobq import RetryPolicy, Status
+from jobq.options import markdown_table
 from jobq.queue import LEASE_EXPIRED_BEFORE_START
 
 from . import jobs_app
@@ -313,15 +314,18 @@ def test_environment_variables_stand_in_for_options(
         (["work", "--lease", "-5"], {}, 2, "argument --lease: must be a positive number"),
         (["work", "--lease", "soon"], {}, 2, "argument --lease: not a number: 'soon'"),
         (["work", "--lease", "nan"], {}, 2, "argument --lease: must be a positive number"),
-        (["work", "--lease", "1e12"], {}, 2, "argument --lease: must be a positive number"),
-        (["work"], {"JOBQ_LEASE": "0"}, 2, "argument --lease: must be a positive number"),
-        (["work"], {"JOBQ_LEASE": "ten"}, 2, "argument --lease: not a number: 'ten'"),
-        (["work", "--max-jobs", "-1"], {}, 2, "argument --max-jobs: must not be negative"),
+        (["work", "--lease", "1e12"], {}, 2, "argument --lease: must be at most 315360000 s"),
+        (["work"], {"JOBQ_LEASE": "0"}, 2, "JOBQ_LEASE: must be a positive number"),
+        (["work"], {"JOBQ_LEASE": "ten"}, 2, "JOBQ_LEASE: not a number: 'ten'"),
+        (["work"], {"JOBQ_TYPE": ","}, 2, "JOBQ_TYPE: no type names in ','"),
+        (["work"], {"JOBQ_LOG_FORMAT": "xml"}, 2, "JOBQ_LOG_FORMAT: must be one of plain, json"),
+        (["work"], {"JOBQ_LOG_LEVEL": "loud"}, 2, "JOBQ_LOG_LEVEL: must be one of DEBUG, INFO"),
+        (["work", "--max-jobs", "-1"], {}, 2, "argument --max-jobs: must be a whole number of"),
         (["work", "--poll-interval", "0"], {}, 2, "argument --poll-interval"),
         (["work", "--type", ""], {}, 2, "argument --type: a job type must be"),
         (["work", "--type", "x" * 256], {}, 2, "argument --type: a job type must be"),
-        (["work", "--log-level", "loud"], {}, 2, "argument --log-level: unknown log level"),
-        (["prune", "--older-than", "-1"], {}, 2, "argument --older-than"),
+        (["work", "--log-level", "loud"], {}, 2, "argument --log-level: must be one of DEBUG"),
+        (["prune", "--older-than", "-1"], {}, 2, "--older-than: must be at least 0 s, got -1"),
         (["prune", "--older-than", "1e12"], {}, 2, "argument --older-than"),
         (["frobnicate"], {}, 2, "invalid choice: 'frobnicate'"),
     ],
@@ -331,6 +335,7 @@ def test_bad_input_is_refused_cleanly(
 ) -> None:
     result = cli.run(*args, env=base_env(**env), with_dsn=False).refused(returncode)
     assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 @pytest.mark.databases("sqlite")
@@ -465,3 +470,8 @@ def test_the_test_app_is_the_one_the_worker_imports() -> None:
     # names stored with jobs must not depend on which.
     assert AppendLine.job_name == "jobs_app.AppendLine"
     assert jobq.job.registered("jobs_app.AppendLine") is jobs_app.AppendLine
+
+
+def test_the_readme_option_table_is_the_declared_one() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert markdown_table() in readme

@@ -22,7 +22,7 @@ from jobq import protocol
 from jobq.queue import next_step
 from jobq.records import ClaimedJob
 from jobq.retry import MAX_DELAY
-from jobq.supervisor.config import MINIMUMS, RENEW_RETRY_PAUSE, SupervisorConfig
+from jobq.supervisor.config import MINIMUMS, RENEW_RETRY_PAUSE, SupervisorConfig, fitted_timing
 
 from .chaos_app import Chaos
 from .test_codec import json_values
@@ -60,6 +60,20 @@ def exact_budget(values: dict[str, Decimal]) -> Decimal:
         + values["kill_grace"]
         + values["safety_margin"]
     )
+
+
+@SETTINGS
+@given(lease=st.floats(min_value=5.6, max_value=MAX_DELAY))
+@example(lease=6.0)
+@example(lease=31.0)
+def test_a_lease_alone_gets_timing_options_that_pass_the_rule(lease: float) -> None:
+    fitted = fitted_timing(lease)
+    assert config(lease, fitted).problems() == []
+    defaults = {name: getattr(SupervisorConfig(dsn="x"), name) for name in fitted}
+    for name, value in fitted.items():
+        assert MINIMUMS[name] <= value <= defaults[name]
+    if lease >= 35:
+        assert fitted == defaults
 
 
 @SETTINGS

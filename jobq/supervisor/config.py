@@ -7,20 +7,40 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from ..errors import ConfigurationError
+from ..options import BY_NAME, RENEWAL, declared
 from ..worker.settings import WorkerSettings
 
 # The pause before a failed or timed-out renewal round is tried once more.
 RENEW_RETRY_PAUSE = 1.0
 
-MINIMUMS = {"renew_interval": 1.0, "renew_timeout": 1.0, "kill_grace": 0.0, "safety_margin": 1.0}
+MINIMUMS: dict[str, float] = {o.name: o.minimum or 0.0 for o in RENEWAL}
+# A lease given alone leaves the timing rule this share of it as slack.
+FITTED_SHARE = Decimal("0.9")
 
 
 def exact(seconds: float) -> Decimal:
     return Decimal(repr(seconds))
 
 
-def option(name: str) -> str:
-    return "--" + name.replace("_", "-")
+def fitted_timing(lease: float) -> dict[str, float]:
+    """Renewal and fencing settings for a lease given alone.
+
+    The declared defaults when they fit the timing rule (leases of about 35 s and up);
+    below that, each is moved from its default towards its minimum by the same factor,
+    so their sum takes 90% of the lease. Every lease over the minimums' own sum (5 s)
+    then starts without four more flags.
+    """
+    terms = {o.name: (exact(o.default), exact(o.minimum or 0.0)) for o in RENEWAL}
+    weight = {name: 2 if name == "renew_timeout" else 1 for name in terms}
+    room = FITTED_SHARE * exact(lease) - exact(RENEW_RETRY_PAUSE)
+    full = sum(weight[n] * default for n, (default, _) in terms.items())
+    least = sum(weight[n] * low for n, (_, low) in terms.items())
+    factor = max(Decimal(0), min(Decimal(1), (room - least) / (full - least)))
+    # Rounded down to milliseconds, so the sum stays within its share.
+    return {
+        name: float((low + factor * (default - low)).quantize(Decimal("0.001"), "ROUND_DOWN"))
+        for name, (default, low) in terms.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -28,20 +48,20 @@ class SupervisorConfig:
     dsn: str
     app: str | None = None
     types: tuple[str, ...] = ()
-    lease: float = 600.0
-    workers: int = 4
-    renew_interval: float = 10.0
-    renew_timeout: float = 5.0
-    kill_grace: float = 5.0
-    safety_margin: float = 5.0
-    job_timeout: float | None = None
-    graceful_timeout: float = 30.0
-    max_jobs_per_child: int | None = None
-    max_memory_per_child: float | None = None
-    poll_interval: float = 1.0
-    maintenance_interval: float = 10.0
-    metrics_address: str = "127.0.0.1"
-    metrics_port: int | None = None
+    lease: float = declared("lease")
+    workers: int = declared("workers")
+    renew_interval: float = declared("renew_interval")
+    renew_timeout: float = declared("renew_timeout")
+    kill_grace: float = declared("kill_grace")
+    safety_margin: float = declared("safety_margin")
+    job_timeout: float | None = declared("job_timeout")
+    graceful_timeout: float = declared("graceful_timeout")
+    max_jobs_per_child: int | None = declared("max_jobs_per_child")
+    max_memory_per_child: float | None = declared("max_memory_per_child")
+    poll_interval: float = declared("poll_interval")
+    maintenance_interval: float = declared("maintenance_interval")
+    metrics_address: str = declared("metrics_address")
+    metrics_port: int | None = declared("metrics_port")
     # Kubernetes' terminationGracePeriodSeconds, when the deployment passes it on: the pod is
     # killed that long after SIGTERM, drain or not.
     termination_grace_period: float | None = None
@@ -61,16 +81,15 @@ class SupervisorConfig:
         )
 
     def problems(self) -> list[str]:
-        durations = (*MINIMUMS, "lease", "graceful_timeout", "poll_interval")
-        infinite = [option(n) for n in durations if not math.isfinite(getattr(self, n))]
-        if infinite:
-            return [f"{', '.join(infinite)} must be finite numbers of seconds"]
-        found = [
-            f"{option(name)} must be at least {minimum:g} s, got {getattr(self, name):g}"
-            for name, minimum in MINIMUMS.items()
-            if getattr(self, name) < minimum
-        ]
-        if self.timing_budget() >= exact(self.lease):
+        found = []
+        for name, declaration in BY_NAME.items():
+            problem = declaration.problem(getattr(self, name, None))
+            if problem is not None:
+                found.append(f"{declaration.flag} {problem}")
+        terms = (*MINIMUMS, "lease")
+        if all(math.isfinite(getattr(self, name)) for name in terms) and (
+            self.timing_budget() >= exact(self.lease)
+        ):
             found.append(
                 "the timing rule renew_interval + 2 x renew_timeout + 1 s + kill_grace + "
                 f"safety_margin < lease does not hold: {self.renew_interval:g} + "
@@ -78,13 +97,6 @@ class SupervisorConfig:
                 f"{self.safety_margin:g} = {float(self.timing_budget()):g} s, not below the "
                 f"{self.lease:g} s lease"
             )
-        if self.workers < 1:
-            found.append(f"--workers must be at least 1, got {self.workers}")
-        for name in ("graceful_timeout", "poll_interval", "maintenance_interval"):
-            if getattr(self, name) <= 0:
-                found.append(f"{option(name)} must be positive")
-        if self.job_timeout is not None and self.job_timeout <= 0:
-            found.append("--job-timeout must be positive")
         drain = self.graceful_timeout + self.kill_grace
         if self.termination_grace_period is not None and self.termination_grace_period <= drain:
             found.append(
@@ -92,8 +104,6 @@ class SupervisorConfig:
                 f"longer than graceful_timeout + kill_grace ({self.graceful_timeout:g} + "
                 f"{self.kill_grace:g} s): otherwise the pod is killed before a drain can end"
             )
-        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
-            found.append(f"--metrics-port must be a port number, got {self.metrics_port}")
         return found
 
     def check(self) -> None:

@@ -1,0 +1,295 @@
+"""Every command-line option of jobq's commands, declared once.
+
+Each declaration carries the default, the environment variable, the unit, the lower bound and
+the help text. The argument parsers, the supervisor's own settings check and the README's
+option table are all made from it, so none of them can drift from the others.
+
+An environment variable is checked exactly like its flag, and an error names whichever of the
+two the value came from: `JOBQ_LEASE: not a number: 'abc'`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import logs
+from .dsn import DEFAULT_DSN
+from .queue import check_type_name
+from .retry import MAX_DELAY
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. `unit` decides how its text is read:
+
+    - "seconds": a finite number of seconds up to MAX_DELAY, at least `minimum` (when
+      `minimum` is None, above zero);
+    - "count": a whole number, at least `minimum`;
+    - "MiB": a positive number of mebibytes;
+    - "port": a TCP port number, 0 meaning any free one;
+    - "text": any non-empty text; "choice": one of `choices`; "types": job type names.
+    """
+
+    name: str  # the setting's attribute name; the flag and variable are made from it
+    default: Any
+    help: str
+    unit: str = "seconds"
+    minimum: float | None = None
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    shown_default: str | None = None  # how the README and --help name the default
+    called: str | None = None  # the flag's and variable's name, when not the attribute's
+
+    @property
+    def flag(self) -> str:
+        return "--" + (self.called or self.name).replace("_", "-")
+
+    @property
+    def variable(self) -> str:
+        return "JOBQ_" + (self.called or self.name).upper()
+
+    def read(self, text: str) -> Any:
+        """The value `text` stands for; ValueError with the reason when it is not one."""
+        if self.unit == "types":
+            # A stray comma is harmless, but a list with no names must not mean every type.
+            names = [name.strip() for name in text.split(",")]
+            if len(names) > 1:
+                names = [name for name in names if name]
+                if not names:
+                    raise ValueError(f"no type names in {text!r}")
+            for name in names:
+                check_type_name(name)
+            return names
+        if self.unit == "choice":
+            match = {choice.lower(): choice for choice in self.choices}.get(text.strip().lower())
+            if match is None:
+                raise ValueError(f"must be one of {', '.join(self.choices)}, got {text!r}")
+            return match
+        if self.unit == "text":
+            if not text.strip():
+                raise ValueError("must not be empty")
+            return text
+        whole = self.unit in ("count", "port")
+        try:
+            number = int(text) if whole else float(text)
+        except ValueError:
+            raise ValueError(f"not a {'whole ' if whole else ''}number: {text!r}") from None
+        self.complain(number)
+        return number
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with a value given in Python (None: nothing, or not set)."""
+        if value is None or self.unit not in ("seconds", "count", "MiB", "port"):
+            return None
+        try:
+            self.complain(value)
+        except ValueError as error:
+            return str(error)
+        return None
+
+    def complain(self, value: float) -> None:
+        if self.unit == "port":
+            if not 0 <= value <= 65535:
+                raise ValueError(f"must be a port number from 0 to 65535, got {value:g}")
+            return
+        if self.unit == "count":
+            low = 1 if self.minimum is None else self.minimum
+            if value < low:
+                raise ValueError(f"must be a whole number of at least {low:g}, got {value:g}")
+            return
+        unit = "s" if self.unit == "seconds" else self.unit
+        if not math.isfinite(value) or (self.minimum is None and value <= 0):
+            raise ValueError(f"must be a positive number of {self.unit}, got {value:g}")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"must be at least {self.minimum:g} {unit}, got {value:g}")
+        if self.unit == "seconds" and value > MAX_DELAY:
+            raise ValueError(f"must be at most {MAX_DELAY:.0f} s, got {value:g}")
+
+    def default_text(self) -> str:
+        if self.shown_default is not None:
+            return self.shown_default
+        return (
+            "none"
+            if self.default is None
+            else f"{self.default:g}"
+            if isinstance(self.default, float)
+            else str(self.default)
+        )
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        """The flag, without a default: `resolve` fills it in from the environment or the
+        declaration, so a value from either is checked the same way."""
+        metavar = self.metavar or {"seconds": "SECONDS", "count": "N", "MiB": "MIB"}.get(
+            self.unit, self.unit.upper()
+        )
+        extra = f"one of {', '.join(self.choices)}; " if self.choices else ""
+        parser.add_argument(
+            self.flag,
+            dest=self.name,
+            type=self.parse_flag,
+            action="append" if self.unit == "types" else "store",
+            metavar=metavar,
+            help=f"{self.help} ({extra}env {self.variable}; default {self.default_text()})",
+        )
+
+    def parse_flag(self, text: str) -> Any:
+        try:
+            value = self.read(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        if self.unit == "types":
+            if len(value) != 1:
+                raise argparse.ArgumentTypeError(f"one type per {self.flag}: repeat the flag")
+            return value[0]
+        return value
+
+
+# Shared by every command that reaches the database.
+DSN = Option(
+    "dsn",
+    None,
+    "database DSN",
+    unit="text",
+    metavar="DSN",
+    shown_default=f"{DEFAULT_DSN} in the working directory",
+)
+APP = Option(
+    "app",
+    None,
+    "module to import so its Job classes are registered",
+    unit="text",
+    metavar="MODULE",
+    shown_default="none",
+)
+TYPES = Option(
+    "types",
+    (),
+    "job type to work on, repeatable; comma-separated in the environment variable",
+    unit="types",
+    metavar="T",
+    shown_default="all types",
+    called="type",
+)
+LEASE = Option("lease", 600.0, "lease of each claim")
+LOG_LEVEL = Option(
+    "log_level", "INFO", "what to log", unit="choice", choices=LOG_LEVELS, metavar="LEVEL"
+)
+LOG_FORMAT = Option(
+    "log_format",
+    "plain",
+    "plain text or one JSON object per line",
+    unit="choice",
+    choices=logs.FORMATS,
+    metavar="FORMAT",
+)
+
+# The renewal and fencing options; their lower bounds keep the timing rule meaningful.
+RENEWAL = (
+    Option("renew_interval", 10.0, "time between renewal rounds", minimum=1.0),
+    Option("renew_timeout", 5.0, "how long a renewal round may take", minimum=1.0),
+    Option("kill_grace", 5.0, "from SIGTERM to SIGKILL of a stopped worker", minimum=0.0),
+    Option(
+        "safety_margin",
+        5.0,
+        "a fenced worker is dead this long before its lease ends",
+        minimum=1.0,
+    ),
+)
+
+SUPERVISOR = (
+    DSN,
+    APP,
+    TYPES,
+    LEASE,
+    Option("workers", 4, "worker processes", unit="count"),
+    *RENEWAL,
+    Option("job_timeout", None, "stop a job running longer and fail its attempt"),
+    Option("graceful_timeout", 30.0, "how long a drain waits for running jobs"),
+    Option("max_jobs_per_child", None, "recycle a worker after this many jobs", unit="count"),
+    Option(
+        "max_memory_per_child",
+        None,
+        "recycle a worker whose RSS passes this, between jobs",
+        unit="MiB",
+    ),
+    Option("poll_interval", 1.0, "longest idle wait between polls"),
+    Option("maintenance_interval", 10.0, "time between maintenance runs"),
+    Option(
+        "metrics_port",
+        None,
+        "serve /metrics, /healthz and /readyz on this port (0: any free one)",
+        unit="port",
+        shown_default="off",
+    ),
+    Option(
+        "metrics_address",
+        "127.0.0.1",
+        "address to serve metrics on; give 0.0.0.0 explicitly to expose them",
+        unit="text",
+        metavar="ADDRESS",
+    ),
+    Option(
+        "termination_grace_period",
+        None,
+        "the pod's terminationGracePeriodSeconds: refuse to start if a drain cannot fit in it",
+    ),
+    LOG_LEVEL,
+    LOG_FORMAT,
+)
+
+BY_NAME = {o.name: o for o in SUPERVISOR}
+
+
+def declared(name: str) -> Any:
+    """The declared default of a supervisor option."""
+    return BY_NAME[name].default
+
+
+def add(parser: argparse.ArgumentParser, options: Sequence[Option]) -> None:
+    for each in options:
+        each.add_to(parser)
+
+
+def resolve(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, options: Sequence[Option]
+) -> set[str]:
+    """Fill each option not given as a flag from its environment variable, else its default.
+
+    Returns the names of the options set explicitly, by flag or variable. A bad variable
+    ends the program like a bad flag does, naming the variable.
+    """
+    explicit = set()
+    for each in options:
+        if getattr(args, each.name, None) is not None:
+            explicit.add(each.name)
+            continue
+        text = os.environ.get(each.variable)
+        value = each.default
+        if text is not None and text != "":
+            try:
+                value = each.read(text)
+            except ValueError as error:
+                parser.error(f"{each.variable}: {error}")
+            explicit.add(each.name)
+        setattr(args, each.name, value)
+    return explicit
+
+
+def markdown_table(options: Sequence[Option] = SUPERVISOR) -> str:
+    """The README's option table."""
+    rows = ["| option | environment | default | meaning |", "|---|---|---|---|"]
+    for each in options:
+        unit = {"seconds": " (s)", "MiB": " (MiB)"}.get(each.unit, "")
+        if each.choices:
+            unit = f": {', '.join(each.choices)}"
+        rows.append(
+            f"| `{each.flag}` | `{each.variable}` | {each.default_text()} | {each.help}{unit} |"
+        )
+    return "\n".join(rows)
