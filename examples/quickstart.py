@@ -7,18 +7,9 @@ from __future__ import annotations
 
 import logging
 
+from reports import BuildReport  # beside this script: job classes live in importable modules
+
 import jobq
-
-
-class BuildReport(jobq.Job):
-    type = "reports"
-
-    def __init__(self, customer: str, month: str) -> None:
-        self.customer = customer
-        self.month = month
-
-    def handle(self) -> None:
-        print(f"built the {self.month} report for {self.customer}")
 
 
 def main() -> None:

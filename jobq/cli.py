@@ -12,6 +12,7 @@ from typing import NoReturn
 
 from . import logs, options
 from .app import import_app
+from .backends import for_dsn
 from .dsn import default_dsn, scrub
 from .errors import ConfigurationError, JobqError
 from .loop import PlainWorker
@@ -75,8 +76,13 @@ def open_queue(args: argparse.Namespace) -> Queue:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     with open_queue(args) as queue:
-        queue.install()
-    print("jobq: schema is up to date")
+        before, after = queue.install()
+    if before == 0:
+        print(f"jobq: created the schema (version {after})")
+    elif before < after:
+        print(f"jobq: upgraded the schema from version {before} to {after}")
+    else:
+        print(f"jobq: the schema is already current (version {after})")
     return 0
 
 
@@ -244,7 +250,16 @@ def supervise_main(argv: Sequence[str] | None = None) -> int:
     settings.update({n: v for n, v in fitted.items() if n not in args.explicit})
     del settings["log_level"], settings["log_format"]
     config = SupervisorConfig(**{**settings, "dsn": dsn, "types": tuple(args.types or ())})
+    if not sys.platform.startswith("linux"):
+        # pidfds and PR_SET_PDEATHSIG, which fencing stands on, are Linux's alone.
+        print(
+            f"jobq-supervise: needs Linux, not {sys.platform}; elsewhere run `jobq work`, "
+            "which does not renew leases",
+            file=sys.stderr,
+        )
+        return 2
     try:
+        for_dsn(dsn)  # here, not in every worker it would fork
         return Master(config).run()
     except JobqError as error:
         print(f"jobq-supervise: {scrub(str(error), dsn)}", file=sys.stderr)

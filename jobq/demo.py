@@ -61,7 +61,7 @@ TERMINAL = (Status.COMPLETED, Status.FAILED, Status.EXPIRED)
 # The prefix logs.PlainFormatter puts before every message: it names the process that logged.
 LOG_LINE = re.compile(r"\bjobq\[(?P<pid>\d+)\]: (?P<message>.*)$")
 ACK = re.compile(
-    r"^(?P<what>Job completed|Job ownership lost before completion)"
+    r"^(?P<what>Job \d+ completed|Job ownership lost before completion)"
     r" \(job_id=(?P<job>\d+)\b.*\battempt=(?P<attempt>\d+)\)$"
 )
 SPAWNED = re.compile(r"^Spawned worker (?P<pid>\d+)$")
@@ -282,7 +282,7 @@ class Watch:
                 if int(ack["job"]) != self.job_id:
                     continue
                 attempt = int(ack["attempt"])
-                if ack["what"] == "Job completed":
+                if ack["what"] != "Job ownership lost before completion":
                     text = f"attempt {attempt} ended, ack accepted"
                     events.append(Event(at, pid, "accepted", attempt, text))
                 else:

@@ -85,5 +85,16 @@ def _init_parameters_without_default(cls: type[Job]) -> tuple[str, ...]:
     )
 
 
+def check_runnable_elsewhere(cls: type[Job]) -> None:
+    """Refuse a class that only the enqueueing script has: a worker imports the app by
+    module name, never the script that ran as `__main__`, so every attempt would fail."""
+    if cls.job_name.startswith("__main__."):
+        raise TypeError(
+            f"{cls.__qualname__} is defined in the script being run (__main__), which no "
+            "worker can import: move it into a module and give that module to the workers "
+            "with --app (or set job_name and define the class in the workers' app too)"
+        )
+
+
 def registered(name: str) -> type[Job] | None:
     return _registry.get(name)

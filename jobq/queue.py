@@ -16,7 +16,7 @@ from . import backends
 from .backends.base import Backend, ExpiredLease, NewJob, expiry
 from .codec import Codec, JsonCodec
 from .dsn import default_dsn
-from .job import Job
+from .job import Job, check_runnable_elsewhere
 from .listener import Listener
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import MAX_DELAY, RetryPolicy
@@ -175,9 +175,10 @@ class Queue:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def install(self) -> None:
-        """Create the tables, or bring them up to date; safe to run again and concurrently."""
-        self.backend.install()
+    def install(self) -> tuple[int, int]:
+        """Create the tables, or bring them up to date; safe to run again and concurrently.
+        Returns the schema's version before and after (0 before: it was created)."""
+        return self.backend.install()
 
     # -- producing -------------------------------------------------------------------------
 
@@ -198,6 +199,7 @@ class Queue:
         """
         if not isinstance(job, Job):
             raise TypeError(f"can only enqueue jobq.Job instances, got {job!r}")
+        check_runnable_elsewhere(job.__class__)
         if delay is not None and scheduled_at is not None:
             raise ValueError("give either delay or scheduled_at, not both")
         job_type = job.type if type is None else type
@@ -307,7 +309,7 @@ class Queue:
         except Exception as error:
             log.error("Could not decode job: %s", error, extra=job_extra(claim, "decode_failed"))
             return self.failed(claim, error), None
-        log.info("Running job", extra=job_extra(claim, "running"))
+        log.info("Running job %d", claim.id, extra=job_extra(claim, "running"))
         self.listener.on_claimed(claim)
         if time.monotonic() >= claim.expires_monotonic:
             log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
@@ -316,7 +318,9 @@ class Queue:
         try:
             job.handle()
         except Exception as error:
-            log.warning("Job failed: %s", printable(error), extra=job_extra(claim, "failed"))
+            log.warning(
+                "Job %d failed: %s", claim.id, printable(error), extra=job_extra(claim, "failed")
+            )
             return self.failed(claim, error), None
         except BaseException as error:
             self.failed(claim, error)
@@ -365,7 +369,7 @@ class Queue:
     def completed(self, claim: ClaimedJob, done: bool) -> bool:
         """Log and tell the listener how a completion went; returns done."""
         if done:
-            log.info("Job completed", extra=job_extra(claim, "completed"))
+            log.info("Job %d completed", claim.id, extra=job_extra(claim, "completed"))
             self.listener.on_completed(claim)
         else:
             self.ownership_lost(claim, "completion")

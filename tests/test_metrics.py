@@ -418,7 +418,8 @@ def test_plain_text_logs_stay_the_default(
         assert not line.lstrip().startswith("{"), line
     # The job's fields are appended to its lines in plain text too.
     assert any(
-        line.endswith(f"(job_id={job_id} job_type=sleep attempt=1)") and "Job completed" in line
+        line.endswith(f"(job_id={job_id} job_type=sleep attempt=1)")
+        and f"Job {job_id} completed" in line
         for line in running.lines
     ), running.log
 

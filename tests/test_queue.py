@@ -73,8 +73,28 @@ def test_a_claim_is_one_attempt_with_its_own_token_and_lease(queue: jobq.Queue) 
 
 def test_install_is_idempotent(queue: jobq.Queue) -> None:
     queue.enqueue(Noop())
-    queue.install()
+    version = len(type(queue.backend).migrations)
+    assert queue.install() == (version, version)
     assert queue.counts() == {"pending": 1}
+
+
+def test_install_says_what_it_did(dsn: str) -> None:
+    with jobq.Queue.connect(dsn) as queue:
+        backend = queue.backend
+        known = type(backend).migrations
+        assert queue.install() == (0, len(known))
+        # One migration more than the database has: an upgrade by one version.
+        backend.migrations = [*known, ["CREATE TABLE jobq_test_upgrade (x INTEGER)"]]
+        assert queue.install() == (len(known), len(known) + 1)
+        assert queue.install() == (len(known) + 1, len(known) + 1)
+
+
+def test_a_job_class_of_the_running_script_is_refused_at_enqueue(queue: jobq.Queue) -> None:
+    # What `class Plain(jobq.Job)` in a script run as `python script.py` makes.
+    script_class = type("Plain", (jobq.Job,), {"__module__": "__main__", "handle": print})
+    with pytest.raises(TypeError, match=r"Plain is defined in the script being run .*--app"):
+        queue.enqueue(script_class())
+    assert queue.counts() == {}
 
 
 def test_claims_follow_schedule_order_and_type(queue: jobq.Queue) -> None:

@@ -21,29 +21,47 @@ SCHEMES = {
 }
 
 
+# The extra that installs each database's driver.
+EXTRAS = {"postgresql": ("psycopg", "postgresql"), "mysql": ("pymysql", "mysql")}
+
+
 def backend_class(kind: str) -> type[Backend]:
-    if kind == "postgresql":
-        from .postgresql import PostgresBackend
+    try:
+        if kind == "postgresql":
+            from .postgresql import PostgresBackend
 
-        return PostgresBackend
-    if kind == "mysql":
-        from .mysql import MysqlBackend
+            return PostgresBackend
+        if kind == "mysql":
+            from .mysql import MysqlBackend
 
-        return MysqlBackend
+            return MysqlBackend
+    except ModuleNotFoundError as error:
+        driver, extra = EXTRAS[kind]
+        if error.name != driver:
+            raise
+        raise ConfigurationError(
+            f"{kind} DSNs need the {driver} driver, which is not installed: "
+            f"pip install 'jobq[{extra}]'"
+        ) from None
     from .sqlite import SqliteBackend
 
     return SqliteBackend
 
 
-def connect(dsn: str) -> Backend:
-    scheme = scheme_of(dsn)
-    kind = SCHEMES.get(scheme)
+def for_dsn(dsn: str) -> type[Backend]:
+    """The backend a DSN names, its driver imported: a bad scheme or a missing driver is a
+    ConfigurationError that says what to do."""
+    kind = SCHEMES.get(scheme_of(dsn))
     if kind is None:
         raise ConfigurationError(
             f"unsupported DSN {redact(dsn)!r}: the scheme must be one of "
             f"{', '.join(sorted(SCHEMES))}"
         )
-    return backend_class(kind).connect(dsn)  # type: ignore[attr-defined, no-any-return]
+    return backend_class(kind)
+
+
+def connect(dsn: str) -> Backend:
+    return for_dsn(dsn).connect(dsn)  # type: ignore[attr-defined, no-any-return]
 
 
 def wrap(connection: Any) -> Backend:

@@ -130,7 +130,8 @@ class Backend(ABC):
     @abstractmethod
     def record_version(self, version: int) -> None: ...
 
-    def install(self) -> None:
+    def install(self) -> tuple[int, int]:
+        """Apply the migrations not applied yet; returns (version before, version after)."""
         with self.install_lock():
             current = self.schema_version()
             for version, statements in enumerate(self.migrations, start=1):
@@ -139,6 +140,7 @@ class Backend(ABC):
                 for statement in statements:
                     self.execute(statement)
                 self.record_version(version)
+        return current, len(self.migrations)
 
     # -- plain DB-API helpers --------------------------------------------------------------
 
