@@ -180,7 +180,11 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     logging. `args.explicit` names the options given by flag or environment variable."""
     args = parser.parse_args(argv)
     args.explicit = options.resolve(getattr(args, "parser", parser), args, args.options)
-    logs.configure(getattr(args, "log_level", "WARNING"), getattr(args, "log_format", "plain"))
+    logs.configure(
+        getattr(args, "log_level", "WARNING"),
+        getattr(args, "log_format", "plain"),
+        dsn=getattr(args, "dsn", None) or default_dsn(),
+    )
     return args
 
 

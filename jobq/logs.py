@@ -7,6 +7,8 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from .dsn import scrub
+
 # Fields that jobq attaches to its log records (see queue.job_extra).
 JOB_FIELDS = ("event", "job_id", "job_type", "attempt")
 
@@ -40,14 +42,38 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update({name: getattr(record, name) for name in JOB_FIELDS if hasattr(record, name)})
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exception"] = record.exc_text
         return json.dumps(entry, default=str)
 
 
-def configure(level: str = "INFO", format: str = "plain") -> None:
+class ScrubDsn(logging.Filter):
+    """Takes the DSN's password out of every line, wherever it came from: a driver's error
+    can quote the DSN, and a traceback can quote the error. The one place that does it, so
+    no log call has to remember to."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__()
+        self.dsn = dsn
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = scrub(record.getMessage(), self.dsn), None
+        if record.exc_info:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text, self.dsn)
+        return True
+
+
+def configure(level: str = "INFO", format: str = "plain", dsn: str | None = None) -> None:
+    """Log jobq's records to stderr; with `dsn`, never its password."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if format == "json" else PlainFormatter())
+    if dsn is not None:
+        handler.addFilter(ScrubDsn(dsn))
     root = logging.getLogger("jobq")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
