@@ -8,15 +8,9 @@ from decimal import Decimal
 
 from ..errors import ConfigurationError
 from ..worker.settings import WorkerSettings
-
-# The pause before a failed or timed-out renewal round is tried once more.
-RENEW_RETRY_PAUSE = 1.0
+from .lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE, exact, timing_budget
 
 MINIMUMS = {"renew_interval": 1.0, "renew_timeout": 1.0, "kill_grace": 0.0, "safety_margin": 1.0}
-
-
-def exact(seconds: float) -> Decimal:
-    return Decimal(repr(seconds))
 
 
 def option(name: str) -> str:
@@ -47,17 +41,9 @@ class SupervisorConfig:
     termination_grace_period: float | None = None
 
     def timing_budget(self) -> Decimal:
-        """How long a lease must outlast its last confirmed renewal, at worst: the next
-        round, a timed-out try and its retry, the kill grace and the safety margin.
-
-        In decimal, as the options were written: a binary float sum of 1 + 2 + 1 + 0.1 + 1.1
-        falls just short of 5.2 and would let a lease of exactly the budget through."""
-        return (
-            exact(self.renew_interval)
-            + 2 * exact(self.renew_timeout)
-            + exact(RENEW_RETRY_PAUSE)
-            + exact(self.kill_grace)
-            + exact(self.safety_margin)
+        """See lease_clock.timing_budget."""
+        return timing_budget(
+            self.renew_interval, self.renew_timeout, self.kill_grace, self.safety_margin
         )
 
     def problems(self) -> list[str]:
@@ -73,10 +59,10 @@ class SupervisorConfig:
         if self.timing_budget() >= exact(self.lease):
             found.append(
                 "the timing rule renew_interval + 2 x renew_timeout + 1 s + kill_grace + "
-                f"safety_margin < lease does not hold: {self.renew_interval:g} + "
-                f"2 x {self.renew_timeout:g} + {RENEW_RETRY_PAUSE:g} + {self.kill_grace:g} + "
-                f"{self.safety_margin:g} = {float(self.timing_budget()):g} s, not below the "
-                f"{self.lease:g} s lease"
+                f"{FENCE_LEAD:g} s + safety_margin < lease does not hold: "
+                f"{self.renew_interval:g} + 2 x {self.renew_timeout:g} + {RENEW_RETRY_PAUSE:g} + "
+                f"{self.kill_grace:g} + {FENCE_LEAD:g} + {self.safety_margin:g} = "
+                f"{float(self.timing_budget()):g} s, not below the {self.lease:g} s lease"
             )
         if self.workers < 1:
             found.append(f"--workers must be at least 1, got {self.workers}")

@@ -28,13 +28,13 @@ from ..backends import SCHEMES
 from ..dsn import scheme_of, scrub
 from ..errors import ConfigurationError
 from ..queue import job_extra
-from ..worker import child
-from ..worker.fence import FENCE_LEAD
+from ..worker import attempt, child
+from ..worker.fence import FenceTable
 from ..worker.mark import SettlingMark
-from . import housekeeper, renewer
-from .config import RENEW_RETRY_PAUSE, SupervisorConfig
+from . import housekeeper, keeper, lease_clock, renewer
+from .config import SupervisorConfig
 from .endpoint import Endpoint, Response
-from .forking import Forked, fork
+from .forking import Forked, adopt_orphans, fork
 from .metrics import Metrics
 from .pool import Lease, WorkerProcess
 from .signals import SignalQueue
@@ -55,6 +55,10 @@ LOOP_TICK = 1.0
 PACE = 0.005
 # Queue depth is read from the database at most this often, however often it is scraped.
 DEPTH_CACHE = 2.0
+# Rows of the fence table: the most workers one supervisor runs at once.
+FENCE_SLOTS = 1024
+# How long the master waits for a dead worker's attempt to be confirmed gone.
+CONFIRM_KILL = 1.0
 # Exits a worker makes on purpose: they are not restarts in the metrics' sense.
 RECYCLED = {child.EXIT_RECYCLED: None, child.EXIT_MEMORY: "memory"}
 
@@ -88,6 +92,9 @@ class Master:
         self.selector = selectors.DefaultSelector()
         self.renewer: Forked | None = None
         self.housekeeper: Forked | None = None
+        self.keeper: Forked | None = None
+        # Mapped before any fork, so every process shares it.
+        self.fences = FenceTable(FENCE_SLOTS)
         self.state = "starting"  # then running, draining (TERM/INT) or stopping (QUIT)
         self.exit_code = 0
         self.generation = 0
@@ -121,6 +128,8 @@ class Master:
         import_app(self.config.app)
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
+        adopt_orphans()
+        self.start_keeper()
         # Before any process is forked: a port that cannot be bound stops the start cleanly.
         if self.config.metrics_port is not None:
             self.serve_metrics_endpoint()
@@ -192,14 +201,8 @@ class Master:
         return min(times)
 
     def stop_point(self, lease: Lease) -> float:
-        """The last moment to send SIGTERM and still have the child dead by its lease's end
-        minus the safety margin."""
-        return self.kill_point(lease) - self.config.kill_grace
-
-    def kill_point(self, lease: Lease) -> float:
-        """When SIGKILL goes out at the latest, so the child is gone by the lease's end minus
-        the safety margin."""
-        return lease.expires - self.config.safety_margin - FENCE_LEAD
+        config = self.config
+        return lease_clock.stop_point(lease.expires, config.safety_margin, config.kill_grace)
 
     # -- children's messages ---------------------------------------------------------------
 
@@ -236,38 +239,72 @@ class Master:
     # -- reaping ---------------------------------------------------------------------------
 
     def reap(self) -> None:
+        """Reap every exited child: workers, helpers, and escapees of jobs (the master is
+        their subreaper), which are reaped quietly."""
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                # WNOWAIT: a worker stays unreaped while its attempt is killed, so its pid,
+                # which is its process group's id, cannot be reused meanwhile.
+                exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 return
-            if pid == 0:
+            if exited is None or exited.si_pid == 0:
                 return
+            pid = exited.si_pid
             worker = self.children.pop(pid, None)
             if worker is not None:
-                self.buried(worker, status)
-            elif self.renewer is not None and pid == self.renewer.pid:
+                self.buried(worker)
+                continue
+            status = os.waitpid(pid, 0)[1]
+            if self.renewer is not None and pid == self.renewer.pid:
                 self.renewer_died(describe_exit(status))
             elif self.housekeeper is not None and pid == self.housekeeper.pid:
                 self.housekeeper_died(describe_exit(status))
+            elif self.keeper is not None and pid == self.keeper.pid:
+                self.keeper_died(describe_exit(status))
 
-    def buried(self, worker: WorkerProcess, status: int) -> None:
+    def end_attempt(self, worker: WorkerProcess) -> bool:
+        """Kill what is left of a dead worker's attempt; whether it is confirmed gone."""
+        if worker.lease is None:
+            attempt.kill(worker.pid)  # nothing should be left; make sure, cheaply
+            return True
+        if attempt.kill_and_confirm(worker.pid, CONFIRM_KILL):
+            return True
+        self.metrics.unconfirmed.inc()
+        log.error(
+            "Job %d's processes still run after SIGKILL (worker %d): its attempt is left to "
+            "maintenance after its lease",
+            worker.lease.claim.id,
+            worker.pid,
+            extra=job_extra(worker.lease.claim, "kill_unconfirmed"),
+        )
+        return False
+
+    def buried(self, worker: WorkerProcess) -> None:
         if worker.process.sock in self.selector.get_map():
             self.read_messages(worker)  # what it said before it died still counts
             with contextlib.suppress(KeyError):
                 self.selector.unregister(worker.process.sock)
+        gone = self.end_attempt(worker)
+        fenced = worker.slot.keeper.read()
+        self.fences.release(worker.slot)
+        status = os.waitpid(worker.pid, 0)[1]
         worker.process.close()
         worker.mark.close()
         how = describe_exit(status)
         log.info("Worker %d exited (%s)", worker.pid, how, extra={"event": "worker_exited"})
-        fenced_itself = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM
-        if worker.stop_reason is None and fenced_itself:
-            # Its own fence fired: its lease could not be vouched for. That is the master's
-            # renewal stop by another hand; both are due at the same moment.
-            worker.stop_reason = "renewal"
-        if worker.lease is not None:
-            self.orphaned(worker, worker.lease, how)
+        lease = worker.lease
+        fenced_by_keeper = lease is not None and lease.held_as(worker.pid).same_attempt(fenced)
+        if worker.stop_reason is None and fenced_by_keeper:
+            # The keeper fenced it: the master could not vouch for its lease in time.
+            worker.stop_reason = "self_fence"
+            self.metrics.killed.labels("self_fence").inc()
+        if lease is not None:
+            self.orphaned(worker, lease, how if gone else None)
         self.count_exit(worker, os.waitstatus_to_exitcode(status))
+        self.count_startup_failure(worker, how)
+
+    def count_startup_failure(self, worker: WorkerProcess, how: str) -> None:
         if not worker.ready and worker.stop_reason is None:
             self.startup_failures += 1
             if self.startup_failures >= CRASH_LOOP_LIMIT and self.state == "running":
@@ -293,10 +330,10 @@ class Master:
             # counted by reason in jobq_workers_killed_total.
             self.metrics.restarts.inc()
 
-    def orphaned(self, worker: WorkerProcess, lease: Lease, how: str) -> None:
-        """A child died holding an attempt."""
+    def orphaned(self, worker: WorkerProcess, lease: Lease, how: str | None) -> None:
+        """A child died holding an attempt (`how`: None if its processes may still run)."""
         claim = lease.claim
-        if worker.stop_reason in ("renewal", "lost"):
+        if worker.stop_reason in ("renewal", "lost", "self_fence") or how is None:
             # Its database was out of reach, or the job is someone else's already.
             log.warning(
                 "Job %d was left to maintenance after its lease (worker %d stopped: %s)",
@@ -323,6 +360,14 @@ class Master:
             lambda sock: renewer.serve(config.dsn, config.lease, sock), self.close_inherited
         )
         self.selector.register(self.renewer.sock, selectors.EVENT_READ, None)
+
+    def start_keeper(self) -> None:
+        config, master = self.config, os.getpid()
+        self.keeper = fork(
+            lambda sock: keeper.serve(self.fences, config.safety_margin, master, sock),
+            self.close_inherited,
+            dies_with_master=False,  # it kills what the workers started when the master dies
+        )
 
     def start_housekeeper(self) -> None:
         config = self.config
@@ -391,19 +436,31 @@ class Master:
         if self.state != "stopped":
             self.start_housekeeper()
 
+    def keeper_died(self, how: str) -> None:
+        log.warning("The fence keeper exited (%s): starting another", how)
+        assert self.keeper is not None
+        self.keeper.close()
+        self.keeper = None
+        if self.state != "stopped":
+            self.start_keeper()
+
     def stop_helpers(self) -> None:
-        """Let the housekeeper fail what it was sent (within 10 s), then stop both helpers."""
+        """Let the housekeeper fail what it was sent (within 10 s), and the keeper kill what
+        is left of any attempt, then stop the helpers."""
         self.state = "stopped"
         if self.housekeeper is not None:
             self.send(self.housekeeper, protocol.Drain())
             # A pidfd turns readable when its process exits.
             select.select([self.housekeeper.pidfd], [], [], HOUSEKEEPER_GRACE)
-        for helper in (self.renewer, self.housekeeper):
+        if self.keeper is not None:
+            self.keeper.sock.close()  # its cue: it kills every attempt still held, and exits
+            select.select([self.keeper.pidfd], [], [], HOUSEKEEPER_GRACE)
+        for helper in (self.renewer, self.housekeeper, self.keeper):
             if helper is not None:
                 helper.signal(signal.SIGKILL)
                 os.waitpid(helper.pid, 0)
                 helper.close()
-        self.renewer = self.housekeeper = None
+        self.renewer = self.housekeeper = self.keeper = None
         self.reap()
 
     def send(self, process: Forked, message: protocol.Message) -> None:
@@ -446,12 +503,9 @@ class Master:
         if self.round is not None:
             self.metrics.renewals.labels("error").inc(len(self.round.claims))
         self.round = None
-        if not self.retrying:
-            self.retrying = True
-            self.next_round_at = now + RENEW_RETRY_PAUSE
-        else:
-            self.retrying = False
-            self.next_round_at = max(now, self.cycle_start + self.config.renew_interval)
+        self.next_round_at, self.retrying = lease_clock.next_round(
+            now, self.cycle_start, self.config.renew_interval, False, self.retrying
+        )
 
     def read_renewals(self) -> None:
         if self.renewer is None:
@@ -470,8 +524,9 @@ class Master:
             self.round_failed(time.monotonic())
             return
         self.round = None
-        self.retrying = False
-        self.next_round_at = self.cycle_start + self.config.renew_interval
+        self.next_round_at, self.retrying = lease_clock.next_round(
+            time.monotonic(), self.cycle_start, self.config.renew_interval, True, self.retrying
+        )
         self.apply_round(current, set(result.extended))
 
     def apply_round(self, done: Round, extended: set[int]) -> None:
@@ -483,15 +538,16 @@ class Master:
             if (worker.lease.claim.id, worker.lease.claim.token) != (job_id, token):
                 continue  # it finished that attempt meanwhile
             if job_id in extended:
-                # Anchored at the send: the database extended it no earlier than that.
-                worker.lease.expires = max(worker.lease.expires, done.sent + self.config.lease)
-                self.send(worker.process, protocol.Extended(job_id, worker.lease.expires))
+                lease = worker.lease
+                lease.expires = lease_clock.extended(lease.expires, done.sent, self.config.lease)
+                worker.slot.master.write(lease.held_as(pid))
                 continue
-            self.read_messages(worker)  # it may have acknowledged just before the round
-            lease = worker.lease
             # A settling attempt runs no job code any more: most likely its acknowledgement
             # is what made the round miss it, and either way nothing can overlap with it.
-            settling = lease is not None and worker.mark.job_id() == lease.claim.id
+            # Read before the messages: the worker clears it only after it sent them.
+            settling = worker.mark.settling(job_id, token)
+            self.read_messages(worker)  # it may have acknowledged just before the round
+            lease = worker.lease
             if lease is not None and lease.claim.token == token and not settling:
                 lost += 1
                 log.error(
@@ -530,22 +586,28 @@ class Master:
                     )
                     self.stop(worker, "job_timeout", now)
             if worker.kill_at is not None and not worker.killed and now >= worker.kill_at:
-                worker.process.signal(signal.SIGKILL)
-                worker.killed = True
+                self.kill(worker)
 
     def stop(self, worker: WorkerProcess, reason: str, now: float, at_once: bool = False) -> None:
-        """SIGTERM now and SIGKILL at min(now + kill_grace, lease end - safety margin)."""
+        """SIGTERM to its whole attempt now, and SIGKILL after the kill grace, or at the
+        lease's kill point if that comes first."""
         worker.stop_reason = reason
         self.metrics.killed.labels(reason).inc()
-        kill_at = now + self.config.kill_grace
-        if worker.lease is not None:
-            kill_at = min(kill_at, self.kill_point(worker.lease))
+        expires = None if worker.lease is None else worker.lease.expires
+        config = self.config
+        kill_at = lease_clock.kill_at(now, config.kill_grace, expires, config.safety_margin)
         if at_once or kill_at <= now:
-            worker.process.signal(signal.SIGKILL)
-            worker.killed = True
+            self.kill(worker)
         else:
-            worker.process.signal(signal.SIGTERM)
+            # The group: a job's subprocesses get the same chance to stop cleanly.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(worker.pid, signal.SIGTERM)
             worker.kill_at = kill_at
+
+    def kill(self, worker: WorkerProcess) -> None:
+        """SIGKILL the worker and every process of its attempt (confirmed when it is reaped)."""
+        attempt.kill(worker.pid)
+        worker.killed = True
 
     # -- the pool --------------------------------------------------------------------------
 
@@ -587,9 +649,14 @@ class Master:
 
     def spawn(self) -> None:
         settings = dataclasses.replace(self.config.worker_settings(), patient=self.database_seen)
+        slot = self.fences.allocate()
+        if slot is None:
+            log.error("Cannot start more than %d workers", FENCE_SLOTS)
+            self.next_spawn_at = time.monotonic() + MAX_SPAWN_BACKOFF
+            return
         mark = SettlingMark()
-        process = fork(lambda sock: child.run(settings, sock, mark), self.close_inherited)
-        worker = WorkerProcess(process, mark, self.generation, time.monotonic())
+        process = fork(lambda sock: child.run(settings, sock, mark, slot), self.close_inherited)
+        worker = WorkerProcess(process, mark, slot, self.generation, time.monotonic())
         self.children[process.pid] = worker
         self.selector.register(process.sock, selectors.EVENT_READ, worker)
         log.info("Spawned worker %d", process.pid, extra={"event": "spawned"})
@@ -600,7 +667,7 @@ class Master:
         for fd in self.signals.fds():
             with contextlib.suppress(OSError):
                 os.close(fd)
-        helpers = [h for h in (self.renewer, self.housekeeper) if h is not None]
+        helpers = [h for h in (self.renewer, self.housekeeper, self.keeper) if h is not None]
         for process in [w.process for w in self.children.values()] + helpers:
             with contextlib.suppress(OSError):
                 process.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..records import ClaimedJob
+from ..worker.fence import Hold, Slot, token_key
 from ..worker.mark import SettlingMark
 from .forking import Forked
 
@@ -17,11 +18,16 @@ class Lease:
     expires: float  # monotonic: the lease certainly lasts until then, never longer
     started: float  # monotonic: when the master learned of the claim
 
+    def held_as(self, pid: int) -> Hold:
+        """This attempt as the fence table writes it."""
+        return Hold(pid, self.claim.id, token_key(self.claim.token), self.expires)
+
 
 @dataclass
 class WorkerProcess:
     process: Forked
     mark: SettlingMark
+    slot: Slot  # its row of the fence table
     generation: int
     spawned: float
     ready: bool = False

@@ -1,7 +1,7 @@
 """A worker child's life: claim one job at a time, report it, run it, acknowledge, report.
 
-The master renews the lease; this process only has to tell it what it holds, and to die
-when the master cannot vouch for the lease any more (see fence.py).
+The master renews the lease; this process only has to tell it what it holds, in a message and
+in the fence table (see fence.py), and to end its job's leftover processes with each attempt.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from .. import protocol
 from ..listener import Listener
 from ..queue import Queue
 from ..records import ClaimedJob, Outcome
-from . import title
-from .fence import SelfFence
+from . import attempt, title
+from .fence import EMPTY, Hold, Slot, token_key
 from .mark import SettlingMark
 from .settings import WorkerSettings
 
@@ -45,6 +45,8 @@ UNACKNOWLEDGED = "unacknowledged"
 DRAIN_CHECK = 0.25
 # How often the process title follows the running job.
 TITLE_REFRESH = 0.5
+# How long killing a job's leftover processes may take to be confirmed.
+LEFTOVERS_CONFIRM = 2.0
 
 
 @dataclass
@@ -72,7 +74,8 @@ class SettlingReporter(Listener):
         self.settled: tuple[ClaimedJob, Outcome] | None = None
 
     def on_settling(self, claim: ClaimedJob) -> None:
-        self.mark.set(claim.id)
+        self.mark.set(claim.id, claim.token)
+        end_leftovers(claim)
 
     def on_settled(self, claim: ClaimedJob, outcome: Outcome) -> None:
         self.settled = (claim, outcome)
@@ -81,6 +84,22 @@ class SettlingReporter(Listener):
         if self.settled is not None and self.settled[0] is claim:
             return self.settled[1]
         return Outcome.FAILED
+
+
+def end_leftovers(claim: ClaimedJob) -> None:
+    """Kill what the attempt's job started and left running, before its outcome is recorded:
+    a failed attempt is retried, and its leftovers must not overlap with the retry."""
+    if not attempt.has_leftovers(os.getppid()):
+        return
+    log.warning(
+        "Job %d left processes running: killing them", claim.id, extra={"event": "leftovers"}
+    )
+    if not attempt.kill_and_confirm(os.getpid(), LEFTOVERS_CONFIRM):
+        log.error(
+            "Job %d's leftover processes still run after SIGKILL",
+            claim.id,
+            extra={"event": "kill_unconfirmed"},
+        )
 
 
 class DatabaseLost(Exception):
@@ -92,13 +111,15 @@ class DatabaseLost(Exception):
 
 
 class Child:
-    def __init__(self, settings: WorkerSettings, sock: socket.socket, mark: SettlingMark) -> None:
+    def __init__(
+        self, settings: WorkerSettings, sock: socket.socket, mark: SettlingMark, slot: Slot
+    ) -> None:
         self.settings = settings
         self.sock = sock
         self.mark = mark
+        self.slot = slot
         self.stopping = threading.Event()
-        self.fence = SelfFence(settings.safety_margin)
-        # The claim being run, shared with the thread that re-arms the fence.
+        # The claim being run, shared with the thread that shows it in the process title.
         self.lock = threading.Lock()
         self.current: ClaimedJob | None = None
         self.idle_wait = FIRST_IDLE_WAIT
@@ -254,8 +275,8 @@ class Child:
         """Report an attempt's end, and the attempt its acknowledgement began, if any, in one
         message: the master swaps one lease for the other."""
         if then is None:
+            self.slot.worker.write(EMPTY)
             with self.lock:
-                self.fence.disarm()
                 self.current = None
             protocol.send(self.sock, protocol.Finished(claim.id, str(outcome)))
         else:
@@ -267,10 +288,12 @@ class Child:
         self.mark.clear()
 
     def hold(self, claim: ClaimedJob) -> None:
-        """Make `claim` the one this process is fenced on."""
+        """Make `claim` the one this process is fenced on, and marks what it starts with."""
+        key = token_key(claim.token)
+        self.slot.worker.write(Hold(os.getpid(), claim.id, key, claim.expires_monotonic))
+        attempt.mark(claim.id)
         with self.lock:
             self.current, self.started = claim, time.monotonic()
-            self.fence.arm(claim.expires_monotonic)
 
     def recycle_due(self, done: int) -> tuple[int, str] | None:
         """(exit code, why) when the worker should be replaced after `done` jobs, else None."""
@@ -302,17 +325,13 @@ class Child:
                 self.stopping.set()
                 if message is None:
                     return
-            elif isinstance(message, protocol.Extended):
-                with self.lock:
-                    if self.current is not None and self.current.id == message.id:
-                        self.fence.arm(message.expires_monotonic)
 
 
-def run(settings: WorkerSettings, sock: socket.socket, mark: SettlingMark) -> int:
+def run(settings: WorkerSettings, sock: socket.socket, mark: SettlingMark, slot: Slot) -> int:
     """The child's whole life after fork; returns its exit code."""
     sock.setblocking(True)
     try:
-        return Child(settings, sock, mark).main()
+        return Child(settings, sock, mark, slot).main()
     except SystemExit as exit:
         log.warning("A job raised SystemExit(%s); the worker exits", exit.code)
         return EXIT_OK
