@@ -26,7 +26,7 @@ from jobq.testing.history import check, read_journal
 
 from .proxy import Proxy, address_of, proxied_dsn
 from .supervised_app import Alarm, Attempted
-from .supervising import FAST, Supervisor, supervisor
+from .supervising import FAST, Supervisor, metrics_port, scrape, supervisor
 from .support import wait_for
 
 KINDS = ("plain", "subprocess", "daemon", "gil")
@@ -125,7 +125,8 @@ def job_timeout(case: Case, kind: str) -> None:
 
 
 def frozen_master(case: Case, kind: str) -> None:
-    with case.supervise() as running:
+    with case.supervise("--metrics-port", "0") as running:
+        port = metrics_port(running)
         pids = case.first_attempt_started(running, kind)
         running.signal(signal.SIGSTOP)
         try:
@@ -134,6 +135,12 @@ def frozen_master(case: Case, kind: str) -> None:
             running.signal(signal.SIGCONT)
         running.wait_for_log(f"Lease of job {case.job_id} was not renewed in time", timeout=5)
         case.wait_completed(running)
+        # The keeper's kill is counted once, as such, and not as a crash.
+        running.wait_for_log("exited (signal SIGKILL)", timeout=5)
+        scraped = scrape(port)
+        assert scraped.value("jobq_workers_killed_total", reason="self_fence") == 1, scraped.text
+        assert scraped.value("jobq_workers_killed_total") == 1, scraped.text
+        assert scraped.value("jobq_worker_restarts_total") == 0, scraped.text
         stop(running)
 
 

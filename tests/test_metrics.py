@@ -53,7 +53,7 @@ RENEWAL_TROUBLE = (
     "cannot be renewed in time",
     "to another attempt",
 )
-KILL_REASONS = ("renewal", "lost", "job_timeout", "memory", "shutdown")
+KILL_REASONS = ("renewal", "self_fence", "lost", "job_timeout", "memory", "shutdown")
 
 
 @pytest.fixture

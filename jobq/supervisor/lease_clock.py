@@ -21,6 +21,7 @@ Why it holds, term by term:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 
 # A kill is not instant: the process is scheduled, torn down and reaped. Fences act this much
@@ -28,6 +29,15 @@ from decimal import Decimal
 FENCE_LEAD = 0.1
 # The pause before a failed or timed-out renewal round is tried once more.
 RENEW_RETRY_PAUSE = 1.0
+
+
+@dataclass
+class Round:
+    """A renewal round in flight: sent at `sent`, for these (job id -> (pid, token))."""
+
+    id: int
+    sent: float
+    claims: dict[int, tuple[int, str]]
 
 
 def exact(seconds: float) -> Decimal:

@@ -16,9 +16,7 @@ import select
 import selectors
 import signal
 import time
-from dataclasses import dataclass
 
-import psutil
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from setproctitle import setproctitle
 
@@ -26,17 +24,17 @@ from .. import protocol
 from ..app import import_app, reload_app
 from ..backends import SCHEMES
 from ..dsn import scheme_of, scrub
-from ..errors import ConfigurationError
 from ..queue import job_extra
-from ..worker import attempt, child
+from ..worker import child
 from ..worker.fence import FenceTable
 from ..worker.mark import SettlingMark
 from . import housekeeper, keeper, lease_clock, renewer
 from .config import SupervisorConfig
-from .endpoint import Endpoint, Response
+from .endpoint import Endpoint, Response, serve
 from .forking import Forked, adopt_orphans, fork
+from .lease_clock import Round
 from .metrics import Metrics
-from .pool import Lease, WorkerProcess
+from .pool import Lease, WorkerProcess, describe_exit, resident_memory
 from .signals import SignalQueue
 
 log = logging.getLogger("jobq")
@@ -57,8 +55,6 @@ PACE = 0.005
 DEPTH_CACHE = 2.0
 # Rows of the fence table: the most workers one supervisor runs at once.
 FENCE_SLOTS = 1024
-# How long the master waits for a dead worker's attempt to be confirmed gone.
-CONFIRM_KILL = 1.0
 # Exits a worker makes on purpose: they are not restarts in the metrics' sense.
 RECYCLED = {child.EXIT_RECYCLED: None, child.EXIT_MEMORY: "memory"}
 
@@ -67,20 +63,6 @@ STOP_CAUSES = {
     "job_timeout": "Job timed out",
     "shutdown": "Interrupted: the supervisor shut down",
 }
-
-
-@dataclass
-class Round:
-    """A renewal round in flight: sent at `sent`, for these (job id -> (pid, token))."""
-
-    id: int
-    sent: float
-    claims: dict[int, tuple[int, str]]
-
-
-def describe_exit(status: int) -> str:
-    code = os.waitstatus_to_exitcode(status)
-    return f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
 
 
 class Master:
@@ -255,52 +237,34 @@ class Master:
             if worker is not None:
                 self.buried(worker)
                 continue
-            status = os.waitpid(pid, 0)[1]
+            how = describe_exit(os.waitpid(pid, 0)[1])
             if self.renewer is not None and pid == self.renewer.pid:
-                self.renewer_died(describe_exit(status))
+                self.renewer_died(how)
             elif self.housekeeper is not None and pid == self.housekeeper.pid:
-                self.housekeeper_died(describe_exit(status))
+                self.helper_died(self.housekeeper, "housekeeper", how)
+                self.start_housekeeper()
             elif self.keeper is not None and pid == self.keeper.pid:
-                self.keeper_died(describe_exit(status))
-
-    def end_attempt(self, worker: WorkerProcess) -> bool:
-        """Kill what is left of a dead worker's attempt; whether it is confirmed gone."""
-        if worker.lease is None:
-            attempt.kill(worker.pid)  # nothing should be left; make sure, cheaply
-            return True
-        if attempt.kill_and_confirm(worker.pid, CONFIRM_KILL):
-            return True
-        self.metrics.unconfirmed.inc()
-        log.error(
-            "Job %d's processes still run after SIGKILL (worker %d): its attempt is left to "
-            "maintenance after its lease",
-            worker.lease.claim.id,
-            worker.pid,
-            extra=job_extra(worker.lease.claim, "kill_unconfirmed"),
-        )
-        return False
+                self.helper_died(self.keeper, "fence keeper", how)
+                self.start_keeper()
 
     def buried(self, worker: WorkerProcess) -> None:
         if worker.process.sock in self.selector.get_map():
             self.read_messages(worker)  # what it said before it died still counts
             with contextlib.suppress(KeyError):
                 self.selector.unregister(worker.process.sock)
-        gone = self.end_attempt(worker)
-        fenced = worker.slot.keeper.read()
+        gone = worker.end_attempt()
+        if worker.stop_reason is None and worker.fenced_by_keeper():
+            # The master could not vouch for its lease in time, and was late to say so.
+            worker.stop_reason = "self_fence"
+            self.metrics.killed.labels("self_fence").inc()
         self.fences.release(worker.slot)
         status = os.waitpid(worker.pid, 0)[1]
         worker.process.close()
         worker.mark.close()
         how = describe_exit(status)
         log.info("Worker %d exited (%s)", worker.pid, how, extra={"event": "worker_exited"})
-        lease = worker.lease
-        fenced_by_keeper = lease is not None and lease.held_as(worker.pid).same_attempt(fenced)
-        if worker.stop_reason is None and fenced_by_keeper:
-            # The keeper fenced it: the master could not vouch for its lease in time.
-            worker.stop_reason = "self_fence"
-            self.metrics.killed.labels("self_fence").inc()
-        if lease is not None:
-            self.orphaned(worker, lease, how if gone else None)
+        if worker.lease is not None:
+            self.orphaned(worker, worker.lease, how if gone else None)
         self.count_exit(worker, os.waitstatus_to_exitcode(status))
         self.count_startup_failure(worker, how)
 
@@ -333,6 +297,14 @@ class Master:
     def orphaned(self, worker: WorkerProcess, lease: Lease, how: str | None) -> None:
         """A child died holding an attempt (`how`: None if its processes may still run)."""
         claim = lease.claim
+        if how is None:
+            self.metrics.unconfirmed.inc()
+            log.error(
+                "Job %d's processes still run after SIGKILL (worker %d)",
+                claim.id,
+                worker.pid,
+                extra=job_extra(claim, "kill_unconfirmed"),
+            )
         if worker.stop_reason in ("renewal", "lost", "self_fence") or how is None:
             # Its database was out of reach, or the job is someone else's already.
             log.warning(
@@ -421,28 +393,13 @@ class Master:
         os.close(self.renewer.pidfd)
         self.renewer = None
 
-    def housekeeper_died(self, how: str) -> None:
-        if self.state != "stopped":
-            log.warning(
-                "The housekeeper exited (%s): starting another",
-                how,
-                extra={"event": "housekeeper"},
-            )
-        assert self.housekeeper is not None
+    def helper_died(self, helper: Forked, name: str, how: str) -> None:
+        """The housekeeper or the fence keeper died; the caller starts another."""
+        event = name.replace(" ", "_")
+        log.warning("The %s exited (%s): starting another", name, how, extra={"event": event})
         with contextlib.suppress(KeyError):
-            self.selector.unregister(self.housekeeper.sock)
-        self.housekeeper.close()
-        self.housekeeper = None
-        if self.state != "stopped":
-            self.start_housekeeper()
-
-    def keeper_died(self, how: str) -> None:
-        log.warning("The fence keeper exited (%s): starting another", how)
-        assert self.keeper is not None
-        self.keeper.close()
-        self.keeper = None
-        if self.state != "stopped":
-            self.start_keeper()
+            self.selector.unregister(helper.sock)
+        helper.close()
 
     def stop_helpers(self) -> None:
         """Let the housekeeper fail what it was sent (within 10 s), and the keeper kill what
@@ -586,7 +543,7 @@ class Master:
                     )
                     self.stop(worker, "job_timeout", now)
             if worker.kill_at is not None and not worker.killed and now >= worker.kill_at:
-                self.kill(worker)
+                worker.kill()
 
     def stop(self, worker: WorkerProcess, reason: str, now: float, at_once: bool = False) -> None:
         """SIGTERM to its whole attempt now, and SIGKILL after the kill grace, or at the
@@ -597,17 +554,10 @@ class Master:
         config = self.config
         kill_at = lease_clock.kill_at(now, config.kill_grace, expires, config.safety_margin)
         if at_once or kill_at <= now:
-            self.kill(worker)
+            worker.kill()
         else:
-            # The group: a job's subprocesses get the same chance to stop cleanly.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(worker.pid, signal.SIGTERM)
+            worker.terminate()
             worker.kill_at = kill_at
-
-    def kill(self, worker: WorkerProcess) -> None:
-        """SIGKILL the worker and every process of its attempt (confirmed when it is reaped)."""
-        attempt.kill(worker.pid)
-        worker.killed = True
 
     # -- the pool --------------------------------------------------------------------------
 
@@ -687,33 +637,13 @@ class Master:
     def serve_metrics_endpoint(self) -> None:
         config = self.config
         assert config.metrics_port is not None
-        try:
-            self.endpoint = Endpoint(
-                self.selector,
-                config.metrics_address,
-                config.metrics_port,
-                {"/metrics": self.scrape, "/healthz": self.health, "/readyz": self.readiness},
-            )
-        except OSError as error:
-            raise ConfigurationError(
-                f"cannot serve metrics on {config.metrics_address}:{config.metrics_port}: "
-                f"{error.strerror or error}"
-            ) from None
-        log.info(
-            "Serving /metrics, /healthz and /readyz on %s:%d",
-            config.metrics_address,
-            self.endpoint.port,
-            extra={"event": "metrics"},
-        )
+        routes = {"/metrics": self.scrape, "/healthz": self.health, "/readyz": self.readiness}
+        self.endpoint = serve(self.selector, config.metrics_address, config.metrics_port, routes)
 
     def scrape(self) -> Response:
         busy = sum(1 for w in self.children.values() if w.lease is not None)
         idle = sum(1 for w in self.children.values() if w.ready and w.lease is None)
-        rss = []
-        for worker in self.children.values():
-            with contextlib.suppress(psutil.Error):
-                rss.append(psutil.Process(worker.pid).memory_info().rss)
-        self.metrics.on_workers(busy, idle, rss)
+        self.metrics.on_workers(busy, idle, resident_memory(self.children.values()))
         now = time.monotonic()
         if self.housekeeper is not None and now - self.depth_asked >= DEPTH_CACHE:
             # Answered on a later tick: this scrape shows the last figures read.
