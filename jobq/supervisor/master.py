@@ -329,7 +329,8 @@ class Master:
     def start_renewer(self) -> None:
         config = self.config
         self.renewer = fork(
-            lambda sock: renewer.serve(config.dsn, config.lease, sock), self.close_inherited
+            lambda sock: renewer.serve(config.dsn, config.lease, config.renew_timeout, sock),
+            self.close_inherited,
         )
         self.selector.register(self.renewer.sock, selectors.EVENT_READ, None)
 
