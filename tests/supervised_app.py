@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 import jobq
 from jobq.testing.history import journal_attempt
 
@@ -259,3 +261,37 @@ class Alarm(jobq.Job):
             time.sleep(0.01)
         signal.alarm(0)
         journal(self.journal, "end", alarms=len(fired))
+
+
+class CutConnection(jobq.Job):
+    """Ends by having the database server drop its worker's connections, as a failover does,
+    so that the acknowledgement that follows fails on a broken connection."""
+
+    job_name = "CutConnection"
+    type = "cut"
+
+    def __init__(self, journal: str, dsn: str, server_port: int) -> None:
+        self.journal = journal
+        self.dsn = dsn
+        self.server_port = server_port
+
+    def handle(self) -> None:
+        journal(self.journal, "start")
+        mine = psutil.Process().net_connections("tcp")
+        ports = [c.laddr.port for c in mine if c.raddr and c.raddr.port == self.server_port]
+        with jobq.Queue.connect(self.dsn) as admin:
+            backend = admin.backend
+            if self.dsn.startswith("postgresql"):
+                backend.fetchall(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE client_port = ANY(%(ports)s)",
+                    {"ports": ports},
+                )
+            else:
+                for (session,) in backend.fetchall(
+                    "SELECT id FROM information_schema.processlist"
+                    " WHERE SUBSTRING_INDEX(host, ':', -1) IN %(ports)s",
+                    {"ports": [str(port) for port in ports] or [""]},
+                ):
+                    backend.execute("KILL CONNECTION %(id)s", {"id": session})
+        journal(self.journal, "end", cut=len(ports))

@@ -25,7 +25,7 @@ from jobq.records import Status
 from jobq.testing.history import check, read_journal
 
 from .proxy import Proxy, address_of, proxied_dsn
-from .supervised_app import Alarm, Attempted
+from .supervised_app import Alarm, Attempted, CutConnection
 from .supervising import FAST, Supervisor, metrics_port, scrape, supervisor
 from .support import wait_for
 
@@ -258,3 +258,21 @@ def test_a_job_may_use_sigalrm_and_interval_timers(
     assert sorted(e["job"] for e in ends) == sorted([first, second]), ends
     assert [e["alarms"] for e in ends] == [1, 1], ends
     assert len({e["pid"] for e in ends}) == 1, ends
+
+
+# -- an acknowledgement lost to a broken connection -----------------------------------------
+
+
+@pytest.mark.databases("postgresql", "mariadb")
+def test_an_acknowledgement_lost_to_a_broken_connection_is_retried_on_a_new_one(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal"
+    job_id = queue.enqueue(CutConnection(str(journal), dsn, address_of(dsn)[1]), retry=RETRY)
+    running = run_until_completed(queue, dsn, 1)
+    record = queue.get(job_id)
+    # Recorded by the same attempt, on a new connection: the job did not run again.
+    assert record is not None and record.attempts == 1, (record, running.log)
+    assert "trying on a new connection" in running.log, running.log
+    ends = [e for e in read_journal(journal) if e["event"] == "end"]
+    assert [e["cut"] >= 1 for e in ends] == [True], ends

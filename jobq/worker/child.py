@@ -14,10 +14,12 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from typing import NoReturn
 
 import psutil
 
 from .. import protocol
+from ..errors import Unacknowledged
 from ..listener import Listener
 from ..queue import Queue
 from ..records import ClaimedJob, Outcome
@@ -188,7 +190,7 @@ class Child:
                 if claim is None:
                     claim = self.next_claim(session)
                     continue
-                claim = self.run_claim(session.queue, claim)
+                claim = self.run_claim(session, claim)
             except DatabaseLost as lost:
                 log.error("%s: %s", lost.what, lost.__cause__, extra={"event": "db_error"})
                 if not self.reconnect(session):
@@ -224,27 +226,75 @@ class Child:
             raise DatabaseLost("Claim failed") from error
         return None
 
-    def run_claim(self, queue: Queue, claim: ClaimedJob) -> ClaimedJob | None:
+    def run_claim(self, session: Session, claim: ClaimedJob) -> ClaimedJob | None:
         """Run one attempt; returns the next claim when its acknowledgement made one."""
         self.begin(claim)
         try:
-            outcome, next_claim = queue.run_and_claim(
+            outcome, next_claim = session.queue.run_and_claim(
                 claim, self.settings.types, more=self.wants_another
             )
+        except Unacknowledged as unacknowledged:
+            outcome, next_claim = self.acknowledge_again(session, unacknowledged), None
         except Exception as error:
-            # The acknowledgement did not reach the database. The master stops renewing the
-            # attempt, its lease runs out, and maintenance gives the job another one.
-            self.end(claim, UNACKNOWLEDGED)
-            raise DatabaseLost(
-                f"Could not record how attempt {claim.attempt} of job {claim.id} ended, so "
-                "the job will run again after its lease"
-            ) from error
+            self.unacknowledged(claim, error)
         except BaseException:
             # handle() raised SystemExit or the like: its attempt is failed; honour it.
             self.end(claim, self.reporter.outcome_of(claim))
             raise
         self.end(claim, outcome, next_claim)
         return next_claim
+
+    def acknowledge_again(self, session: Session, unacknowledged: Unacknowledged) -> Outcome:
+        """Record an outcome the session's connection could not, on a fresh connection, for
+        as long as the attempt's lease is vouched for; the fresh connection then replaces the
+        session's. After a database failover, the job need not run again in full."""
+        claim, delay = unacknowledged.claim, FIRST_RECONNECT_WAIT
+        error = unacknowledged.__cause__
+        while (left := self.vouched_until(claim) - time.monotonic()) > 0:
+            log.warning(
+                "Could not record how attempt %d of job %d ended (%s): trying on a new "
+                "connection",
+                claim.attempt,
+                claim.id,
+                error,
+                extra={"event": "ack_retry"},
+            )
+            queue: Queue | None = None
+            try:
+                queue = Queue.connect(
+                    self.settings.dsn, lease_duration=self.settings.lease, listener=self.reporter
+                )
+                outcome = queue.acknowledge(unacknowledged)
+                session.notifying = queue.backend.listen()
+            except Exception as failure:
+                close_quietly(queue)
+                error = failure
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, MAX_RECONNECT_WAIT)
+                continue
+            close_quietly(session.queue)
+            session.queue = queue
+            return outcome
+        self.unacknowledged(claim, error)
+
+    def vouched_until(self, claim: ClaimedJob) -> float:
+        """The end of the attempt's lease as this worker knows it (its claim, or the master's
+        last extension of it in the fence table), less the safety margin."""
+        expires = claim.expires_monotonic
+        mine = Hold(os.getpid(), claim.id, token_key(claim.token), expires)
+        extension = self.slot.master.read()
+        if extension is not None and mine.same_attempt(extension):
+            expires = max(expires, extension.expires)
+        return expires - self.settings.safety_margin
+
+    def unacknowledged(self, claim: ClaimedJob, error: BaseException | None) -> NoReturn:
+        # The master stops renewing the attempt, its lease runs out, and maintenance gives the
+        # job another one.
+        self.end(claim, UNACKNOWLEDGED)
+        raise DatabaseLost(
+            f"Could not record how attempt {claim.attempt} of job {claim.id} ended, so "
+            "the job will run again after its lease"
+        ) from error
 
     def reconnect(self, session: Session) -> bool:
         """Replace a session whose connection failed; False if stopped while trying."""
