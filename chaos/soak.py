@@ -3,9 +3,10 @@ injected at random, then the history checker.
 
     python -m chaos [--jobs 10000] [--seconds 600] [--seed N] [--keep]
 
-Jobs of mixed lengths (most a few milliseconds, some seconds, a few longer than two leases)
-are produced at a steady pace over the first part of the run, through supervisors with the
-tests' FAST renewal settings (a 6 s lease). Faults, one at a time, kinds at random (a first
+Jobs of mixed lengths (most a few milliseconds, some seconds, a few longer than two leases),
+a tenth of them doing their work in a subprocess that journals too, are produced at a steady
+pace over the first part of the run, through supervisors with the tests' FAST renewal
+settings (a 6 s lease). Faults, one at a time, kinds at random (a first
 round takes every kind once): SIGKILL of a busy worker; SIGKILL of a master, with a
 replacement supervisor started; SIGSTOP of a master, SIGCONT seconds later; the database
 link (every supervisor reaches PostgreSQL through a TCP proxy) blackholed or slowed; the
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import jobq
 from jobq.testing.history import Report, check, read_journal
-from tests.chaos_app import Chaos
+from tests.chaos_app import Chaos, ChaosSubprocess
 from tests.conftest import PostgresqlServer, _postgresql, _postgresql_database
 from tests.proxy import Proxy, address_of, proxied_dsn
 from tests.supervising import FAST, Supervisor
@@ -49,6 +50,8 @@ LONGEST = 19.0
 LEASE = 6.0
 # Past the nominal --seconds, how long a run that has not drained yet may go on draining.
 DRAIN_GRACE = 2 * LONGEST
+# This share of the jobs does its work in a subprocess, which must die with its attempt.
+SUBPROCESS_SHARE = 0.1
 # Jobs are enqueued this many to a transaction.
 BATCH = 20
 
@@ -169,7 +172,13 @@ class Soak:
     def produce(self) -> None:
         """Enqueue every job at a steady pace over the fault phase, in small transactions,
         reconnecting (and resending the batch) when the database goes away."""
-        jobs = [Chaos(seconds, str(self.journal)) for seconds in self.lengths]
+        kinds = random.Random(f"kinds {self.options.seed}")
+        jobs = [
+            (ChaosSubprocess if kinds.random() < SUBPROCESS_SHARE else Chaos)(
+                seconds, str(self.journal)
+            )
+            for seconds in self.lengths
+        ]
         window = (self.faults_end - self.started) * 0.9
         queue: jobq.Queue | None = None
         for first in range(0, len(jobs), BATCH):

@@ -19,7 +19,8 @@ from .loop import PlainWorker
 from .options import Option
 from .queue import Queue
 from .records import Status
-from .supervisor.config import RENEW_RETRY_PAUSE, SupervisorConfig, fitted_timing
+from .supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing
+from .supervisor.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 from .supervisor.master import Master
 
 # The database drivers whose errors are reported as one clean line rather than a traceback.
@@ -219,14 +220,15 @@ def timing_rule() -> str:
     low = {o.name: f"{o.minimum:g} s" for o in options.RENEWAL}
     return f"""
 timing rule, checked at start:
-  renew_interval + 2 x renew_timeout + {RENEW_RETRY_PAUSE:g} s + kill_grace + safety_margin < lease
+  {TIMING_RULE}
 A renewal round runs every --renew-interval; one that fails or takes longer than
 --renew-timeout is retried once after {RENEW_RETRY_PAUSE:g} s. A worker whose lease can no longer
-be renewed in time gets SIGTERM, then SIGKILL --kill-grace later, and is dead --safety-margin
-before its lease ends. Minimums: interval {low["renew_interval"]}, timeout {low["renew_timeout"]}, \
-grace {low["kill_grace"]}, margin {low["safety_margin"]}.
-When --lease is given without them, those four are fitted to it: every lease the minimums
-allow starts.
+be renewed in time gets SIGTERM, then SIGKILL --kill-grace later (fences act {FENCE_LEAD:g} s
+early), and is dead --safety-margin before its lease ends.
+Minimums: interval {low["renew_interval"]}, timeout {low["renew_timeout"]}, grace \
+{low["kill_grace"]}, margin {low["safety_margin"]}.
+When --lease is given without them, those four are fitted to it: every lease the
+minimums allow starts.
 
 signals: TERM/INT drain (a second one stops at once), QUIT stops at once, HUP replaces
 the workers one at a time with freshly imported code, TTIN/TTOU add or remove a worker.

@@ -1,5 +1,12 @@
 """Exceptions that jobq raises on purpose, so callers can tell them from database errors."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .records import ClaimedJob
+
 
 class JobqError(Exception):
     """Base class of jobq's own errors."""
@@ -11,3 +18,14 @@ class ConfigurationError(JobqError, ValueError):
 
 class DecodeError(JobqError):
     """A payload that cannot become a registered Job: it fails the attempt, never the worker."""
+
+
+class Unacknowledged(JobqError):
+    """An attempt's outcome could not be recorded (the acknowledgement failed; its cause is
+    chained). It may or may not have landed. Queue.acknowledge() records it again, with the
+    attempt's own token, on another connection; the token makes a second landing harmless."""
+
+    def __init__(self, claim: ClaimedJob, error: BaseException | str | None) -> None:
+        super().__init__(f"could not record how attempt {claim.attempt} of job {claim.id} ended")
+        self.claim = claim
+        self.error = error  # the job's failure; None for a completion

@@ -3,7 +3,8 @@
 They travel over a SOCK_SEQPACKET socket pair: the kernel keeps message boundaries and
 order, and a closed end reads as end-of-file, so neither side needs framing or a handshake.
 
-worker -> master: ready, claimed, finished.       master -> worker: extended, drain.
+worker -> master: ready, claimed, finished.       master -> worker: drain.
+(Extensions reach a worker's fence through the fence table, not as messages.)
 master -> renewer: renew.                         renewer -> master: renewed.
 master -> housekeeper: fail_attempt, measure_depth, drain.
 housekeeper -> master: maintained, depth, settled.
@@ -91,15 +92,6 @@ class Finished:
 
 
 @dataclass(frozen=True)
-class Extended:
-    """The master renewed this attempt's lease: it lasts at least until expires_monotonic."""
-
-    kind: ClassVar[str] = "extended"
-    id: int
-    expires_monotonic: float
-
-
-@dataclass(frozen=True)
 class Drain:
     """Finish the current job, claim no more, and exit."""
 
@@ -172,7 +164,6 @@ Message = (
     Ready
     | Claimed
     | Finished
-    | Extended
     | Drain
     | Renew
     | Renewed
@@ -189,7 +180,6 @@ KINDS: dict[str, type[Message]] = {
         Ready,
         Claimed,
         Finished,
-        Extended,
         Drain,
         Renew,
         Renewed,

@@ -16,6 +16,7 @@ from . import backends
 from .backends.base import Backend, ExpiredLease, NewJob, expiry
 from .codec import Codec, JsonCodec
 from .dsn import default_dsn
+from .errors import Unacknowledged
 from .job import Job, check_runnable_elsewhere
 from .listener import Listener
 from .records import ClaimedJob, JobRecord, Outcome, Status
@@ -328,17 +329,34 @@ class Queue:
         finally:
             running.reset(token)
         self.listener.on_settling(claim)
-        if more is None or more():
-            done, next_claim = self.complete_and_claim(claim, types)
-        else:
-            done, next_claim = self.complete(claim), None
+        try:
+            if more is None or more():
+                done, next_claim = self.complete_and_claim(claim, types)
+            else:
+                done, next_claim = self.complete(claim), None
+        except Exception as failure:
+            raise Unacknowledged(claim, None) from failure
         outcome = Outcome.COMPLETED if done else Outcome.LOST
         self.listener.on_settled(claim, outcome)
         return outcome, next_claim
 
     def failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
         self.listener.on_settling(claim)
-        outcome = FAILURE_OUTCOMES[self.settle_failure(claim, error)]
+        try:
+            settled = self.settle_failure(claim, error)
+        except Exception as failure:
+            raise Unacknowledged(claim, error) from failure
+        outcome = FAILURE_OUTCOMES[settled]
+        self.listener.on_settled(claim, outcome)
+        return outcome
+
+    def acknowledge(self, unacknowledged: Unacknowledged) -> Outcome:
+        """Record, on this queue's connection, an outcome another connection could not."""
+        claim, error = unacknowledged.claim, unacknowledged.error
+        if error is None:
+            outcome = Outcome.COMPLETED if self.complete(claim) else Outcome.LOST
+        else:
+            outcome = FAILURE_OUTCOMES[self.settle_failure(claim, error)]
         self.listener.on_settled(claim, outcome)
         return outcome
 

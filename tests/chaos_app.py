@@ -9,6 +9,7 @@ as `tests.chaos_app`: every class names itself, so both register under the same 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -39,6 +40,25 @@ class Chaos(jobq.Job):
         # sure to be inside handle() for a while yet.
         journal_attempt(self.journal, "start", seconds=self.seconds)
         time.sleep(self.seconds)
+        journal_attempt(self.journal, "end")
+
+
+PROCESSES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attempt_processes.py")
+
+
+class ChaosSubprocess(Chaos):
+    """Does its sleeping in a subprocess, which journals its own start and end: the work
+    that must die with the attempt, wherever it is killed."""
+
+    job_name = "ChaosSubprocess"
+
+    def handle(self) -> None:
+        claim = jobq.current_claim()
+        assert claim is not None
+        journal_attempt(self.journal, "start", seconds=self.seconds)
+        command = [sys.executable, PROCESSES, "run", self.journal, str(claim.id)]
+        command += [str(claim.attempt), str(self.seconds)]
+        subprocess.run(command, check=True, stdin=subprocess.DEVNULL)
         journal_attempt(self.journal, "end")
 
 

@@ -6,10 +6,16 @@ class names itself explicitly.
 
 from __future__ import annotations
 
+import ctypes
+import math
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
+
+import psutil
 
 import jobq
 from jobq.testing.history import journal_attempt
@@ -152,3 +158,140 @@ def count_depth_work(path: str) -> None:
 
 if os.environ.get("SUPERVISED_APP_DEPTH_LOG"):
     count_depth_work(os.environ["SUPERVISED_APP_DEPTH_LOG"])
+
+
+PROCESSES = str(Path(__file__).with_name("attempt_processes.py"))
+# An attempt that crashes or raises works this long first: long enough for its processes to
+# start and be watched by the test (chaos.observe lists process families every 0.1 s).
+ENDING_AFTER = 0.5
+
+
+class Attempted(jobq.Job):
+    """Each kind of work users write, for the fencing tests. Attempt 1 works for `seconds`
+    (unless its `ending` cuts it short); later attempts work briefly and complete.
+
+    kind: plain (sleeps), subprocess (waits on a subprocess that does the work), daemon
+    (starts a double-forked setsid daemon that does the work, and sleeps meanwhile), gil
+    (holds the GIL in C calls: libc's sleep() through ctypes.PyDLL, `gil_hold` s at a time).
+    ending: hold (work, then end), crash (start the work, then SIGKILL its own worker, as the
+    OOM killer would), raise (start the work, then raise: the attempt fails and is retried,
+    and the work left running must not overlap with the retry).
+    """
+
+    job_name = "Attempted"
+    type = "attempted"
+
+    def __init__(
+        self,
+        journal: str,
+        kind: str,
+        seconds: float = 60.0,
+        ending: str = "hold",
+        gil_hold: int = 1,
+    ) -> None:
+        self.journal = journal
+        self.kind = kind
+        self.seconds = seconds
+        self.ending = ending
+        self.gil_hold = gil_hold
+
+    def handle(self) -> None:
+        claim = jobq.current_claim()
+        assert claim is not None
+        journal(self.journal, "start", kind=self.kind)
+        first = claim.attempt == 1
+        seconds = self.seconds if first else 0.2
+        ending = self.ending if first else "hold"
+        started = self.start(claim.id, claim.attempt, seconds, wait=ending == "hold")
+        if ending != "hold":
+            time.sleep(ENDING_AFTER)
+        if ending == "crash":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if ending == "raise":
+            journal(self.journal, "end")  # this process's part of the attempt ends here
+            raise RuntimeError("attempt 1 fails, leaving its work running")
+        if started is not None:
+            started.wait()
+        journal(self.journal, "end")
+
+    def start(
+        self, job: int, attempt: int, seconds: float, wait: bool
+    ) -> subprocess.Popen[bytes] | None:
+        """Start the attempt's work; a subprocess the caller waits on, if any."""
+        command = [sys.executable, PROCESSES, "", self.journal, str(job), str(attempt)]
+        command.append(str(seconds))
+        if self.kind == "subprocess":
+            command[2] = "run"
+            return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        if self.kind == "daemon":
+            command[2] = "daemon"
+            subprocess.run(command, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        if wait:
+            self.pass_time(seconds)
+        return None
+
+    def pass_time(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        libc = ctypes.PyDLL(None)  # PyDLL: the GIL stays held for the whole call
+        while (left := deadline - time.monotonic()) > 0:
+            if self.kind == "gil":
+                libc.sleep(max(1, min(self.gil_hold, math.ceil(left))))
+            else:
+                time.sleep(min(left, 0.02))
+
+
+class Alarm(jobq.Job):
+    """Uses SIGALRM through setitimer and alarm(), which the worker's fence once kept for
+    itself, for `seconds` in all: the timer must fire, and the worker must live on."""
+
+    job_name = "Alarm"
+    type = "alarm"
+
+    def __init__(self, journal: str, seconds: float) -> None:
+        self.journal = journal
+        self.seconds = seconds
+
+    def handle(self) -> None:
+        journal(self.journal, "start")
+        fired: list[int] = []
+        signal.signal(signal.SIGALRM, lambda signum, frame: fired.append(signum))
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        deadline = time.monotonic() + self.seconds + 30
+        while not fired and time.monotonic() < deadline:
+            time.sleep(0.01)
+        signal.alarm(0)
+        journal(self.journal, "end", alarms=len(fired))
+
+
+class CutConnection(jobq.Job):
+    """Ends by having the database server drop its worker's connections, as a failover does,
+    so that the acknowledgement that follows fails on a broken connection."""
+
+    job_name = "CutConnection"
+    type = "cut"
+
+    def __init__(self, journal: str, dsn: str, server_port: int) -> None:
+        self.journal = journal
+        self.dsn = dsn
+        self.server_port = server_port
+
+    def handle(self) -> None:
+        journal(self.journal, "start")
+        mine = psutil.Process().net_connections("tcp")
+        ports = [c.laddr.port for c in mine if c.raddr and c.raddr.port == self.server_port]
+        with jobq.Queue.connect(self.dsn) as admin:
+            backend = admin.backend
+            if self.dsn.startswith("postgresql"):
+                backend.fetchall(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE client_port = ANY(%(ports)s)",
+                    {"ports": ports},
+                )
+            else:
+                for (session,) in backend.fetchall(
+                    "SELECT id FROM information_schema.processlist"
+                    " WHERE SUBSTRING_INDEX(host, ':', -1) IN %(ports)s",
+                    {"ports": [str(port) for port in ports] or [""]},
+                ):
+                    backend.execute("KILL CONNECTION %(id)s", {"id": session})
+        journal(self.journal, "end", cut=len(ports))

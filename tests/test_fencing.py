@@ -159,6 +159,11 @@ def assert_left_to_maintenance(job_id: int, running: Supervisor) -> None:
         ) from None
 
 
+def assert_keeper_fenced(job_id: int, running: Supervisor) -> None:
+    """The fence keeper, not the master, killed the attempt."""
+    running.wait_for_log(f"Lease of job {job_id} was not renewed in time", timeout=5)
+
+
 def finish(held: Held, queue: jobq.Queue, running: Supervisor) -> None:
     """Let the running attempt end, see the job completed, and stop the supervisor cleanly."""
     held.release.touch()
@@ -219,12 +224,11 @@ def test_a_worker_whose_lease_cannot_be_renewed_dies_before_the_lease_ends(
                 running.signal(signal.SIGCONT)
         assert_fenced_in_time(died, lease_until, margin, running.log)
         how = exit_line(worker, running)
+        # The master's SIGKILL and the fence keeper's are due at the same moment, and either
+        # may win; a SIGTERM would mean the kill grace was skipped.
+        assert "signal SIGKILL" in how, how
         if frozen:
-            assert "signal SIGALRM" in how, how  # only its own timer could fence it
-        else:
-            # The master's SIGKILL and the worker's own timer are due at the same moment,
-            # and either may win; a SIGTERM would mean the kill grace was skipped.
-            assert "signal SIGKILL" in how or "signal SIGALRM" in how, how
+            assert_keeper_fenced(held.id, running)  # only the keeper could fence it
         if slowed:
             # The master's SIGTERM is due a kill grace before the worker's own timer, so it
             # is the master that fenced first here; the worker ignored it and lived on.
@@ -275,7 +279,7 @@ def test_a_killed_master_takes_its_busy_worker_and_helpers_with_it(
         running.signal(signal.SIGKILL)
         died = wait_dead(worker, timeout=5)
         lease_until = lease_end(queue, held.id)
-        # PR_SET_PDEATHSIG: the kernel kills it with the master, not its timer a lease later.
+        # PR_SET_PDEATHSIG: the kernel kills it with the master, not the keeper a lease later.
         gone = f"worker gone {died - killed:.3f} s after the master"
         print(f"{gone}, {lease_until - died:.3f} s before its lease ended")
         assert died - killed < 1.0, f"the worker outlived its master by {died - killed:.3f} s"
@@ -323,14 +327,15 @@ def test_a_frozen_master_s_busy_worker_fences_itself(
             died = wait_dead(worker, timeout=lease + 2)
             lease_until = lease_end(queue, held.id)
             assert_fenced_in_time(died, lease_until, margin, running.log)
-            # Still frozen: the worker's own timer did it, not the master.
+            # Still frozen: the fence keeper did it, not the master.
             assert psutil.Process(running.pid).status() == psutil.STATUS_STOPPED
             # The attempt that runs next may complete.
             held.release.touch()
         finally:
             running.signal(signal.SIGCONT)
         how = exit_line(worker, running)
-        assert "signal SIGALRM" in how, how
+        assert "signal SIGKILL" in how, how
+        assert_keeper_fenced(held.id, running)
         held.wait_started(running, attempt=2, timeout=15)
         assert_attempts_did_not_overlap(held, worker, died)
         finish(held, queue, running)

@@ -69,6 +69,21 @@ def test_a_killed_attempt_ends_when_its_process_was_seen_gone() -> None:
     assert [a.attempt for a in late.unfinished] == [1]
 
 
+def test_an_attempt_s_subprocess_counts_as_that_attempt() -> None:
+    # The worker (pid 10) and the subprocess its job ran (pid 12) are one attempt: together
+    # they overlap nothing, but the subprocess outliving the worker into attempt 2 does.
+    worker, subprocess, retry = (
+        run(1, 1, 10, 0.0, None),
+        run(1, 1, 12, 0.5, None),
+        run(1, 2, 11, 7.0, 9.0),
+    )
+    entries = worker + subprocess + retry
+    assert check(entries, [record(1, "completed", 2)], exits={10: 5.0, 12: 6.0}).ok
+    late = check(entries, [record(1, "completed", 2)], exits={10: 5.0, 12: 8.0})
+    ((first, second),) = late.overlaps
+    assert (first.pid, second.pid) == (12, 11)
+
+
 @pytest.mark.parametrize(
     "final",
     [

@@ -53,7 +53,7 @@ RENEWAL_TROUBLE = (
     "cannot be renewed in time",
     "to another attempt",
 )
-KILL_REASONS = ("renewal", "lost", "job_timeout", "memory", "shutdown")
+KILL_REASONS = ("renewal", "self_fence", "lost", "job_timeout", "memory", "shutdown")
 
 
 @pytest.fixture
@@ -460,8 +460,9 @@ def test_the_probes_answer_and_unknown_paths_are_404(dsn: str, queue: jobq.Queue
 def test_without_a_metrics_port_nothing_listens(dsn: str, queue: jobq.Queue) -> None:
     with supervisor(dsn, "--workers", "2", *FAST) as running:
         running.wait_for_log(" ready", count=2)
-        # Every process is up (master, renewer, housekeeper, both workers) and none listens.
-        assert len(psutil.Process(running.pid).children()) == 4
+        # Every process is up (master, renewer, housekeeper, fence keeper, both workers) and
+        # none listens.
+        assert len(psutil.Process(running.pid).children()) == 5
         assert listening(running) == set()
         stop(running)
     assert "Serving /metrics" not in running.log

@@ -22,7 +22,8 @@ from jobq import protocol
 from jobq.queue import next_step
 from jobq.records import ClaimedJob
 from jobq.retry import MAX_DELAY
-from jobq.supervisor.config import MINIMUMS, RENEW_RETRY_PAUSE, SupervisorConfig, fitted_timing
+from jobq.supervisor.config import MINIMUMS, SupervisorConfig, fitted_timing
+from jobq.supervisor.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 
 from .chaos_app import Chaos
 from .test_codec import json_values
@@ -39,7 +40,7 @@ DB_SETTINGS = settings(
 )
 
 TERMS = ("renew_interval", "renew_timeout", "kill_grace", "safety_margin")
-FORMULA = "renew_interval + 2 x renew_timeout + 1 s + kill_grace + safety_margin < lease"
+FORMULA = "renew_interval + 2 x renew_timeout + 1 s + kill_grace + 0.1 s + safety_margin < lease"
 
 # -- the timing rule ---------------------------------------------------------------------------
 
@@ -58,6 +59,7 @@ def exact_budget(values: dict[str, Decimal]) -> Decimal:
         + 2 * values["renew_timeout"]
         + Decimal(repr(RENEW_RETRY_PAUSE))
         + values["kill_grace"]
+        + Decimal(repr(FENCE_LEAD))
         + values["safety_margin"]
     )
 
@@ -109,8 +111,8 @@ def test_the_timing_rule_accepts_exactly_what_the_inequality_allows(
     assert len(rule) == (0 if holds else 1), problems
     for message in rule:
         terms = [values["renew_interval"], values["renew_timeout"], RENEW_RETRY_PAUSE]
-        terms += [values["kill_grace"], values["safety_margin"]]
-        named = "{:g} + 2 x {:g} + {:g} + {:g} + {:g}".format(*terms)
+        terms += [values["kill_grace"], FENCE_LEAD, values["safety_margin"]]
+        named = "{:g} + 2 x {:g} + {:g} + {:g} + {:g} + {:g}".format(*terms)
         assert f"{named} = {float(budget):g} s, not below the {lease:g} s lease" in message
 
 

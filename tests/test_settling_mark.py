@@ -1,4 +1,4 @@
-"""The settling mark is one word of memory a worker and its master both see, across the fork."""
+"""The settling mark is two words of memory a worker and its master both see, across the fork."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def test_a_mark_a_forked_child_writes_is_what_its_parent_reads() -> None:
     pid = os.fork()
     if pid == 0:
         try:
-            mark.set(2**40 + 7)  # an id wider than 32 bits
+            mark.set(2**40 + 7, "token-a")  # an id wider than 32 bits
             os.write(to_parent_w, b"set")
             os.read(to_child_r, 1)
             mark.clear()
@@ -22,12 +22,15 @@ def test_a_mark_a_forked_child_writes_is_what_its_parent_reads() -> None:
         finally:
             os._exit(0)
     try:
-        assert mark.job_id() == 0
+        assert not mark.settling(2**40 + 7, "token-a")
         assert os.read(to_parent_r, 3) == b"set"
-        assert mark.job_id() == 2**40 + 7
+        assert mark.settling(2**40 + 7, "token-a")
+        # Keyed on the attempt: the same job under another token is not being settled.
+        assert not mark.settling(2**40 + 7, "token-b")
+        assert not mark.settling(7, "token-a")
         os.write(to_child_w, b"x")
         assert os.read(to_parent_r, 3) == b"clr"
-        assert mark.job_id() == 0
+        assert not mark.settling(2**40 + 7, "token-a")
     finally:
         os.waitpid(pid, 0)
         mark.close()

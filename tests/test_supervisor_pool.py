@@ -61,19 +61,22 @@ def supervise(
 
 # -- the timing rule ---------------------------------------------------------------------------
 
-ALL_TERMS = "renew_interval + 2 x renew_timeout + 1 s + kill_grace + safety_margin < lease"
+ALL_TERMS = "renew_interval + 2 x renew_timeout + 1 s + kill_grace + 0.1 s + safety_margin < lease"
 
 
 @pytest.mark.databases("sqlite")
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        ({"lease": "5"}, [ALL_TERMS, "1 + 2 x 1 + 1 + 0 + 1 = 5 s, not below the 5 s lease"]),
-        # The defaults (10 + 2 x 5 + 1 + 5 + 5 = 31 s) need a lease over 31 s.
+        (
+            {"lease": "5"},
+            [ALL_TERMS, "1 + 2 x 1 + 1 + 0 + 0.1 + 1 = 5.1 s, not below the 5 s lease"],
+        ),
+        # The defaults (10 + 2 x 5 + 1 + 5 + 0.1 + 5 = 31.1 s) need a lease over 31.1 s.
         (
             {"lease": "31", "renew_interval": "10", "renew_timeout": "5", "kill_grace": "5",
              "safety_margin": "5"},
-            [ALL_TERMS, "10 + 2 x 5 + 1 + 5 + 5 = 31 s, not below the 31 s lease"],
+            [ALL_TERMS, "10 + 2 x 5 + 1 + 5 + 0.1 + 5 = 31.1 s, not below the 31 s lease"],
         ),
     ],
     ids=["lease", "defaults"],

@@ -350,6 +350,12 @@ class Backend(ABC):
         """Extend every (id, token) lease that is still held, in one statement; returns the
         ids that were extended. An ended lease is never revived, and none is shortened."""
 
+    @abstractmethod
+    def bound_statements(self, seconds: float) -> None:
+        """Have the server itself give up on any statement of this connection that runs, or
+        waits for a lock, for longer than about `seconds`: a statement its client gave up on
+        must not run on, holding row locks, seconds later."""
+
     def listen(self) -> bool:
         """Start receiving wake-ups for newly enqueued jobs; False where the database has
         none, and idle workers must poll."""

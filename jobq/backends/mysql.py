@@ -7,6 +7,7 @@ locks on the status index and make concurrent claims deadlock. Times are DATETIM
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -250,12 +251,21 @@ class MysqlBackend(Backend):
         )
         return None if row is None else self.to_datetime(row[0])
 
+    def bound_statements(self, seconds: float) -> None:
+        self.execute("SET SESSION innodb_lock_wait_timeout = %s", (max(1, math.ceil(seconds)),))
+        version = str(self.fetchone("SELECT VERSION()")[0])
+        if "MariaDB" in version:
+            self.execute("SET SESSION max_statement_time = %s", (seconds,))
+        else:  # MySQL bounds only SELECTs this way; its UPDATEs by the lock wait above
+            self.execute("SET SESSION max_execution_time = %s", (max(1, round(seconds * 1000)),))
+
     def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> set[int]:
-        """One UPDATE for every claim, then a read of which leases now reach into the future:
-        exactly the extended ones, since a lease that had ended stays ended and only this
-        master extends leases. MySQL has no UPDATE … RETURNING to do both at once."""
+        """One UPDATE for every claim, then a read of which leases now reach a lease past a
+        moment pinned before the UPDATE: exactly the ones this round extended, however long
+        the UPDATE waited for its locks. MySQL has no UPDATE … RETURNING to do both at once."""
         pairs = ", ".join(f"(%(id{i})s, %(token{i})s)" for i in range(len(claims)))
-        params: dict[str, Any] = {"lease": self.seconds(lease)}
+        pinned = self.fetchone(f"SELECT {NOW}")[0]
+        params: dict[str, Any] = {"lease": self.seconds(lease), "pinned": pinned}
         for i, (job_id, token) in enumerate(claims):
             params[f"id{i}"], params[f"token{i}"] = job_id, token
         self.execute(
@@ -268,7 +278,8 @@ class MysqlBackend(Backend):
         rows = self.fetchall(
             f"""
             SELECT id FROM jobq_jobs
-            WHERE (id, token) IN ({pairs}) AND status = 'in_progress' AND lease_until > {NOW}
+            WHERE (id, token) IN ({pairs}) AND status = 'in_progress'
+              AND lease_until >= DATE_ADD(%(pinned)s, INTERVAL %(lease)s MICROSECOND)
             """,
             params,
         )

@@ -245,6 +245,14 @@ class PostgresBackend(Backend):
             )
             return {int(row[0]) for row in cursor.fetchall()}
 
+    def bound_statements(self, seconds: float) -> None:
+        limit = f"{max(1, round(seconds * 1000))}ms"
+        self.fetchone(
+            "SELECT set_config('statement_timeout', %(limit)s, false),"
+            " set_config('lock_timeout', %(limit)s, false)",
+            {"limit": limit},
+        )
+
     def listen(self) -> bool:
         self.execute(f"LISTEN {NOTIFY_CHANNEL}")
         return True

@@ -231,6 +231,10 @@ class SqliteBackend(Backend):
         )
         return None if row is None else self.to_datetime(row[0])
 
+    def bound_statements(self, seconds: float) -> None:
+        """In-process: a statement ends with the process that runs it, when the renewer is
+        killed; there is no server to run it on."""
+
     def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> set[int]:
         rows = self.fetchall(
             f"""

@@ -9,17 +9,16 @@ from decimal import Decimal
 from ..errors import ConfigurationError
 from ..options import BY_NAME, RENEWAL, declared
 from ..worker.settings import WorkerSettings
+from .lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE, exact, timing_budget
 
-# The pause before a failed or timed-out renewal round is tried once more.
-RENEW_RETRY_PAUSE = 1.0
-
+# Every term of lease_clock.timing_budget, as --help and refusals write it.
+TIMING_RULE = (
+    f"renew_interval + 2 x renew_timeout + {RENEW_RETRY_PAUSE:g} s + kill_grace + "
+    f"{FENCE_LEAD:g} s + safety_margin < lease"
+)
 MINIMUMS: dict[str, float] = {o.name: o.minimum or 0.0 for o in RENEWAL}
 # A lease given alone leaves the timing rule this share of it as slack.
 FITTED_SHARE = Decimal("0.9")
-
-
-def exact(seconds: float) -> Decimal:
-    return Decimal(repr(seconds))
 
 
 def fitted_timing(lease: float) -> dict[str, float]:
@@ -32,7 +31,7 @@ def fitted_timing(lease: float) -> dict[str, float]:
     """
     terms = {o.name: (exact(o.default), exact(o.minimum or 0.0)) for o in RENEWAL}
     weight = {name: 2 if name == "renew_timeout" else 1 for name in terms}
-    room = FITTED_SHARE * exact(lease) - exact(RENEW_RETRY_PAUSE)
+    room = FITTED_SHARE * exact(lease) - exact(RENEW_RETRY_PAUSE) - exact(FENCE_LEAD)
     full = sum(weight[n] * default for n, (default, _) in terms.items())
     least = sum(weight[n] * low for n, (_, low) in terms.items())
     factor = max(Decimal(0), min(Decimal(1), (room - least) / (full - least)))
@@ -67,17 +66,9 @@ class SupervisorConfig:
     termination_grace_period: float | None = None
 
     def timing_budget(self) -> Decimal:
-        """How long a lease must outlast its last confirmed renewal, at worst: the next
-        round, a timed-out try and its retry, the kill grace and the safety margin.
-
-        In decimal, as the options were written: a binary float sum of 1 + 2 + 1 + 0.1 + 1.1
-        falls just short of 5.2 and would let a lease of exactly the budget through."""
-        return (
-            exact(self.renew_interval)
-            + 2 * exact(self.renew_timeout)
-            + exact(RENEW_RETRY_PAUSE)
-            + exact(self.kill_grace)
-            + exact(self.safety_margin)
+        """See lease_clock.timing_budget."""
+        return timing_budget(
+            self.renew_interval, self.renew_timeout, self.kill_grace, self.safety_margin
         )
 
     def problems(self) -> list[str]:
@@ -91,11 +82,10 @@ class SupervisorConfig:
             self.timing_budget() >= exact(self.lease)
         ):
             found.append(
-                "the timing rule renew_interval + 2 x renew_timeout + 1 s + kill_grace + "
-                f"safety_margin < lease does not hold: {self.renew_interval:g} + "
-                f"2 x {self.renew_timeout:g} + {RENEW_RETRY_PAUSE:g} + {self.kill_grace:g} + "
-                f"{self.safety_margin:g} = {float(self.timing_budget()):g} s, not below the "
-                f"{self.lease:g} s lease"
+                f"the timing rule {TIMING_RULE} does not hold: "
+                f"{self.renew_interval:g} + 2 x {self.renew_timeout:g} + {RENEW_RETRY_PAUSE:g} + "
+                f"{self.kill_grace:g} + {FENCE_LEAD:g} + {self.safety_margin:g} = "
+                f"{float(self.timing_budget()):g} s, not below the {self.lease:g} s lease"
             )
         drain = self.graceful_timeout + self.kill_grace
         if self.termination_grace_period is not None and self.termination_grace_period <= drain:

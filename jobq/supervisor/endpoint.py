@@ -8,10 +8,15 @@ a client that stalls is dropped after a few seconds.
 from __future__ import annotations
 
 import contextlib
+import logging
 import selectors
 import socket
 import time
 from collections.abc import Callable
+
+from ..errors import ConfigurationError
+
+log = logging.getLogger("jobq")
 
 # A handler returns (HTTP status, content type, body).
 Response = tuple[int, str, bytes]
@@ -115,3 +120,22 @@ class Endpoint:
             connection.close()
         self.selector.unregister(self.listener)
         self.listener.close()
+
+
+def serve(
+    selector: selectors.BaseSelector, address: str, port: int, routes: dict[str, Handler]
+) -> Endpoint:
+    """The master's endpoint; a port that cannot be bound is a configuration error."""
+    try:
+        endpoint = Endpoint(selector, address, port, routes)
+    except OSError as error:
+        raise ConfigurationError(
+            f"cannot serve metrics on {address}:{port}: {error.strerror or error}"
+        ) from None
+    log.info(
+        "Serving /metrics, /healthz and /readyz on %s:%d",
+        address,
+        endpoint.port,
+        extra={"event": "metrics"},
+    )
+    return endpoint

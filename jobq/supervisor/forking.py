@@ -7,6 +7,7 @@ held by any other thread (an import, a driver's) would stay locked forever in th
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -21,10 +22,25 @@ from .signals import HANDLED
 
 log = logging.getLogger("jobq")
 
-# A terminal sends these to the whole process group; they are the master's to act on.
+# A terminal sends these to its foreground process group; they are the master's to act on.
+# Every child leads a group of its own (so that a worker's whole attempt can be signalled at
+# once), which keeps them out of the terminal's group too: ignoring them is the second line.
 IGNORED_IN_CHILD = (signal.SIGINT, signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGQUIT)
-# SIGTERM stops a child at once (fencing, timeouts, shutdown); SIGALRM is its self-fence.
+# SIGTERM stops a child at once (fencing, timeouts, shutdown); jobs may use SIGALRM.
 DEFAULT_IN_CHILD = (signal.SIGTERM, signal.SIGALRM, signal.SIGCHLD)
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> None:
+    """Make this process the child subreaper of everything it forks: a process that leaves
+    its worker's group and outlives its parent (a double-forked daemon) is reparented here,
+    not to init, where the master reaps it and a worker can still find it."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
 @dataclass
@@ -46,8 +62,13 @@ class Forked:
         os.close(self.pidfd)
 
 
-def fork(body: Callable[[socket.socket], int], let_go: Callable[[], None]) -> Forked:
-    """Run body(socket) in a new child process that dies with the master.
+def fork(
+    body: Callable[[socket.socket], int],
+    let_go: Callable[[], None],
+    dies_with_master: bool = True,
+) -> Forked:
+    """Run body(socket) in a new child process, the leader of its own process group, that
+    dies with the master (unless told otherwise: the fence keeper outlives it on purpose).
 
     let_go runs first in the child, to close what it inherited of the master's.
     """
@@ -67,8 +88,10 @@ def fork(body: Callable[[socket.socket], int], let_go: Callable[[], None]) -> Fo
                 signal.signal(signum, signal.SIG_IGN)
             for signum in DEFAULT_IN_CHILD:
                 signal.signal(signum, signal.SIG_DFL)
+            os.setpgid(0, 0)
             signal.pthread_sigmask(signal.SIG_SETMASK, set())
-            die_with(master_pid)
+            if dies_with_master:
+                die_with(master_pid)
             master_end.close()
             let_go()
             code = body(child_end)
@@ -78,6 +101,10 @@ def fork(body: Callable[[socket.socket], int], let_go: Callable[[], None]) -> Fo
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
+    # Both sides set the group, so that it is set before either goes on: the master may
+    # signal the group at once.
+    with contextlib.suppress(OSError):  # it exited already
+        os.setpgid(pid, pid)
     signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     child_end.close()
     master_end.setblocking(False)

@@ -16,9 +16,7 @@ import select
 import selectors
 import signal
 import time
-from dataclasses import dataclass
 
-import psutil
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from setproctitle import setproctitle
 
@@ -26,17 +24,17 @@ from .. import protocol
 from ..app import import_app, reload_app
 from ..backends import SCHEMES
 from ..dsn import scheme_of, scrub
-from ..errors import ConfigurationError
 from ..queue import job_extra
 from ..worker import child
-from ..worker.fence import FENCE_LEAD
+from ..worker.fence import FenceTable
 from ..worker.mark import SettlingMark
-from . import housekeeper, renewer
-from .config import RENEW_RETRY_PAUSE, SupervisorConfig
-from .endpoint import Endpoint, Response
-from .forking import Forked, fork
+from . import housekeeper, keeper, lease_clock, renewer
+from .config import SupervisorConfig
+from .endpoint import Endpoint, Response, serve
+from .forking import Forked, adopt_orphans, fork
+from .lease_clock import Round
 from .metrics import Metrics
-from .pool import Lease, WorkerProcess
+from .pool import Lease, WorkerProcess, describe_exit, resident_memory
 from .signals import SignalQueue
 
 log = logging.getLogger("jobq")
@@ -55,6 +53,8 @@ LOOP_TICK = 1.0
 PACE = 0.005
 # Queue depth is read from the database at most this often, however often it is scraped.
 DEPTH_CACHE = 2.0
+# Rows of the fence table: the most workers one supervisor runs at once.
+FENCE_SLOTS = 1024
 # Exits a worker makes on purpose: they are not restarts in the metrics' sense.
 RECYCLED = {child.EXIT_RECYCLED: None, child.EXIT_MEMORY: "memory"}
 
@@ -63,20 +63,6 @@ STOP_CAUSES = {
     "job_timeout": "Job timed out",
     "shutdown": "Interrupted: the supervisor shut down",
 }
-
-
-@dataclass
-class Round:
-    """A renewal round in flight: sent at `sent`, for these (job id -> (pid, token))."""
-
-    id: int
-    sent: float
-    claims: dict[int, tuple[int, str]]
-
-
-def describe_exit(status: int) -> str:
-    code = os.waitstatus_to_exitcode(status)
-    return f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
 
 
 class Master:
@@ -88,6 +74,9 @@ class Master:
         self.selector = selectors.DefaultSelector()
         self.renewer: Forked | None = None
         self.housekeeper: Forked | None = None
+        self.keeper: Forked | None = None
+        # Mapped before any fork, so every process shares it.
+        self.fences = FenceTable(FENCE_SLOTS)
         self.state = "starting"  # then running, draining (TERM/INT) or stopping (QUIT)
         self.exit_code = 0
         self.generation = 0
@@ -121,6 +110,8 @@ class Master:
         import_app(self.config.app)
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
+        adopt_orphans()
+        self.start_keeper()
         # Before any process is forked: a port that cannot be bound stops the start cleanly.
         if self.config.metrics_port is not None:
             self.serve_metrics_endpoint()
@@ -192,14 +183,8 @@ class Master:
         return min(times)
 
     def stop_point(self, lease: Lease) -> float:
-        """The last moment to send SIGTERM and still have the child dead by its lease's end
-        minus the safety margin."""
-        return self.kill_point(lease) - self.config.kill_grace
-
-    def kill_point(self, lease: Lease) -> float:
-        """When SIGKILL goes out at the latest, so the child is gone by the lease's end minus
-        the safety margin."""
-        return lease.expires - self.config.safety_margin - FENCE_LEAD
+        config = self.config
+        return lease_clock.stop_point(lease.expires, config.safety_margin, config.kill_grace)
 
     # -- children's messages ---------------------------------------------------------------
 
@@ -236,38 +221,54 @@ class Master:
     # -- reaping ---------------------------------------------------------------------------
 
     def reap(self) -> None:
+        """Reap every exited child: workers, helpers, and escapees of jobs (the master is
+        their subreaper), which are reaped quietly."""
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                # WNOWAIT: a worker stays unreaped while its attempt is killed, so its pid,
+                # which is its process group's id, cannot be reused meanwhile.
+                exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 return
-            if pid == 0:
+            if exited is None or exited.si_pid == 0:
                 return
+            pid = exited.si_pid
             worker = self.children.pop(pid, None)
             if worker is not None:
-                self.buried(worker, status)
-            elif self.renewer is not None and pid == self.renewer.pid:
-                self.renewer_died(describe_exit(status))
+                self.buried(worker)
+                continue
+            how = describe_exit(os.waitpid(pid, 0)[1])
+            if self.renewer is not None and pid == self.renewer.pid:
+                self.renewer_died(how)
             elif self.housekeeper is not None and pid == self.housekeeper.pid:
-                self.housekeeper_died(describe_exit(status))
+                self.helper_died(self.housekeeper, "housekeeper", how)
+                self.start_housekeeper()
+            elif self.keeper is not None and pid == self.keeper.pid:
+                self.helper_died(self.keeper, "fence keeper", how)
+                self.start_keeper()
 
-    def buried(self, worker: WorkerProcess, status: int) -> None:
+    def buried(self, worker: WorkerProcess) -> None:
         if worker.process.sock in self.selector.get_map():
             self.read_messages(worker)  # what it said before it died still counts
             with contextlib.suppress(KeyError):
                 self.selector.unregister(worker.process.sock)
+        gone = worker.end_attempt()
+        if worker.stop_reason is None and worker.fenced_by_keeper():
+            # The master could not vouch for its lease in time, and was late to say so.
+            worker.stop_reason = "self_fence"
+            self.metrics.killed.labels("self_fence").inc()
+        self.fences.release(worker.slot)
+        status = os.waitpid(worker.pid, 0)[1]
         worker.process.close()
         worker.mark.close()
         how = describe_exit(status)
         log.info("Worker %d exited (%s)", worker.pid, how, extra={"event": "worker_exited"})
-        fenced_itself = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM
-        if worker.stop_reason is None and fenced_itself:
-            # Its own fence fired: its lease could not be vouched for. That is the master's
-            # renewal stop by another hand; both are due at the same moment.
-            worker.stop_reason = "renewal"
         if worker.lease is not None:
-            self.orphaned(worker, worker.lease, how)
+            self.orphaned(worker, worker.lease, how if gone else None)
         self.count_exit(worker, os.waitstatus_to_exitcode(status))
+        self.count_startup_failure(worker, how)
+
+    def count_startup_failure(self, worker: WorkerProcess, how: str) -> None:
         if not worker.ready and worker.stop_reason is None:
             self.startup_failures += 1
             if self.startup_failures >= CRASH_LOOP_LIMIT and self.state == "running":
@@ -293,10 +294,18 @@ class Master:
             # counted by reason in jobq_workers_killed_total.
             self.metrics.restarts.inc()
 
-    def orphaned(self, worker: WorkerProcess, lease: Lease, how: str) -> None:
-        """A child died holding an attempt."""
+    def orphaned(self, worker: WorkerProcess, lease: Lease, how: str | None) -> None:
+        """A child died holding an attempt (`how`: None if its processes may still run)."""
         claim = lease.claim
-        if worker.stop_reason in ("renewal", "lost"):
+        if how is None:
+            self.metrics.unconfirmed.inc()
+            log.error(
+                "Job %d's processes still run after SIGKILL (worker %d)",
+                claim.id,
+                worker.pid,
+                extra=job_extra(claim, "kill_unconfirmed"),
+            )
+        if worker.stop_reason in ("renewal", "lost", "self_fence") or how is None:
             # Its database was out of reach, or the job is someone else's already.
             log.warning(
                 "Job %d was left to maintenance after its lease (worker %d stopped: %s)",
@@ -320,9 +329,18 @@ class Master:
     def start_renewer(self) -> None:
         config = self.config
         self.renewer = fork(
-            lambda sock: renewer.serve(config.dsn, config.lease, sock), self.close_inherited
+            lambda sock: renewer.serve(config.dsn, config.lease, config.renew_timeout, sock),
+            self.close_inherited,
         )
         self.selector.register(self.renewer.sock, selectors.EVENT_READ, None)
+
+    def start_keeper(self) -> None:
+        config, master = self.config, os.getpid()
+        self.keeper = fork(
+            lambda sock: keeper.serve(self.fences, config.safety_margin, master, sock),
+            self.close_inherited,
+            dies_with_master=False,  # it kills what the workers started when the master dies
+        )
 
     def start_housekeeper(self) -> None:
         config = self.config
@@ -376,34 +394,31 @@ class Master:
         os.close(self.renewer.pidfd)
         self.renewer = None
 
-    def housekeeper_died(self, how: str) -> None:
-        if self.state != "stopped":
-            log.warning(
-                "The housekeeper exited (%s): starting another",
-                how,
-                extra={"event": "housekeeper"},
-            )
-        assert self.housekeeper is not None
+    def helper_died(self, helper: Forked, name: str, how: str) -> None:
+        """The housekeeper or the fence keeper died; the caller starts another."""
+        event = name.replace(" ", "_")
+        log.warning("The %s exited (%s): starting another", name, how, extra={"event": event})
         with contextlib.suppress(KeyError):
-            self.selector.unregister(self.housekeeper.sock)
-        self.housekeeper.close()
-        self.housekeeper = None
-        if self.state != "stopped":
-            self.start_housekeeper()
+            self.selector.unregister(helper.sock)
+        helper.close()
 
     def stop_helpers(self) -> None:
-        """Let the housekeeper fail what it was sent (within 10 s), then stop both helpers."""
+        """Let the housekeeper fail what it was sent (within 10 s), and the keeper kill what
+        is left of any attempt, then stop the helpers."""
         self.state = "stopped"
         if self.housekeeper is not None:
             self.send(self.housekeeper, protocol.Drain())
             # A pidfd turns readable when its process exits.
             select.select([self.housekeeper.pidfd], [], [], HOUSEKEEPER_GRACE)
-        for helper in (self.renewer, self.housekeeper):
+        if self.keeper is not None:
+            self.keeper.sock.close()  # its cue: it kills every attempt still held, and exits
+            select.select([self.keeper.pidfd], [], [], HOUSEKEEPER_GRACE)
+        for helper in (self.renewer, self.housekeeper, self.keeper):
             if helper is not None:
                 helper.signal(signal.SIGKILL)
                 os.waitpid(helper.pid, 0)
                 helper.close()
-        self.renewer = self.housekeeper = None
+        self.renewer = self.housekeeper = self.keeper = None
         self.reap()
 
     def send(self, process: Forked, message: protocol.Message) -> None:
@@ -446,12 +461,9 @@ class Master:
         if self.round is not None:
             self.metrics.renewals.labels("error").inc(len(self.round.claims))
         self.round = None
-        if not self.retrying:
-            self.retrying = True
-            self.next_round_at = now + RENEW_RETRY_PAUSE
-        else:
-            self.retrying = False
-            self.next_round_at = max(now, self.cycle_start + self.config.renew_interval)
+        self.next_round_at, self.retrying = lease_clock.next_round(
+            now, self.cycle_start, self.config.renew_interval, False, self.retrying
+        )
 
     def read_renewals(self) -> None:
         if self.renewer is None:
@@ -470,8 +482,9 @@ class Master:
             self.round_failed(time.monotonic())
             return
         self.round = None
-        self.retrying = False
-        self.next_round_at = self.cycle_start + self.config.renew_interval
+        self.next_round_at, self.retrying = lease_clock.next_round(
+            time.monotonic(), self.cycle_start, self.config.renew_interval, True, self.retrying
+        )
         self.apply_round(current, set(result.extended))
 
     def apply_round(self, done: Round, extended: set[int]) -> None:
@@ -483,15 +496,16 @@ class Master:
             if (worker.lease.claim.id, worker.lease.claim.token) != (job_id, token):
                 continue  # it finished that attempt meanwhile
             if job_id in extended:
-                # Anchored at the send: the database extended it no earlier than that.
-                worker.lease.expires = max(worker.lease.expires, done.sent + self.config.lease)
-                self.send(worker.process, protocol.Extended(job_id, worker.lease.expires))
+                lease = worker.lease
+                lease.expires = lease_clock.extended(lease.expires, done.sent, self.config.lease)
+                worker.slot.master.write(lease.held_as(pid))
                 continue
-            self.read_messages(worker)  # it may have acknowledged just before the round
-            lease = worker.lease
             # A settling attempt runs no job code any more: most likely its acknowledgement
             # is what made the round miss it, and either way nothing can overlap with it.
-            settling = lease is not None and worker.mark.job_id() == lease.claim.id
+            # Read before the messages: the worker clears it only after it sent them.
+            settling = worker.mark.settling(job_id, token)
+            self.read_messages(worker)  # it may have acknowledged just before the round
+            lease = worker.lease
             if lease is not None and lease.claim.token == token and not settling:
                 lost += 1
                 log.error(
@@ -530,21 +544,20 @@ class Master:
                     )
                     self.stop(worker, "job_timeout", now)
             if worker.kill_at is not None and not worker.killed and now >= worker.kill_at:
-                worker.process.signal(signal.SIGKILL)
-                worker.killed = True
+                worker.kill()
 
     def stop(self, worker: WorkerProcess, reason: str, now: float, at_once: bool = False) -> None:
-        """SIGTERM now and SIGKILL at min(now + kill_grace, lease end - safety margin)."""
+        """SIGTERM to its whole attempt now, and SIGKILL after the kill grace, or at the
+        lease's kill point if that comes first."""
         worker.stop_reason = reason
         self.metrics.killed.labels(reason).inc()
-        kill_at = now + self.config.kill_grace
-        if worker.lease is not None:
-            kill_at = min(kill_at, self.kill_point(worker.lease))
+        expires = None if worker.lease is None else worker.lease.expires
+        config = self.config
+        kill_at = lease_clock.kill_at(now, config.kill_grace, expires, config.safety_margin)
         if at_once or kill_at <= now:
-            worker.process.signal(signal.SIGKILL)
-            worker.killed = True
+            worker.kill()
         else:
-            worker.process.signal(signal.SIGTERM)
+            worker.terminate()
             worker.kill_at = kill_at
 
     # -- the pool --------------------------------------------------------------------------
@@ -587,9 +600,14 @@ class Master:
 
     def spawn(self) -> None:
         settings = dataclasses.replace(self.config.worker_settings(), patient=self.database_seen)
+        slot = self.fences.allocate()
+        if slot is None:
+            log.error("Cannot start more than %d workers", FENCE_SLOTS)
+            self.next_spawn_at = time.monotonic() + MAX_SPAWN_BACKOFF
+            return
         mark = SettlingMark()
-        process = fork(lambda sock: child.run(settings, sock, mark), self.close_inherited)
-        worker = WorkerProcess(process, mark, self.generation, time.monotonic())
+        process = fork(lambda sock: child.run(settings, sock, mark, slot), self.close_inherited)
+        worker = WorkerProcess(process, mark, slot, self.generation, time.monotonic())
         self.children[process.pid] = worker
         self.selector.register(process.sock, selectors.EVENT_READ, worker)
         log.info("Spawned worker %d", process.pid, extra={"event": "spawned"})
@@ -600,7 +618,7 @@ class Master:
         for fd in self.signals.fds():
             with contextlib.suppress(OSError):
                 os.close(fd)
-        helpers = [h for h in (self.renewer, self.housekeeper) if h is not None]
+        helpers = [h for h in (self.renewer, self.housekeeper, self.keeper) if h is not None]
         for process in [w.process for w in self.children.values()] + helpers:
             with contextlib.suppress(OSError):
                 process.close()
@@ -620,33 +638,13 @@ class Master:
     def serve_metrics_endpoint(self) -> None:
         config = self.config
         assert config.metrics_port is not None
-        try:
-            self.endpoint = Endpoint(
-                self.selector,
-                config.metrics_address,
-                config.metrics_port,
-                {"/metrics": self.scrape, "/healthz": self.health, "/readyz": self.readiness},
-            )
-        except OSError as error:
-            raise ConfigurationError(
-                f"cannot serve metrics on {config.metrics_address}:{config.metrics_port}: "
-                f"{error.strerror or error}"
-            ) from None
-        log.info(
-            "Serving /metrics, /healthz and /readyz on %s:%d",
-            config.metrics_address,
-            self.endpoint.port,
-            extra={"event": "metrics"},
-        )
+        routes = {"/metrics": self.scrape, "/healthz": self.health, "/readyz": self.readiness}
+        self.endpoint = serve(self.selector, config.metrics_address, config.metrics_port, routes)
 
     def scrape(self) -> Response:
         busy = sum(1 for w in self.children.values() if w.lease is not None)
         idle = sum(1 for w in self.children.values() if w.ready and w.lease is None)
-        rss = []
-        for worker in self.children.values():
-            with contextlib.suppress(psutil.Error):
-                rss.append(psutil.Process(worker.pid).memory_info().rss)
-        self.metrics.on_workers(busy, idle, rss)
+        self.metrics.on_workers(busy, idle, resident_memory(self.children.values()))
         now = time.monotonic()
         if self.housekeeper is not None and now - self.depth_asked >= DEPTH_CACHE:
             # Answered on a later tick: this scrape shows the last figures read.

@@ -109,8 +109,15 @@ class Metrics:
         self.killed = Counter(
             "jobq_workers_killed",
             "Workers stopped by the master or recycled, by reason: renewal (the lease could not "
-            "be renewed in time), lost, job_timeout, memory, shutdown",
+            "be renewed in time), self_fence (the fence keeper killed it for that reason while "
+            "the master did not), lost, job_timeout, memory, shutdown",
             ["reason"],
+            registry=registry,
+        )
+        self.unconfirmed = Counter(
+            "jobq_attempt_kills_unconfirmed",
+            "Attempts whose processes were still running after SIGKILL, when the master "
+            "buried their worker",
             registry=registry,
         )
         self.restarts = Counter(
@@ -146,7 +153,7 @@ class Metrics:
             self.workers.labels(state)
         for result in ("extended", "lost", "error"):
             self.renewals.labels(result)
-        for reason in ("renewal", "lost", "job_timeout", "memory", "shutdown"):
+        for reason in ("renewal", "self_fence", "lost", "job_timeout", "memory", "shutdown"):
             self.killed.labels(reason)
         for outcome in ("requeued", "failed", "expired"):
             self.recovered.labels(outcome)

@@ -2,7 +2,10 @@
 
 The master's loop never waits on the database: it sends a round and goes on fencing. A
 round that does not come back within the renewal timeout gets the renewer killed (its
-connection may be blackholed and never answer) and a new one forked for the retry.
+connection may be blackholed and never answer) and a new one forked for the retry. Its
+statements are bounded on the server too, to about the renewal timeout: killing the renewer
+does not stop a statement the server already runs, and one that waited for row locks could
+otherwise run on, holding them, long after its round was given up.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ..queue import Queue
 log = logging.getLogger("jobq")
 
 
-def serve(dsn: str, lease: float, sock: socket.socket) -> int:
+def serve(dsn: str, lease: float, timeout: float, sock: socket.socket) -> int:
     """Answer renewal rounds until the master closes the socket."""
     setproctitle("jobq-supervise: renewer")
     sock.setblocking(True)
@@ -28,6 +31,7 @@ def serve(dsn: str, lease: float, sock: socket.socket) -> int:
         try:
             if connection is None:
                 connection = Queue.connect(dsn, lease_duration=lease)
+                connection.backend.bound_statements(timeout)
             extended = connection.renew_many([(job_id, token) for job_id, token in request.claims])
             reply = protocol.Renewed(request.round, sorted(extended))
         except Exception as error:

@@ -122,7 +122,11 @@ def attempts(entries: Iterable[Mapping[str, Any]], exits: Mapping[int, float]) -
 
 def overlapping(runs: list[Attempt]) -> list[tuple[Attempt, Attempt]]:
     """Pairs of attempts of one job whose running times intersect (an open end counts as
-    running for ever, so an attempt whose end is unknown overlaps everything after it)."""
+    running for ever, so an attempt whose end is unknown overlaps everything after it).
+
+    An attempt may journal from several processes (its worker, and the subprocesses its job
+    runs, each with its own pid): those run at once by design; each must end before any
+    process of another attempt starts."""
     pairs = []
     by_job: dict[int, list[Attempt]] = defaultdict(list)
     for run in runs:
@@ -130,6 +134,8 @@ def overlapping(runs: list[Attempt]) -> list[tuple[Attempt, Attempt]]:
     for job_runs in by_job.values():
         for i, first in enumerate(job_runs):
             for second in job_runs[i + 1 :]:
+                if first.attempt == second.attempt:
+                    continue
                 if first.end is None or second.start < first.end:
                     pairs.append((first, second))
     return pairs

@@ -1,7 +1,7 @@
 """A worker child's life: claim one job at a time, report it, run it, acknowledge, report.
 
-The master renews the lease; this process only has to tell it what it holds, and to die
-when the master cannot vouch for the lease any more (see fence.py).
+The master renews the lease; this process only has to tell it what it holds, in a message and
+in the fence table (see fence.py), and to end its job's leftover processes with each attempt.
 """
 
 from __future__ import annotations
@@ -14,15 +14,17 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from typing import NoReturn
 
 import psutil
 
 from .. import protocol
+from ..errors import Unacknowledged
 from ..listener import Listener
 from ..queue import Queue
 from ..records import ClaimedJob, Outcome
-from . import title
-from .fence import SelfFence
+from . import attempt, title
+from .fence import EMPTY, Hold, Slot, token_key
 from .mark import SettlingMark
 from .settings import WorkerSettings
 
@@ -45,6 +47,8 @@ UNACKNOWLEDGED = "unacknowledged"
 DRAIN_CHECK = 0.25
 # How often the process title follows the running job.
 TITLE_REFRESH = 0.5
+# How long killing a job's leftover processes may take to be confirmed.
+LEFTOVERS_CONFIRM = 2.0
 
 
 @dataclass
@@ -72,7 +76,8 @@ class SettlingReporter(Listener):
         self.settled: tuple[ClaimedJob, Outcome] | None = None
 
     def on_settling(self, claim: ClaimedJob) -> None:
-        self.mark.set(claim.id)
+        self.mark.set(claim.id, claim.token)
+        end_leftovers(claim)
 
     def on_settled(self, claim: ClaimedJob, outcome: Outcome) -> None:
         self.settled = (claim, outcome)
@@ -81,6 +86,22 @@ class SettlingReporter(Listener):
         if self.settled is not None and self.settled[0] is claim:
             return self.settled[1]
         return Outcome.FAILED
+
+
+def end_leftovers(claim: ClaimedJob) -> None:
+    """Kill what the attempt's job started and left running, before its outcome is recorded:
+    a failed attempt is retried, and its leftovers must not overlap with the retry."""
+    if not attempt.has_leftovers(os.getppid()):
+        return
+    log.warning(
+        "Job %d left processes running: killing them", claim.id, extra={"event": "leftovers"}
+    )
+    if not attempt.kill_and_confirm(os.getpid(), LEFTOVERS_CONFIRM):
+        log.error(
+            "Job %d's leftover processes still run after SIGKILL",
+            claim.id,
+            extra={"event": "kill_unconfirmed"},
+        )
 
 
 class DatabaseLost(Exception):
@@ -92,13 +113,15 @@ class DatabaseLost(Exception):
 
 
 class Child:
-    def __init__(self, settings: WorkerSettings, sock: socket.socket, mark: SettlingMark) -> None:
+    def __init__(
+        self, settings: WorkerSettings, sock: socket.socket, mark: SettlingMark, slot: Slot
+    ) -> None:
         self.settings = settings
         self.sock = sock
         self.mark = mark
+        self.slot = slot
         self.stopping = threading.Event()
-        self.fence = SelfFence(settings.safety_margin)
-        # The claim being run, shared with the thread that re-arms the fence.
+        # The claim being run, shared with the thread that shows it in the process title.
         self.lock = threading.Lock()
         self.current: ClaimedJob | None = None
         self.idle_wait = FIRST_IDLE_WAIT
@@ -167,7 +190,7 @@ class Child:
                 if claim is None:
                     claim = self.next_claim(session)
                     continue
-                claim = self.run_claim(session.queue, claim)
+                claim = self.run_claim(session, claim)
             except DatabaseLost as lost:
                 log.error("%s: %s", lost.what, lost.__cause__, extra={"event": "db_error"})
                 if not self.reconnect(session):
@@ -203,27 +226,75 @@ class Child:
             raise DatabaseLost("Claim failed") from error
         return None
 
-    def run_claim(self, queue: Queue, claim: ClaimedJob) -> ClaimedJob | None:
+    def run_claim(self, session: Session, claim: ClaimedJob) -> ClaimedJob | None:
         """Run one attempt; returns the next claim when its acknowledgement made one."""
         self.begin(claim)
         try:
-            outcome, next_claim = queue.run_and_claim(
+            outcome, next_claim = session.queue.run_and_claim(
                 claim, self.settings.types, more=self.wants_another
             )
+        except Unacknowledged as unacknowledged:
+            outcome, next_claim = self.acknowledge_again(session, unacknowledged), None
         except Exception as error:
-            # The acknowledgement did not reach the database. The master stops renewing the
-            # attempt, its lease runs out, and maintenance gives the job another one.
-            self.end(claim, UNACKNOWLEDGED)
-            raise DatabaseLost(
-                f"Could not record how attempt {claim.attempt} of job {claim.id} ended, so "
-                "the job will run again after its lease"
-            ) from error
+            self.unacknowledged(claim, error)
         except BaseException:
             # handle() raised SystemExit or the like: its attempt is failed; honour it.
             self.end(claim, self.reporter.outcome_of(claim))
             raise
         self.end(claim, outcome, next_claim)
         return next_claim
+
+    def acknowledge_again(self, session: Session, unacknowledged: Unacknowledged) -> Outcome:
+        """Record an outcome the session's connection could not, on a fresh connection, for
+        as long as the attempt's lease is vouched for; the fresh connection then replaces the
+        session's. After a database failover, the job need not run again in full."""
+        claim, delay = unacknowledged.claim, FIRST_RECONNECT_WAIT
+        error = unacknowledged.__cause__
+        while (left := self.vouched_until(claim) - time.monotonic()) > 0:
+            log.warning(
+                "Could not record how attempt %d of job %d ended (%s): trying on a new "
+                "connection",
+                claim.attempt,
+                claim.id,
+                error,
+                extra={"event": "ack_retry"},
+            )
+            queue: Queue | None = None
+            try:
+                queue = Queue.connect(
+                    self.settings.dsn, lease_duration=self.settings.lease, listener=self.reporter
+                )
+                outcome = queue.acknowledge(unacknowledged)
+                session.notifying = queue.backend.listen()
+            except Exception as failure:
+                close_quietly(queue)
+                error = failure
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, MAX_RECONNECT_WAIT)
+                continue
+            close_quietly(session.queue)
+            session.queue = queue
+            return outcome
+        self.unacknowledged(claim, error)
+
+    def vouched_until(self, claim: ClaimedJob) -> float:
+        """The end of the attempt's lease as this worker knows it (its claim, or the master's
+        last extension of it in the fence table), less the safety margin."""
+        expires = claim.expires_monotonic
+        mine = Hold(os.getpid(), claim.id, token_key(claim.token), expires)
+        extension = self.slot.master.read()
+        if extension is not None and mine.same_attempt(extension):
+            expires = max(expires, extension.expires)
+        return expires - self.settings.safety_margin
+
+    def unacknowledged(self, claim: ClaimedJob, error: BaseException | None) -> NoReturn:
+        # The master stops renewing the attempt, its lease runs out, and maintenance gives the
+        # job another one.
+        self.end(claim, UNACKNOWLEDGED)
+        raise DatabaseLost(
+            f"Could not record how attempt {claim.attempt} of job {claim.id} ended, so "
+            "the job will run again after its lease"
+        ) from error
 
     def reconnect(self, session: Session) -> bool:
         """Replace a session whose connection failed; False if stopped while trying."""
@@ -254,8 +325,8 @@ class Child:
         """Report an attempt's end, and the attempt its acknowledgement began, if any, in one
         message: the master swaps one lease for the other."""
         if then is None:
+            self.slot.worker.write(EMPTY)
             with self.lock:
-                self.fence.disarm()
                 self.current = None
             protocol.send(self.sock, protocol.Finished(claim.id, str(outcome)))
         else:
@@ -267,10 +338,12 @@ class Child:
         self.mark.clear()
 
     def hold(self, claim: ClaimedJob) -> None:
-        """Make `claim` the one this process is fenced on."""
+        """Make `claim` the one this process is fenced on, and marks what it starts with."""
+        key = token_key(claim.token)
+        self.slot.worker.write(Hold(os.getpid(), claim.id, key, claim.expires_monotonic))
+        attempt.mark(claim.id)
         with self.lock:
             self.current, self.started = claim, time.monotonic()
-            self.fence.arm(claim.expires_monotonic)
 
     def recycle_due(self, done: int) -> tuple[int, str] | None:
         """(exit code, why) when the worker should be replaced after `done` jobs, else None."""
@@ -302,17 +375,13 @@ class Child:
                 self.stopping.set()
                 if message is None:
                     return
-            elif isinstance(message, protocol.Extended):
-                with self.lock:
-                    if self.current is not None and self.current.id == message.id:
-                        self.fence.arm(message.expires_monotonic)
 
 
-def run(settings: WorkerSettings, sock: socket.socket, mark: SettlingMark) -> int:
+def run(settings: WorkerSettings, sock: socket.socket, mark: SettlingMark, slot: Slot) -> int:
     """The child's whole life after fork; returns its exit code."""
     sock.setblocking(True)
     try:
-        return Child(settings, sock, mark).main()
+        return Child(settings, sock, mark, slot).main()
     except SystemExit as exit:
         log.warning("A job raised SystemExit(%s); the worker exits", exit.code)
         return EXIT_OK

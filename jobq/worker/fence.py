@@ -1,25 +1,44 @@
-"""How a child makes sure it never outlives its lease, whatever happens to its master.
+"""How a worker never outlives its lease, whatever happens to its master or its own GIL.
 
-Two kernel mechanisms, neither of which needs the master or the GIL to fire:
-- PR_SET_PDEATHSIG: the kernel kills the child when the master dies.
-- An ITIMER_REAL timer armed to the lease's end minus the safety margin, with SIGALRM at its
-  default action (terminate). Each extension the master confirms re-arms it; a frozen master
-  confirms none, so the child dies before its lease can end.
+- PR_SET_PDEATHSIG: the kernel kills a worker when the master dies (and the fence keeper
+  then kills whatever the worker's job started).
+- The fence table: anonymous shared memory, mapped before any fork, one slot per worker.
+  The worker writes the attempt it holds and that attempt's lease end; the master writes
+  each extension it confirms. The fence keeper, a process of its own, kills the whole
+  attempt when the later of the two (for the same job and token) is about to pass. Nothing
+  here needs the worker's GIL, a timer or a signal of the job's: a job that holds the GIL
+  for longer than its lease runs on while the master renews it, and jobs may use SIGALRM.
+
+Each slot has one section per writer, so no two processes ever write the same bytes. A
+section is a seqlock: the writer makes its counter odd, writes, and makes it even again; a
+reader that sees an odd or changed counter discards what it read, and the keeper then goes
+on with the last whole value it read, which was vouched for too. Erring that way can only
+bring a fence earlier, never miss one. (CPython gives no memory barriers; x86 keeps one
+writer's stores in order as other cores see them, which is what the seqlock relies on.)
 """
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import mmap
 import os
 import signal
+import struct
 import sys
-import time
+from dataclasses import dataclass
 
 PR_SET_PDEATHSIG = 1
 
-# A kill is not instant: the process is scheduled, torn down and reaped. Fences act this much
-# before the moment a worker must be gone, so that it is gone by then, not just signalled.
-FENCE_LEAD = 0.1
+# seq, pid, job id, token key, lease end (CLOCK_MONOTONIC, absolute).
+SECTION = struct.Struct("qqqqd")
+SEQ = struct.Struct("q")
+SECTIONS = ("worker", "master", "keeper")
+SLOT_SIZE = 128
+HEADER = struct.Struct("q")  # how many slots are, or were, in use
+TORN_RETRIES = 100
+
+assert SECTION.size * len(SECTIONS) <= SLOT_SIZE
 
 
 def die_with(parent_pid: int) -> None:
@@ -33,16 +52,90 @@ def die_with(parent_pid: int) -> None:
         os._exit(1)
 
 
-class SelfFence:
-    def __init__(self, safety_margin: float) -> None:
-        self.safety_margin = safety_margin
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+def token_key(token: str) -> int:
+    """A claim token as one signed 64-bit word: what the table and the mark compare."""
+    digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True) or 1
 
-    def arm(self, expires_monotonic: float) -> None:
-        """Be dead by expires_monotonic - safety_margin unless re-armed later."""
-        remaining = expires_monotonic - self.safety_margin - FENCE_LEAD - time.monotonic()
-        # A zero interval would disarm the timer; the smallest positive one fires at once.
-        signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-6))
 
-    def disarm(self) -> None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+@dataclass(frozen=True)
+class Hold:
+    """What a section says: worker `pid` holds (job, token key) until `expires`."""
+
+    pid: int
+    job: int
+    token: int
+    expires: float
+
+    def same_attempt(self, other: Hold | None) -> bool:
+        return other is not None and (self.job, self.token) == (other.job, other.token)
+
+
+EMPTY = Hold(0, 0, 0, 0.0)
+
+
+class Section:
+    """One writer's part of a slot."""
+
+    def __init__(self, memory: mmap.mmap, offset: int) -> None:
+        self.memory = memory
+        self.offset = offset
+
+    def write(self, hold: Hold) -> None:
+        memory, offset = self.memory, self.offset
+        odd = SEQ.unpack_from(memory, offset)[0] | 1
+        SEQ.pack_into(memory, offset, odd)
+        SECTION.pack_into(memory, offset, odd, hold.pid, hold.job, hold.token, hold.expires)
+        SEQ.pack_into(memory, offset, odd + 1)
+
+    def read(self) -> Hold | None:
+        """The section's value, or None if every try raced a write."""
+        for _ in range(TORN_RETRIES):
+            seq, pid, job, token, expires = SECTION.unpack_from(self.memory, self.offset)
+            if seq % 2 == 0 and SEQ.unpack_from(self.memory, self.offset)[0] == seq:
+                return Hold(pid, job, token, expires)
+        return None
+
+
+class Slot:
+    """A worker's slot: its own section, the master's extensions, the keeper's kills."""
+
+    def __init__(self, memory: mmap.mmap, index: int) -> None:
+        self.index = index
+        base = HEADER.size + index * SLOT_SIZE
+        self.worker, self.master, self.keeper = (
+            Section(memory, base + i * SECTION.size) for i in range(len(SECTIONS))
+        )
+
+    def clear(self) -> None:
+        """Only for a slot whose worker is gone: the worker section is not the master's."""
+        for section in (self.worker, self.master, self.keeper):
+            section.write(EMPTY)
+
+
+class FenceTable:
+    """The shared table; allocate() and release() belong to the master alone."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.memory = mmap.mmap(-1, HEADER.size + capacity * SLOT_SIZE)
+        self.free = list(range(capacity - 1, -1, -1))
+
+    def allocate(self) -> Slot | None:
+        if not self.free:
+            return None
+        index = self.free.pop()
+        slot = Slot(self.memory, index)
+        slot.clear()
+        in_use = HEADER.unpack_from(self.memory, 0)[0]
+        HEADER.pack_into(self.memory, 0, max(in_use, index + 1))
+        return slot
+
+    def release(self, slot: Slot) -> None:
+        slot.clear()
+        self.free.append(slot.index)
+
+    def slots(self) -> list[Slot]:
+        """Every slot that is or was in use (for the keeper)."""
+        in_use = min(HEADER.unpack_from(self.memory, 0)[0], self.capacity)
+        return [Slot(self.memory, index) for index in range(in_use)]

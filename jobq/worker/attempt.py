@@ -1,0 +1,112 @@
+"""An attempt's processes: the worker and everything its job started, found and killed.
+
+Killing the worker alone is not enough: a job that shells out (pg_restore, ffmpeg, a vendor
+script) leaves its subprocess running, and the job's next attempt would overlap with it.
+Three things together find every local process of an attempt:
+- its process group: each worker leads its own, set right after fork, and whatever the job
+  starts stays in it unless it leaves on purpose (setsid, setpgid);
+- a mark in the environment, JOBQ_ATTEMPT=<job id>.<worker pid>, set by the worker for each
+  attempt: every program the job runs inherits it, even one that left the group, like a
+  daemon that double-forked and called setsid;
+- the master is a child subreaper, so such an escapee is reparented to the master (which
+  reaps it), not to init, and a worker can find its own escapees among the master's children.
+
+A process that both leaves the group and drops or replaces its environment is out of reach;
+so is anything not on this machine (see the README on what the guarantee covers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+
+import psutil
+
+MARK = "JOBQ_ATTEMPT"
+# How often a kill is checked on while it is being confirmed.
+CONFIRM_POLL = 0.005
+GONE = (ProcessLookupError, FileNotFoundError, PermissionError, psutil.Error)
+
+
+def mark(job_id: int) -> None:
+    """Mark whatever this worker starts from now on as part of attempt `job_id`."""
+    os.environ[MARK] = f"{job_id}.{os.getpid()}"
+
+
+def marked(pid: int, worker: int) -> bool:
+    """Whether process `pid` carries a mark of one of worker `worker`'s attempts."""
+    with open(f"/proc/{pid}/environ", "rb") as file:
+        environment = file.read()
+    suffix = f".{worker}".encode()
+    prefix = MARK.encode() + b"="
+    return any(
+        entry.startswith(prefix) and entry.endswith(suffix) for entry in environment.split(b"\0")
+    )
+
+
+def members(worker: int) -> list[int]:
+    """The processes of worker `worker`'s attempt that still run (zombies run nothing);
+    never the calling process."""
+    found = []
+    me = os.getpid()
+    for process in psutil.process_iter():
+        pid = process.pid
+        if pid == me:
+            continue
+        with contextlib.suppress(*GONE):
+            if (os.getpgid(pid) == worker or marked(pid, worker)) and (
+                process.status() != psutil.STATUS_ZOMBIE
+            ):
+                found.append(pid)
+    return found
+
+
+def kill(worker: int, signum: signal.Signals = signal.SIGKILL) -> list[int]:
+    """Signal every process of the attempt; returns those that were found still running.
+
+    Only while `worker` is unreaped, or its group still has members, does its pid name the
+    group: the kernel reuses neither before then. A worker cleaning up after its own job
+    spares itself, and so its group.
+    """
+    if worker != os.getpid():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(worker, signum)
+    running = members(worker)
+    for pid in running:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+    return running
+
+
+def kill_and_confirm(worker: int, timeout: float) -> bool:
+    """SIGKILL the attempt until a look finds none of its processes running; False if some
+    still ran after `timeout` (a process stuck in the kernel cannot be killed sooner)."""
+    deadline = time.monotonic() + timeout
+    while kill(worker):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(CONFIRM_POLL)
+    return True
+
+
+def has_leftovers(master: int) -> bool:
+    """Whether this worker's job left processes behind: a child of its own, or an escapee of
+    its own among the master's children. Cheap (a few small reads of /proc), because it runs
+    after every attempt; the thorough search runs only when this finds something."""
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(FileNotFoundError), open(f"/proc/self/task/{task}/children") as f:
+            if f.read().strip():
+                return True
+    me = os.getpid()
+    try:
+        with open(f"/proc/{master}/task/{master}/children") as file:
+            siblings = [int(pid) for pid in file.read().split()]
+    except FileNotFoundError:
+        return False
+    for pid in siblings:
+        with contextlib.suppress(*GONE):
+            if pid != me and marked(pid, me):
+                return True
+    return False
