@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import logs
-from .app import import_app
+from . import hooks, logs
+from .app import import_app, start_worker
 from .dsn import DEFAULT_DSN, default_dsn, scrub
 from .errors import ConfigurationError, JobqError
 from .loop import PlainWorker
@@ -137,8 +137,13 @@ def is_driver_error(error: BaseException) -> bool:
     return False
 
 
-def open_queue(args: argparse.Namespace) -> Queue:
-    import_app(args.app)
+def open_queue(args: argparse.Namespace, worker: bool = False) -> Queue:
+    """Import the application (a worker also sets Django up and runs on_worker_start hooks),
+    then connect."""
+    if worker:
+        start_worker(args.app)
+    else:
+        import_app(args.app)
     dsn = args.dsn or default_dsn()
     try:
         return Queue.connect(dsn, lease_duration=args.lease)
@@ -162,7 +167,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_work(args: argparse.Namespace) -> int:
-    with open_queue(args) as queue:
+    with open_queue(args, worker=True) as queue:
+        queue.hooks = hooks.for_jobs()
         worker = PlainWorker(
             queue,
             args.types,

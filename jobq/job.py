@@ -87,3 +87,8 @@ def _init_parameters_without_default(cls: type[Job]) -> tuple[str, ...]:
 
 def registered(name: str) -> type[Job] | None:
     return _registry.get(name)
+
+
+def registered_types() -> set[str]:
+    """The job types of every registered class."""
+    return {cls.type for cls in _registry.values()}

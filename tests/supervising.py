@@ -41,7 +41,13 @@ FAST = (
 class Supervisor:
     """A jobq-supervise process whose log is collected line by line."""
 
-    def __init__(self, dsn: str, args: Sequence[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        args: Sequence[str],
+        env: dict[str, str] | None = None,
+        entry: str = "jobq.supervisor",
+    ) -> None:
         environment = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
@@ -49,8 +55,7 @@ class Supervisor:
             **(env or {}),
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "supervised_app",
-             *args],
+            [sys.executable, "-m", entry, "--dsn", dsn, "--app", "supervised_app", *args],
             env=environment,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -127,8 +132,10 @@ def safe_cmdline(process: psutil.Process) -> list[str]:
 
 
 @contextmanager
-def supervisor(dsn: str, *args: str, env: dict[str, str] | None = None) -> Iterator[Supervisor]:
-    running = Supervisor(dsn, args, env)
+def supervisor(
+    dsn: str, *args: str, env: dict[str, str] | None = None, entry: str = "jobq.supervisor"
+) -> Iterator[Supervisor]:
+    running = Supervisor(dsn, args, env, entry)
     try:
         yield running
     finally:

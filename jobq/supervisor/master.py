@@ -23,7 +23,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from setproctitle import setproctitle
 
 from .. import protocol
-from ..app import import_app, reload_app
 from ..backends import SCHEMES
 from ..dsn import scheme_of, scrub
 from ..errors import ConfigurationError
@@ -31,7 +30,7 @@ from ..queue import job_extra
 from ..worker import child
 from ..worker.fence import FENCE_LEAD
 from ..worker.mark import SettlingMark
-from . import housekeeper, renewer
+from . import appcheck, housekeeper, renewer
 from .config import RENEW_RETRY_PAUSE, SupervisorConfig
 from .endpoint import Endpoint, Response
 from .forking import Forked, fork
@@ -110,6 +109,7 @@ class Master:
         self.database_seen = False  # it answered once: later failures are outages
         self.last_pass = float("-inf")
         self.title = ""
+        self.app_check: appcheck.AppCheck | None = None  # a reload's, while it runs
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -118,7 +118,7 @@ class Master:
         # shows the command line, DSN and password included, and every child inherits it.
         self.show_title()
         self.config.check()
-        import_app(self.config.app)
+        appcheck.check_now(self.config.app, self.close_inherited)
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
         # Before any process is forked: a port that cannot be bound stops the start cleanly.
@@ -709,13 +709,24 @@ class Master:
     def handle_hup(self) -> None:
         if self.state != "running":
             return
-        try:
-            reload_app(self.config.app)
-        except Exception:
-            log.exception("Reload failed: the workers keep running the code they have")
-            return
-        self.generation += 1
-        log.info("Reloading: replacing workers one at a time", extra={"event": "reload"})
+        if self.app_check is not None:
+            self.app_check.cancel()  # the code may have changed again: check the latest
+        log.info("Reload requested: checking --app", extra={"event": "reload_check"})
+        self.app_check = appcheck.AppCheck(
+            self.config.app, self.close_inherited, self.selector, self.app_checked
+        )
+
+    def app_checked(self, error: str | None) -> None:
+        self.app_check = None
+        if error is not None:
+            log.error(
+                "Reload failed, the workers keep running the code they have: %s",
+                error,
+                extra={"event": "reload_failed"},
+            )
+        elif self.state == "running":
+            self.generation += 1
+            log.info("Reloading: replacing workers one at a time", extra={"event": "reload"})
 
     def handle_ttin(self) -> None:
         self.target += 1

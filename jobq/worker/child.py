@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from .. import protocol
+from .. import hooks, protocol
+from ..app import start_worker
+from ..errors import ConfigurationError
 from ..listener import Listener
 from ..queue import Queue
 from ..records import ClaimedJob, Outcome
@@ -108,6 +110,15 @@ class Child:
 
     def main(self) -> int:
         title.starting()
+        try:
+            start_worker(self.settings.app)
+        except Exception as error:
+            # An application's own bug is worth its traceback; a missing module is not.
+            trace = not isinstance(error, ConfigurationError)
+            log.error(
+                "Worker cannot start: %s", error, exc_info=trace, extra={"event": "worker_failed"}
+            )
+            return EXIT_CANNOT_START
         session = self.open_session(patient=self.settings.patient)
         if session is None:
             return EXIT_CANNOT_START
@@ -133,6 +144,7 @@ class Child:
                     lease_duration=self.settings.lease,
                     listener=self.reporter,
                 )
+                queue.hooks = hooks.for_jobs()
                 notifying = queue.backend.listen()
                 return Session(queue, notifying, queue.claim(self.settings.types))
             except Exception as error:
