@@ -6,6 +6,7 @@ class names itself explicitly.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -18,6 +19,24 @@ from jobq.testing.history import journal_attempt
 IMPORTED = time.monotonic()
 # A slow application import, so a test can look at the master while it is still importing.
 time.sleep(float(os.environ.get("SUPERVISED_APP_IMPORT_DELAY", "0")))
+
+
+def controlled_import(control: Path) -> None:
+    """What a test wrote in the file SUPERVISED_APP_IMPORT_CONTROL since the start, e.g. a
+    slow or failing import for a later HUP: {"delay": seconds, "fail": true}. Every import
+    that reads it says so in `<file>.seen`."""
+    if not control.exists():
+        return
+    orders = json.loads(control.read_text())
+    with open(f"{control}.seen", "a") as seen:
+        seen.write(f"{os.getpid()}\n")
+    time.sleep(float(orders.get("delay", 0)))
+    if orders.get("fail"):
+        raise RuntimeError("supervised_app was told to fail its import")
+
+
+if os.environ.get("SUPERVISED_APP_IMPORT_CONTROL"):
+    controlled_import(Path(os.environ["SUPERVISED_APP_IMPORT_CONTROL"]))
 
 
 def journal(path: str, event: str, **fields: object) -> None:
