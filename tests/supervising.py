@@ -47,16 +47,21 @@ class Supervisor:
         args: Sequence[str],
         env: dict[str, str] | None = None,
         entry: str = "jobq.supervisor",
+        command: Sequence[str] | None = None,
+        cwd: Path | None = None,
     ) -> None:
+        """Runs `python -m entry --dsn dsn --app supervised_app *args`, or `command *args`."""
         environment = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
             "PYTHONUNBUFFERED": "1",
             **(env or {}),
         }
+        default = [sys.executable, "-m", entry, "--dsn", dsn, "--app", "supervised_app"]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", entry, "--dsn", dsn, "--app", "supervised_app", *args],
+            [*(command or default), *args],
             env=environment,
+            cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
