@@ -138,9 +138,14 @@ def safe_cmdline(process: psutil.Process) -> list[str]:
 
 @contextmanager
 def supervisor(
-    dsn: str, *args: str, env: dict[str, str] | None = None, entry: str = "jobq.supervisor"
+    dsn: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    entry: str = "jobq.supervisor",
+    command: Sequence[str] | None = None,
+    cwd: Path | None = None,
 ) -> Iterator[Supervisor]:
-    running = Supervisor(dsn, args, env, entry)
+    running = Supervisor(dsn, args, env, entry, command, cwd)
     try:
         yield running
     finally:

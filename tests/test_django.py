@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import psycopg
@@ -18,7 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 import jobq
 
 from . import drivers
-from .supervising import FAST, Supervisor
+from .supervising import FAST, Supervisor, supervisor
 from .support import wait_for
 
 PROJECT = Path(__file__).parent / "djangoproject"
@@ -53,11 +54,11 @@ def project(dsn: str) -> Iterator[str]:
     yield dsn
 
 
-def supervise(dsn: str, *args: str, persistent: bool = False) -> Supervisor:
+def supervise(dsn: str, *args: str, persistent: bool = False) -> AbstractContextManager[Supervisor]:
     """`manage.py jobq supervise`, which takes the DSN from the project's settings."""
     command = [sys.executable, "manage.py", "jobq", "supervise"]
     env = {"ORDERS_DSN": dsn, "ORDERS_PERSISTENT_CONNECTIONS": "1" if persistent else ""}
-    return Supervisor(dsn, args, env, command=command, cwd=PROJECT)
+    return supervisor(dsn, *args, env=env, command=command, cwd=PROJECT)
 
 
 def receipts(dsn: str, db_kind: str) -> dict[int, str]:
@@ -93,24 +94,33 @@ def stop(running: Supervisor) -> None:
 
 @pytest.mark.databases("postgresql", "sqlite")
 def test_jobs_use_the_orm_in_forked_workers(project: str, db_kind: str) -> None:
-    running = supervise(project, "--workers", "2", *FAST)
-    try:
+    with supervise(project, "--workers", "2", *FAST) as running:
         place(running, project, db_kind, 40, total=40)
         stop(running)
-    finally:
-        running.stop()
     with jobq.Queue.connect(project) as queue:
         assert queue.counts() == {"completed": 40}
     workers = {receipt.rsplit(" ", 1)[1] for receipt in receipts(project, db_kind).values()}
     assert str(running.pid) not in workers
 
 
+@pytest.mark.databases("sqlite")
+@pytest.mark.parametrize("app", [None, "orders.jobs"])
+def test_jobq_supervise_sets_a_django_project_up_in_its_workers(
+    project: str, db_kind: str, app: str | None
+) -> None:
+    command = [sys.executable, "-m", "jobq.supervisor", "--dsn", project]
+    env = {"ORDERS_DSN": project, "DJANGO_SETTINGS_MODULE": "project.settings"}
+    args = ("--workers", "1", *FAST, *(["--app", app] if app else []))
+    with supervisor(project, *args, env=env, command=command, cwd=PROJECT) as running:
+        place(running, project, db_kind, 5, total=5)
+        stop(running)
+
+
 @pytest.mark.databases("postgresql")
 def test_jobs_after_the_database_ended_the_workers_sessions_still_succeed(
     project: str, db_kind: str
 ) -> None:
-    running = supervise(project, "--workers", "2", *FAST, persistent=True)
-    try:
+    with supervise(project, "--workers", "2", *FAST, persistent=True) as running:
         place(running, project, db_kind, 10, total=10)
         with psycopg.connect(project, autocommit=True) as admin:
             ended = admin.execute(
@@ -122,8 +132,6 @@ def test_jobs_after_the_database_ended_the_workers_sessions_still_succeed(
         assert {django for django, _ in ended} == {True, False}
         place(running, project, db_kind, 10, total=20)
         stop(running)
-    finally:
-        running.stop()
     with jobq.Queue.connect(project) as queue:
         assert queue.counts() == {"completed": 20}
         # Not one attempt failed on a dead connection.
