@@ -29,6 +29,14 @@ def import_app(module: str | None) -> None:
         importlib.import_module(module)
     except ImportError as error:
         raise ConfigurationError(f"cannot import --app {module!r}: {error}") from error
+    except Exception as error:
+        # Django's ImproperlyConfigured or AppRegistryNotReady: a project imported unset up.
+        if type(error).__module__.startswith("django.") and not os.environ.get(DJANGO_SETTINGS):
+            raise ConfigurationError(
+                f"cannot import --app {module!r}: {error} (a Django project's modules need "
+                f"{DJANGO_SETTINGS} set, or run `manage.py jobq supervise`)"
+            ) from error
+        raise
 
 
 def load_app(module: str | None) -> None:

@@ -116,6 +116,22 @@ def test_jobq_supervise_sets_a_django_project_up_in_its_workers(
         stop(running)
 
 
+@pytest.mark.databases("sqlite")
+def test_a_django_project_without_its_settings_is_refused_with_a_hint(dsn: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "orders.jobs"],
+        cwd=PROJECT,
+        env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "cannot import --app 'orders.jobs'" in result.stderr
+    assert "need DJANGO_SETTINGS_MODULE set, or run `manage.py jobq supervise`" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.databases("postgresql")
 def test_jobs_after_the_database_ended_the_workers_sessions_still_succeed(
     project: str, db_kind: str
