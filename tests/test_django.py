@@ -92,7 +92,7 @@ def stop(running: Supervisor) -> None:
     assert running.wait() == 0
 
 
-@pytest.mark.databases("postgresql", "sqlite")
+@pytest.mark.databases("postgresql", "sqlite", "mariadb")
 def test_jobs_use_the_orm_in_forked_workers(project: str, db_kind: str) -> None:
     with supervise(project, "--workers", "2", *FAST) as running:
         place(running, project, db_kind, 40, total=40)
