@@ -192,3 +192,10 @@ def test_jobqs_dsn_is_built_from_djangos_databases() -> None:
         dsn_of({"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"})
     with pytest.raises(ImproperlyConfigured, match=r"ENGINE 'django\.db\.backends\.oracle'"):
         dsn_of({"ENGINE": "django.db.backends.oracle", "NAME": "x"})
+
+
+def test_manage_py_jobq_hands_jobq_only_its_own_options() -> None:
+    from jobq.contrib.django.management.commands.jobq import passed_on
+
+    given = ["--workers", "2", "--settings", "project.settings", "--pythonpath=/srv", "-v"]
+    assert passed_on(given) == ["--workers", "2", "-v"]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,7 @@ import pytest
 import jobq
 from jobq import hooks
 
-from .supervising import FAST, supervisor
+from .supervising import FAST, TESTS, supervisor
 from .support import wait_for
 
 
@@ -70,6 +73,33 @@ def test_hooks_run_in_each_worker_around_each_job(
     # An after_job hook's error is logged; its job stays completed.
     assert "after_job hook hooks_app.after raised" in running.log
     assert "an after_job hook that fails" in running.log
+
+
+@pytest.mark.databases("sqlite")
+def test_jobq_work_runs_the_hooks_too(queue: jobq.Queue, dsn: str, tmp_path: Path) -> None:
+    queue.enqueue(Step())
+    journal = tmp_path / "journal"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jobq",
+            "work",
+            "--dsn",
+            dsn,
+            "--app",
+            "hooks_app",
+            "--max-jobs",
+            "1",
+        ],
+        env={**os.environ, "PYTHONPATH": str(TESTS), "HOOKS_JOURNAL": str(journal)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    events = [e["event"] for e in read_lines(journal)]
+    assert events == ["worker_start", "before", "handle", "after"]
 
 
 def test_a_worker_without_job_hooks_never_looks_for_them(monkeypatch: pytest.MonkeyPatch) -> None:
