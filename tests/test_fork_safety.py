@@ -22,8 +22,12 @@ from .supervised_app import Hold
 from .supervising import FAST, events, supervisor, wait_for_events
 from .support import wait_for
 
-# A lease of 6 s (FAST): an attempt still running this long after its claim was renewed.
-PAST_THE_LEASE = 7.5
+# FAST with a 12 s lease and room for slow renewal rounds on a loaded machine (the timing
+# rule: 1 + 2 x 2.5 + 1 + 0 + 1 < 12). An attempt still running 13.5 s after its claim was
+# renewed; an import of 14 s is longer than the whole lease.
+ROOMY = (*FAST, "--lease", "12", "--renew-timeout", "2.5")
+PAST_THE_LEASE = 13.5
+SLOW_IMPORT = 14
 
 
 class ReadOwn(jobq.Job):
@@ -112,11 +116,11 @@ def test_a_slow_import_on_hup_pauses_neither_renewal_nor_fencing(
     journal, release = tmp_path / "journal", tmp_path / "release"
     orders, env = control(tmp_path)
     job_id = queue.enqueue(Hold(str(journal), str(release)))
-    with supervisor(dsn, "--workers", "1", *FAST, env=env) as running:
+    with supervisor(dsn, "--workers", "1", *ROOMY, env=env) as running:
         started = wait_for_events(journal, "start")[0]["mono"]
         # Longer than the whole lease: a master importing in its loop would renew nothing
         # meanwhile, and the running job's worker would be fenced.
-        orders.write_text(json.dumps({"delay": 9}))
+        orders.write_text(json.dumps({"delay": SLOW_IMPORT}))
         running.signal(signal.SIGHUP)
         wait_for("the HUP's import to begin", Path(f"{orders}.seen").exists)
         orders.unlink()  # the new workers import at the usual speed

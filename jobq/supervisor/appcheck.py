@@ -121,3 +121,39 @@ class AppCheck:
         with contextlib.suppress(KeyError):
             self.selector.unregister(self.process.sock)
         self.process.close()
+
+
+class Reloads:
+    """SIGHUP's checks: one at a time, a newer request replacing the one in flight (the code
+    may have changed again). `passed()` is called once a check finds the application sound;
+    a failed one is logged and changes nothing."""
+
+    def __init__(
+        self,
+        app: str | None,
+        let_go: Callable[[], None],
+        selector: selectors.BaseSelector,
+        passed: Callable[[], None],
+    ) -> None:
+        self.app = app
+        self.let_go = let_go
+        self.selector = selector
+        self.passed = passed
+        self.running: AppCheck | None = None
+
+    def request(self) -> None:
+        if self.running is not None:
+            self.running.cancel()
+        log.info("Reload requested: checking --app", extra={"event": "reload_check"})
+        self.running = AppCheck(self.app, self.let_go, self.selector, self.checked)
+
+    def checked(self, error: str | None) -> None:
+        self.running = None
+        if error is None:
+            self.passed()
+        else:
+            log.error(
+                "Reload failed, the workers keep running the code they have: %s",
+                error,
+                extra={"event": "reload_failed"},
+            )

@@ -109,7 +109,9 @@ class Master:
         self.database_seen = False  # it answered once: later failures are outages
         self.last_pass = float("-inf")
         self.title = ""
-        self.app_check: appcheck.AppCheck | None = None  # a reload's, while it runs
+        self.reloads = appcheck.Reloads(
+            config.app, self.close_inherited, self.selector, self.reload_checked
+        )
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -707,24 +709,11 @@ class Master:
                 self.stop(worker, "shutdown", now)
 
     def handle_hup(self) -> None:
-        if self.state != "running":
-            return
-        if self.app_check is not None:
-            self.app_check.cancel()  # the code may have changed again: check the latest
-        log.info("Reload requested: checking --app", extra={"event": "reload_check"})
-        self.app_check = appcheck.AppCheck(
-            self.config.app, self.close_inherited, self.selector, self.app_checked
-        )
+        if self.state == "running":
+            self.reloads.request()  # checked in a child: this loop goes on meanwhile
 
-    def app_checked(self, error: str | None) -> None:
-        self.app_check = None
-        if error is not None:
-            log.error(
-                "Reload failed, the workers keep running the code they have: %s",
-                error,
-                extra={"event": "reload_failed"},
-            )
-        elif self.state == "running":
+    def reload_checked(self) -> None:
+        if self.state == "running":
             self.generation += 1
             log.info("Reloading: replacing workers one at a time", extra={"event": "reload"})
 
