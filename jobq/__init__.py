@@ -2,6 +2,7 @@
 
 from .codec import Codec, JsonCodec
 from .errors import ConfigurationError, DecodeError, JobqError
+from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
 from .listener import Listener
 from .queue import Queue, current_claim
@@ -15,6 +16,7 @@ __all__ = [
     "Codec",
     "ConfigurationError",
     "DecodeError",
+    "HookFailed",
     "Job",
     "JobRecord",
     "JobqError",
@@ -25,5 +27,8 @@ __all__ = [
     "RetryPolicy",
     "Status",
     "__version__",
+    "after_job",
+    "before_job",
     "current_claim",
+    "on_worker_start",
 ]

@@ -1,12 +1,22 @@
-"""Importing the application whose Job classes a worker runs."""
+"""Importing the application whose Job classes a worker runs.
+
+Only processes that run jobs import it: each worker after its fork, and `jobq work`. The
+supervisor's master never does (see supervisor/appcheck.py), so nothing the application opens
+at import, a connection, a pool, an ORM session, is ever shared between processes.
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 
+from . import hooks
 from .errors import ConfigurationError
+
+# A Django project names its settings here; its modules cannot be imported before setup().
+DJANGO_SETTINGS = "DJANGO_SETTINGS_MODULE"
 
 
 def import_app(module: str | None) -> None:
@@ -19,12 +29,42 @@ def import_app(module: str | None) -> None:
         importlib.import_module(module)
     except ImportError as error:
         raise ConfigurationError(f"cannot import --app {module!r}: {error}") from error
+    except Exception as error:
+        # Django's ImproperlyConfigured or AppRegistryNotReady: a project imported unset up.
+        if type(error).__module__.startswith("django.") and not os.environ.get(DJANGO_SETTINGS):
+            raise ConfigurationError(
+                f"cannot import --app {module!r}: {error} (a Django project's modules need "
+                f"{DJANGO_SETTINGS} set, or run `manage.py jobq supervise`)"
+            ) from error
+        raise
 
 
-def reload_app(module: str | None) -> None:
-    """Import the application afresh, with its submodules, so new code takes effect."""
-    if not module:
-        return
-    for name in [n for n in sys.modules if n == module or n.startswith(module + ".")]:
-        del sys.modules[name]
+def load_app(module: str | None) -> None:
+    """What a process does before it runs jobs: set Django up when the environment names a
+    Django project (its models cannot be imported before), then import the application."""
+    if os.environ.get(DJANGO_SETTINGS) and importlib.util.find_spec("django") is not None:
+        setup_django()
     import_app(module)
+
+
+def start_worker(module: str | None) -> None:
+    """In a process about to run jobs: load the application, then run its on_worker_start
+    hooks. Raises what they raise: such a worker cannot start."""
+    load_app(module)
+    hooks.worker_started()
+
+
+def setup_django() -> None:
+    """django.setup(), which imports INSTALLED_APPS; with jobq.contrib.django among them, that
+    also imports every app's jobs module and registers the per-job connection hooks."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    import django
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        django.setup()
+    except (ImportError, ImproperlyConfigured) as error:
+        raise ConfigurationError(
+            f"cannot set up Django ({DJANGO_SETTINGS}={os.environ.get(DJANGO_SETTINGS)}): {error}"
+        ) from error

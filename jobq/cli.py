@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from . import logs, options
-from .app import import_app
+from . import hooks, logs, options
+from .app import import_app, start_worker
 from .backends import for_dsn
 from .dsn import default_dsn, scrub
 from .errors import ConfigurationError, JobqError
@@ -58,8 +58,13 @@ def is_driver_error(error: BaseException) -> bool:
     return False
 
 
-def open_queue(args: argparse.Namespace) -> Queue:
-    import_app(getattr(args, "app", None))
+def open_queue(args: argparse.Namespace, worker: bool = False) -> Queue:
+    """Import the application (a worker also sets Django up and runs on_worker_start hooks),
+    then connect."""
+    if worker:
+        start_worker(args.app)
+    else:
+        import_app(getattr(args, "app", None))
     dsn = args.dsn or default_dsn()
     try:
         return Queue.connect(dsn, lease_duration=getattr(args, "lease", options.LEASE.default))
@@ -88,7 +93,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_work(args: argparse.Namespace) -> int:
-    with open_queue(args) as queue:
+    with open_queue(args, worker=True) as queue:
+        queue.hooks = hooks.for_jobs()
         worker = PlainWorker(
             queue,
             args.types,

@@ -98,3 +98,8 @@ def check_runnable_elsewhere(cls: type[Job]) -> None:
 
 def registered(name: str) -> type[Job] | None:
     return _registry.get(name)
+
+
+def registered_types() -> set[str]:
+    """The job types of every registered class."""
+    return {cls.type for cls in _registry.values()}

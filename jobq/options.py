@@ -163,7 +163,7 @@ DSN = Option(
 APP = Option(
     "app",
     None,
-    "module to import so its Job classes are registered",
+    "the application: each worker imports it after its fork, registering its Job classes",
     unit="text",
     metavar="MODULE",
     shown_default="none",

@@ -10,6 +10,7 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any
 
 from . import backends
@@ -17,6 +18,7 @@ from .backends.base import Backend, ExpiredLease, NewJob, expiry
 from .codec import Codec, JsonCodec
 from .dsn import default_dsn
 from .errors import Unacknowledged
+from .hooks import JobHooks
 from .job import Job, check_runnable_elsewhere
 from .listener import Listener
 from .records import ClaimedJob, JobRecord, Outcome, Status
@@ -41,6 +43,15 @@ Types = str | Iterable[str] | None
 
 # The attempt whose handle() is running, for code deep inside a job (see current_claim).
 running: ContextVar[ClaimedJob | None] = ContextVar("jobq_running", default=None)
+
+
+class Own(Enum):
+    CONNECTION = "the queue's own connection"
+
+
+# enqueue()'s default: write on the queue's own connection. A sentinel, not None, because an
+# ORM's wrapper holds None while it is not connected, and that must not quietly mean "ours".
+OWN_CONNECTION = Own.CONNECTION
 
 
 def current_claim() -> ClaimedJob | None:
@@ -130,6 +141,8 @@ class Queue:
         self.lease_duration = float(lease_duration)
         self.codec: Codec = codec or JsonCodec()
         self.listener = listener or Listener()
+        # Set by jobq's own workers when the application declared hooks (see hooks.py).
+        self.hooks: JobHooks | None = None
 
     @classmethod
     def connect(
@@ -191,12 +204,13 @@ class Queue:
         scheduled_at: datetime | None = None,
         deadline: datetime | float | timedelta | None = None,
         retry: RetryPolicy | None = None,
-        connection: Any = None,
+        connection: Any = OWN_CONNECTION,
     ) -> int:
         """Store a job and return its id.
 
-        With `connection`, the row is written on the application's own connection and so
-        belongs to its transaction: a rollback drops the job.
+        With `connection` (a psycopg 3, PyMySQL or sqlite3 connection, or Django's
+        `connection`/`connections[alias]`), the row is written on the application's own
+        connection and so belongs to its transaction: a rollback drops the job.
         """
         if not isinstance(job, Job):
             raise TypeError(f"can only enqueue jobq.Job instances, got {job!r}")
@@ -231,7 +245,8 @@ class Queue:
             deadline=absolute_deadline,
             deadline_in=relative_deadline,
         )
-        return self.backend.insert(row, connection)
+        own = connection is OWN_CONNECTION
+        return self.backend.insert(row, None if own else backends.unwrap(connection))
 
     # -- consuming -------------------------------------------------------------------------
 
@@ -304,7 +319,14 @@ class Queue:
         job's code is done: False acknowledges alone. Returns the outcome and the new claim,
         if any.
         """
-        types = type_list(type)
+        outcome, next_claim = self._attempt(claim, type_list(type), more)
+        if self.hooks is not None:
+            self.hooks.after_job(claim, outcome)
+        return outcome, next_claim
+
+    def _attempt(
+        self, claim: ClaimedJob, types: tuple[str, ...], more: Callable[[], bool] | None
+    ) -> tuple[Outcome, ClaimedJob | None]:
         try:
             job = self.codec.decode(claim.class_name, claim.payload)
         except Exception as error:
@@ -317,6 +339,8 @@ class Queue:
             return self.failed(claim, LEASE_EXPIRED_BEFORE_START), None
         token = running.set(claim)
         try:
+            if self.hooks is not None:
+                self.hooks.before_job(claim)
             job.handle()
         except Exception as error:
             log.warning(

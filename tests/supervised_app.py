@@ -7,6 +7,7 @@ class names itself explicitly.
 from __future__ import annotations
 
 import ctypes
+import json
 import math
 import os
 import signal
@@ -24,6 +25,24 @@ from jobq.testing.history import journal_attempt
 IMPORTED = time.monotonic()
 # A slow application import, so a test can look at the master while it is still importing.
 time.sleep(float(os.environ.get("SUPERVISED_APP_IMPORT_DELAY", "0")))
+
+
+def controlled_import(control: Path) -> None:
+    """What a test wrote in the file SUPERVISED_APP_IMPORT_CONTROL since the start, e.g. a
+    slow or failing import for a later HUP: {"delay": seconds, "fail": true}. Every import
+    that reads it says so in `<file>.seen`."""
+    if not control.exists():
+        return
+    orders = json.loads(control.read_text())
+    with open(f"{control}.seen", "a") as seen:
+        seen.write(f"{os.getpid()}\n")
+    time.sleep(float(orders.get("delay", 0)))
+    if orders.get("fail"):
+        raise RuntimeError("supervised_app was told to fail its import")
+
+
+if os.environ.get("SUPERVISED_APP_IMPORT_CONTROL"):
+    controlled_import(Path(os.environ["SUPERVISED_APP_IMPORT_CONTROL"]))
 
 
 def journal(path: str, event: str, **fields: object) -> None:
@@ -114,50 +133,6 @@ class Fail(jobq.Job):
     def handle(self) -> None:
         journal(self.journal, "start")
         raise RuntimeError(self.message)
-
-
-def count_depth_work(path: str) -> None:
-    """Append "request" to `path` for every depth reading the master asks its housekeeper
-    for, and "read" for every one the housekeeper makes.
-
-    The master imports this module before it forks its helpers, so the housekeeper inherits
-    the patch. A request is written before the master's scrape answers, so once a scrape's
-    reply is in, its request (if it made one) is counted: no waiting on the master.
-    """
-    from functools import wraps
-
-    from jobq import protocol
-    from jobq.supervisor import housekeeper, master
-
-    if hasattr(master.Master.send, "__wrapped__"):
-        return  # a HUP re-imports this module: count once, not twice
-
-    send = master.Master.send
-    depth = housekeeper.depth
-
-    def tally(word: str) -> None:
-        with open(path, "a") as file:  # one O_APPEND write per line, as journal() does
-            file.write(word + "\n")
-
-    @wraps(send)
-    def counting_send(
-        self: master.Master, process: master.Forked, message: protocol.Message
-    ) -> None:
-        if isinstance(message, protocol.MeasureDepth):
-            tally("request")
-        send(self, process, message)
-
-    @wraps(depth)
-    def counting_depth(connection: jobq.Queue) -> protocol.Depth:
-        tally("read")
-        return depth(connection)
-
-    master.Master.send = counting_send  # type: ignore[method-assign]
-    housekeeper.depth = counting_depth
-
-
-if os.environ.get("SUPERVISED_APP_DEPTH_LOG"):
-    count_depth_work(os.environ["SUPERVISED_APP_DEPTH_LOG"])
 
 
 PROCESSES = str(Path(__file__).with_name("attempt_processes.py"))

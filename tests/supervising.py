@@ -41,17 +41,27 @@ FAST = (
 class Supervisor:
     """A jobq-supervise process whose log is collected line by line."""
 
-    def __init__(self, dsn: str, args: Sequence[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        args: Sequence[str],
+        env: dict[str, str] | None = None,
+        entry: str = "jobq.supervisor",
+        command: Sequence[str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        """Runs `python -m entry --dsn dsn --app supervised_app *args`, or `command *args`."""
         environment = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
             "PYTHONUNBUFFERED": "1",
             **(env or {}),
         }
+        default = [sys.executable, "-m", entry, "--dsn", dsn, "--app", "supervised_app"]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "supervised_app",
-             *args],
+            [*(command or default), *args],
             env=environment,
+            cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -127,8 +137,15 @@ def safe_cmdline(process: psutil.Process) -> list[str]:
 
 
 @contextmanager
-def supervisor(dsn: str, *args: str, env: dict[str, str] | None = None) -> Iterator[Supervisor]:
-    running = Supervisor(dsn, args, env)
+def supervisor(
+    dsn: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    entry: str = "jobq.supervisor",
+    command: Sequence[str] | None = None,
+    cwd: Path | None = None,
+) -> Iterator[Supervisor]:
+    running = Supervisor(dsn, args, env, entry, command, cwd)
     try:
         yield running
     finally:

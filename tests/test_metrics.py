@@ -208,7 +208,9 @@ def test_a_scrape_storm_costs_one_depth_query_per_cache_period(
     # job stays pending, for the freshness check at the end.
     args = ("--workers", "1", *FAST, "--maintenance-interval", "3600", "--type", "sleep")
     env = {"SUPERVISED_APP_DEPTH_LOG": str(counts)}
-    with supervisor(dsn, *args, "--metrics-port", "0", env=env) as running:
+    with supervisor(
+        dsn, *args, "--metrics-port", "0", env=env, entry="counting_supervisor"
+    ) as running:
         port = metrics_port(running)
         wait_ready(port, running)
         wait_for("the start-up maintenance's depth read", lambda: tally(counts)["read"] >= 1)

@@ -245,7 +245,7 @@ def test_hup_replaces_every_worker_one_at_a_time_without_losing_a_job(
     assert all(e["attempt"] == 1 for e in starts)
     # The old workers went on with their jobs after the HUP until their turn came.
     assert any(e["pid"] in old and e["mono"] > reloaded for e in events(journal, "end"))
-    # Workers forked after the HUP run the application as re-imported by the master.
+    # Workers forked after the HUP run the application as they imported it, after the HUP.
     assert all(e["imported"] > reloaded for e in starts if e["pid"] in new)
     assert all(e["imported"] < reloaded for e in starts if e["pid"] in old)
 

@@ -64,8 +64,31 @@ def connect(dsn: str) -> Backend:
     return for_dsn(dsn).connect(dsn)  # type: ignore[attr-defined, no-any-return]
 
 
+def unwrap(connection: Any) -> Any:
+    """The DB-API connection an application handed jobq.
+
+    An ORM's connection wrapper (Django's `connection` or `connections[alias]`) is taken for
+    the driver's connection it holds, connected first if need be: that is still the
+    application's session and transaction. Recognised by its shape, so jobq never imports an
+    ORM. Anything else is returned as it is.
+    """
+    if connection is None:
+        raise TypeError(
+            "connection=None: pass the application's connection, or leave connection out to "
+            "use the queue's own (an ORM's wrapper may hold None until it connects: pass the "
+            "wrapper itself, e.g. django.db.connection)"
+        )
+    if callable(getattr(connection, "ensure_connection", None)) and hasattr(
+        connection, "connection"
+    ):
+        connection.ensure_connection()
+        return connection.connection
+    return connection
+
+
 def wrap(connection: Any) -> Backend:
     """A backend over an application's own connection, which it will not close."""
+    connection = unwrap(connection)
     driver = type(connection).__module__.split(".", 1)[0]
     kind = {"psycopg": "postgresql", "pymysql": "mysql", "sqlite3": "sqlite"}.get(driver)
     if kind is None:

@@ -146,6 +146,8 @@ class MysqlBackend(Backend):
             )
 
     def transaction_problem(self) -> str | None:
+        if not self.connection.open:
+            return "the MySQL connection is closed"
         if not self.connection.get_autocommit():
             return "the MySQL connection is not in autocommit mode"
         if self.connection.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:

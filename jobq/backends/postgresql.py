@@ -129,6 +129,8 @@ class PostgresBackend(Backend):
         return cls(psycopg.connect(dsn, autocommit=True), owns_connection=True)
 
     def transaction_problem(self) -> str | None:
+        if self.connection.closed:
+            return "the PostgreSQL connection is closed"
         if not self.connection.autocommit:
             return "the PostgreSQL connection is not in autocommit mode"
         if self.connection.info.transaction_status != TransactionStatus.IDLE:

@@ -140,6 +140,10 @@ class SqliteBackend(Backend):
                 raise
 
     def transaction_problem(self) -> str | None:
+        try:
+            self.connection.total_changes  # noqa: B018 - raises once the connection is closed
+        except sqlite3.ProgrammingError:
+            return "the SQLite connection is closed"
         if self.connection.isolation_level is not None:
             return "the SQLite connection is not in autocommit mode (isolation_level=None)"
         if self.connection.in_transaction:

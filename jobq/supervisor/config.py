@@ -110,4 +110,5 @@ class SupervisorConfig:
             safety_margin=self.safety_margin,
             max_jobs=self.max_jobs_per_child,
             max_memory_mib=self.max_memory_per_child,
+            app=self.app,
         )

@@ -21,14 +21,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from setproctitle import setproctitle
 
 from .. import protocol
-from ..app import import_app, reload_app
 from ..backends import SCHEMES
 from ..dsn import scheme_of, scrub
 from ..queue import job_extra
 from ..worker import child
 from ..worker.fence import FenceTable
 from ..worker.mark import SettlingMark
-from . import housekeeper, keeper, lease_clock, renewer
+from . import appcheck, housekeeper, keeper, lease_clock, renewer
 from .config import SupervisorConfig
 from .endpoint import Endpoint, Response, serve
 from .forking import Forked, adopt_orphans, fork
@@ -99,6 +98,9 @@ class Master:
         self.database_seen = False  # it answered once: later failures are outages
         self.last_pass = float("-inf")
         self.title = ""
+        self.reloads = appcheck.Reloads(
+            config.app, self.close_inherited, self.selector, self.reload_checked
+        )
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -107,7 +109,7 @@ class Master:
         # shows the command line, DSN and password included, and every child inherits it.
         self.show_title()
         self.config.check()
-        import_app(self.config.app)
+        appcheck.check_now(self.config.app, self.close_inherited)
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
         adopt_orphans()
@@ -705,15 +707,13 @@ class Master:
                 self.stop(worker, "shutdown", now)
 
     def handle_hup(self) -> None:
-        if self.state != "running":
-            return
-        try:
-            reload_app(self.config.app)
-        except Exception:
-            log.exception("Reload failed: the workers keep running the code they have")
-            return
-        self.generation += 1
-        log.info("Reloading: replacing workers one at a time", extra={"event": "reload"})
+        if self.state == "running":
+            self.reloads.request()  # checked in a child: this loop goes on meanwhile
+
+    def reload_checked(self) -> None:
+        if self.state == "running":
+            self.generation += 1
+            log.info("Reloading: replacing workers one at a time", extra={"event": "reload"})
 
     def handle_ttin(self) -> None:
         self.target += 1

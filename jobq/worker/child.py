@@ -18,8 +18,9 @@ from typing import NoReturn
 
 import psutil
 
-from .. import protocol
-from ..errors import Unacknowledged
+from .. import hooks, protocol
+from ..app import start_worker
+from ..errors import ConfigurationError, Unacknowledged
 from ..listener import Listener
 from ..queue import Queue
 from ..records import ClaimedJob, Outcome
@@ -131,6 +132,15 @@ class Child:
 
     def main(self) -> int:
         title.starting()
+        try:
+            start_worker(self.settings.app)
+        except Exception as error:
+            # An application's own bug is worth its traceback; a missing module is not.
+            trace = not isinstance(error, ConfigurationError)
+            log.error(
+                "Worker cannot start: %s", error, exc_info=trace, extra={"event": "worker_failed"}
+            )
+            return EXIT_CANNOT_START
         session = self.open_session(patient=self.settings.patient)
         if session is None:
             return EXIT_CANNOT_START
@@ -156,6 +166,7 @@ class Child:
                     lease_duration=self.settings.lease,
                     listener=self.reporter,
                 )
+                queue.hooks = hooks.for_jobs()
                 notifying = queue.backend.listen()
                 return Session(queue, notifying, queue.claim(self.settings.types))
             except Exception as error:

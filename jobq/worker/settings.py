@@ -14,6 +14,8 @@ class WorkerSettings:
     safety_margin: float
     max_jobs: int | None
     max_memory_mib: float | None
+    # The application module each worker imports after its fork (the master never does).
+    app: str | None = None
     # The database has worked for this supervisor before: a worker that cannot reach it is
     # in an outage, and waits for it rather than exit as unable to start.
     patient: bool = False

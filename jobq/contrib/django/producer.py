@@ -1,0 +1,50 @@
+"""Enqueueing from Django code, on Django's own connection."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+
+from ...job import Job
+from ...queue import Queue
+from . import settings
+
+# A Queue per thread and alias, reused while Django keeps the same driver connection:
+# making one costs a query on MySQL (the binary log check).
+local = threading.local()
+
+
+def queue_for(alias: str | None = None) -> Queue:
+    """A Queue on Django's connection for `alias` (default: JOBQ["DATABASE"]), connected if
+    it was not. Django owns the connection: the queue never closes it."""
+    name = alias or settings.alias()
+    wrapper = connections[name]
+    wrapper.ensure_connection()
+    cached: dict[str, tuple[Any, Queue]] = local.__dict__.setdefault("queues", {})
+    held = cached.get(name)
+    if held is None or held[0] is not wrapper.connection:
+        held = (wrapper.connection, Queue.from_connection(wrapper))
+        cached[name] = held
+    return held[1]
+
+
+def enqueue(
+    job: Job, *, on_commit: bool = False, using: str = DEFAULT_DB_ALIAS, **options: Any
+) -> int | None:
+    """Store a job on jobq's database (JOBQ["DATABASE"]) through Django's connection; the
+    other keyword arguments are Queue.enqueue's.
+
+    By default the row is written at once, on the connection of the transaction in progress
+    (if any) of that alias: a rollback, or a rolled-back savepoint, drops the job with the
+    rest. Returns the job's id.
+
+    With on_commit=True the job is written only once the transaction on `using` commits
+    (never if it rolls back), for when jobq's tables are in another database than the one the
+    transaction writes to. Returns None: the id does not exist yet.
+    """
+    if not on_commit:
+        return queue_for().enqueue(job, **options)
+    transaction.on_commit(lambda: queue_for().enqueue(job, **options), using=using)
+    return None

@@ -1,0 +1,159 @@
+"""Checking the application in a short-lived child, so the master never imports it.
+
+Whatever an application opens at import (a database connection, a pool, an ORM session)
+belongs to the process that opened it. Imported in the master, it was inherited by every
+worker forked after: two workers then spoke on one socket, and jobs read each other's rows.
+So, as gunicorn does by default, only workers import the application, each after its fork,
+and the master, which forks them all, holds nothing of the application's.
+
+The master still refuses to start, and a reload still keeps the old workers, when the
+application cannot be imported: a child forked for the purpose imports it and reports back.
+On SIGHUP the verdict is read from the master's loop like any message, so however slow the
+import, renewal and fencing go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import selectors
+import signal
+import socket
+from collections.abc import Callable
+
+from ..app import load_app
+from ..errors import ConfigurationError
+from ..job import registered_types
+from .forking import Forked, fork
+
+log = logging.getLogger("jobq")
+
+# The longest error text sent back: a packet on the master's socket has a size limit.
+MAX_ERROR = 4000
+MAX_VERDICT = 64 * 1024
+
+
+def check(app: str | None, sock: socket.socket) -> int:
+    """In the checking child: import the application and send the verdict as one packet."""
+    verdict: dict[str, object]
+    try:
+        load_app(app)
+        verdict = {"error": None, "types": sorted(registered_types())[:100]}
+    except ConfigurationError as error:
+        verdict = {"error": str(error)[-MAX_ERROR:]}
+    except BaseException as error:
+        # The application's own bug: its traceback is worth the log lines.
+        log.exception("Importing --app %s failed", app)
+        verdict = {"error": f"importing --app {app!r} raised {error!r}"[-MAX_ERROR:]}
+    sock.send(json.dumps(verdict).encode())
+    return 0
+
+
+def verdict_of(data: bytes, how: str) -> str | None:
+    """The error a checking child reported (None: the application imports), from the packet
+    it sent; with no packet, it died first, `how`."""
+    if not data:
+        return f"the process importing --app ended without a verdict ({how})"
+    verdict = json.loads(data)
+    error = verdict["error"]
+    if error is None:
+        types = verdict.get("types") or []
+        log.info(
+            "--app imports cleanly; job types defined: %s",
+            ", ".join(types) or "none",
+            extra={"event": "app_checked"},
+        )
+        return None
+    return str(error)
+
+
+def check_now(app: str | None, let_go: Callable[[], None]) -> None:
+    """Check the application before the master starts; raises ConfigurationError if it
+    cannot be imported. Blocking: nothing else runs yet."""
+    process = fork(lambda sock: check(app, sock), let_go)
+    try:
+        process.sock.setblocking(True)
+        select.select([process.sock], [], [])
+        data = process.sock.recv(MAX_VERDICT)
+    finally:
+        _, status = os.waitpid(process.pid, 0)
+        process.close()
+    error = verdict_of(data, f"exit status {os.waitstatus_to_exitcode(status)}")
+    if error is not None:
+        raise ConfigurationError(error if "--app" in error else f"--app {app!r}: {error}")
+
+
+class AppCheck:
+    """A check running while the master goes on; `then(error)` is called from the master's
+    loop once the verdict is in. The master's reaper collects the process."""
+
+    def __init__(
+        self,
+        app: str | None,
+        let_go: Callable[[], None],
+        selector: selectors.BaseSelector,
+        then: Callable[[str | None], None],
+    ) -> None:
+        self.selector = selector
+        self.then = then
+        self.process: Forked = fork(lambda sock: check(app, sock), let_go)
+        selector.register(self.process.sock, selectors.EVENT_READ, self)
+
+    def on_event(self, mask: int) -> None:
+        try:
+            data = self.process.sock.recv(MAX_VERDICT)
+        except BlockingIOError:
+            return
+        except ConnectionResetError:
+            data = b""
+        self.close()
+        self.then(verdict_of(data, "it died"))
+
+    def cancel(self) -> None:
+        """Give up on this check (a newer one replaces it)."""
+        self.process.signal(signal.SIGKILL)
+        self.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(KeyError):
+            self.selector.unregister(self.process.sock)
+        self.process.close()
+
+
+class Reloads:
+    """SIGHUP's checks: one at a time, a newer request replacing the one in flight (the code
+    may have changed again). `passed()` is called once a check finds the application sound;
+    a failed one is logged and changes nothing."""
+
+    def __init__(
+        self,
+        app: str | None,
+        let_go: Callable[[], None],
+        selector: selectors.BaseSelector,
+        passed: Callable[[], None],
+    ) -> None:
+        self.app = app
+        self.let_go = let_go
+        self.selector = selector
+        self.passed = passed
+        self.running: AppCheck | None = None
+
+    def request(self) -> None:
+        if self.running is not None:
+            self.running.cancel()
+        log.info("Reload requested: checking --app", extra={"event": "reload_check"})
+        self.running = AppCheck(self.app, self.let_go, self.selector, self.checked)
+
+    def checked(self, error: str | None) -> None:
+        self.running = None
+        if error is None:
+            self.passed()
+        else:
+            log.error(
+                "Reload failed, the workers keep running the code they have: %s",
+                error,
+                extra={"event": "reload_failed"},
+            )

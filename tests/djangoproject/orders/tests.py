@@ -1,0 +1,82 @@
+"""Run by Django's own test runner (`manage.py test orders`), from tests/test_django.py: the
+test database gets jobq's tables from the migrations, and enqueue follows Django's
+transactions."""
+
+from __future__ import annotations
+
+from django.db import connection, transaction
+from django.test import TestCase, TransactionTestCase
+
+import jobq
+from jobq.contrib.django import dsn, enqueue, queue_for
+from orders.jobs import MakeReceipt
+from orders.models import Order
+
+
+class TheTestDatabase(TestCase):
+    def test_has_jobqs_tables_from_the_migrations(self) -> None:
+        self.assertEqual(queue_for().counts(), {})
+
+    def test_refuses_process_jobs_inside_testcases_transaction(self) -> None:
+        # TestCase wraps each test in a transaction; workers need autocommit.
+        with self.assertRaisesRegex(RuntimeError, "autocommit"):
+            queue_for().process_jobs(1)
+
+
+class EnqueueInTransactions(TransactionTestCase):
+    def setUp(self) -> None:
+        # TransactionTestCase flushes the models' tables only: jobq's are not models.
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM jobq_jobs")
+
+    def order(self) -> MakeReceipt:
+        return MakeReceipt(Order.objects.create(number=1).pk)
+
+    def test_a_commit_keeps_the_job(self) -> None:
+        with transaction.atomic():
+            job_id = enqueue(self.order())
+        self.assertIsNotNone(job_id)
+        self.assertEqual(queue_for().counts(), {"pending": 1})
+
+    def test_a_rollback_drops_the_job(self) -> None:
+        with self.assertRaises(ZeroDivisionError), transaction.atomic():
+            enqueue(self.order())
+            1 / 0  # noqa: B018
+        self.assertEqual(queue_for().counts(), {})
+
+    def test_a_savepoint_rollback_drops_only_its_job(self) -> None:
+        with transaction.atomic():
+            enqueue(self.order())
+            with self.assertRaises(ZeroDivisionError), transaction.atomic():
+                enqueue(self.order())
+                1 / 0  # noqa: B018
+        self.assertEqual(queue_for().counts(), {"pending": 1})
+
+    def test_on_commit_waits_for_the_commit(self) -> None:
+        with transaction.atomic():
+            self.assertIsNone(enqueue(self.order(), on_commit=True))
+            self.assertEqual(queue_for().counts(), {})
+        self.assertEqual(queue_for().counts(), {"pending": 1})
+        with self.assertRaises(ZeroDivisionError), transaction.atomic():
+            enqueue(self.order(), on_commit=True)
+            1 / 0  # noqa: B018
+        self.assertEqual(queue_for().counts(), {"pending": 1})
+
+    def test_djangos_connection_is_taken_disconnected_or_not(self) -> None:
+        connection.close()  # as after every request: the wrapper holds no connection now
+        with jobq.Queue.connect(dsn()) as own:
+            with transaction.atomic():
+                own.enqueue(self.order(), connection=connection)
+                self.assertEqual(own.counts(), {}, "written outside the transaction")
+            self.assertEqual(own.counts(), {"pending": 1})
+            connection.close()
+            self.assertEqual(jobq.Queue.from_connection(connection).counts(), {"pending": 1})
+            with self.assertRaisesRegex(TypeError, "connection=None"):
+                own.enqueue(self.order(), connection=None)
+
+    def test_process_jobs_runs_orm_jobs_in_autocommit(self) -> None:
+        job = self.order()
+        enqueue(job)
+        self.assertEqual(queue_for().process_jobs(5), 1)
+        receipt = Order.objects.get(pk=job.order_id).receipt
+        self.assertTrue(receipt.startswith(f"receipt for order {job.order_id} "), receipt)
