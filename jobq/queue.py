@@ -9,6 +9,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -55,7 +56,8 @@ def never() -> bool:
 def type_list(types: Types) -> tuple[str, ...]:
     if types is None:
         return ()
-    names = (types,) if isinstance(types, str) else tuple(types)
+    # Each type costs a claim one probe: a repeated one would only cost it twice.
+    names = (types,) if isinstance(types, str) else tuple(dict.fromkeys(types))
     for name in names:
         check_type_name(name)
     return names
@@ -105,6 +107,37 @@ def describe(error: BaseException | str) -> str:
     text = text.rstrip().replace("\x00", "\\x00")
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= MAX_ERROR_LENGTH else "…" + text[-MAX_ERROR_LENGTH:]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When a job may run and until when, as enqueue's options give it, checked."""
+
+    scheduled_at: datetime | None
+    delay: float
+    deadline: datetime | None
+    deadline_in: float | None
+
+    @classmethod
+    def of(
+        cls,
+        delay: float | timedelta | None,
+        scheduled_at: datetime | None,
+        deadline: datetime | float | timedelta | None,
+    ) -> Schedule:
+        if delay is not None and scheduled_at is not None:
+            raise ValueError("give either delay or scheduled_at, not both")
+        absolute_deadline = relative_deadline = None
+        if isinstance(deadline, datetime):
+            absolute_deadline = aware(deadline, "deadline")
+        elif deadline is not None:
+            relative_deadline = seconds_of(deadline, "deadline")
+        return cls(
+            scheduled_at=None if scheduled_at is None else aware(scheduled_at, "scheduled_at"),
+            delay=0.0 if delay is None else seconds_of(delay, "delay"),
+            deadline=absolute_deadline,
+            deadline_in=relative_deadline,
+        )
 
 
 class Queue:
@@ -196,10 +229,35 @@ class Queue:
         With `connection`, the row is written on the application's own connection and so
         belongs to its transaction: a rollback drops the job.
         """
+        when = Schedule.of(delay, scheduled_at, deadline)
+        return self.backend.insert(self.new_job(job, type, when, retry), connection)
+
+    def enqueue_many(
+        self,
+        jobs: Iterable[Job],
+        type: str | None = None,
+        delay: float | timedelta | None = None,
+        scheduled_at: datetime | None = None,
+        deadline: datetime | float | timedelta | None = None,
+        retry: RetryPolicy | None = None,
+        connection: Any = None,
+    ) -> list[int]:
+        """Store many jobs, each as enqueue() would with these options, and return their ids
+        in the order given: one round trip per chunk of rows, and one wake-up per type.
+
+        Every job is checked before any is written. Without `connection` all are written in
+        one transaction; with it, on the application's connection and in its transaction.
+        """
+        when = Schedule.of(delay, scheduled_at, deadline)
+        rows = [self.new_job(job, type, when, retry) for job in jobs]
+        return self.backend.insert_many(rows, connection) if rows else []
+
+    def new_job(
+        self, job: Job, type: str | None, when: Schedule, retry: RetryPolicy | None
+    ) -> NewJob:
+        """The row for one job, checked as every enqueue checks it."""
         if not isinstance(job, Job):
             raise TypeError(f"can only enqueue jobq.Job instances, got {job!r}")
-        if delay is not None and scheduled_at is not None:
-            raise ValueError("give either delay or scheduled_at, not both")
         job_type = job.type if type is None else type
         check_type_name(job_type)
         policy = retry or job.retry or RetryPolicy()
@@ -213,22 +271,16 @@ class Queue:
                 f"{MAX_PAYLOAD_BYTES // 2**20} MiB; store large data elsewhere and enqueue a "
                 "reference to it"
             )
-        absolute_deadline = relative_deadline = None
-        if isinstance(deadline, datetime):
-            absolute_deadline = aware(deadline, "deadline")
-        elif deadline is not None:
-            relative_deadline = seconds_of(deadline, "deadline")
-        row = NewJob(
+        return NewJob(
             type=job_type,
             class_name=class_name,
             payload=payload,
             retry=policy,
-            scheduled_at=None if scheduled_at is None else aware(scheduled_at, "scheduled_at"),
-            delay=0.0 if delay is None else seconds_of(delay, "delay"),
-            deadline=absolute_deadline,
-            deadline_in=relative_deadline,
+            scheduled_at=when.scheduled_at,
+            delay=when.delay,
+            deadline=when.deadline,
+            deadline_in=when.deadline_in,
         )
-        return self.backend.insert(row, connection)
 
     # -- consuming -------------------------------------------------------------------------
 
