@@ -402,6 +402,12 @@ def supervise_parser() -> argparse.ArgumentParser:
         None,
         "the pod's terminationGracePeriodSeconds: refuse to start if a drain cannot fit in it",
     )
+    parser.add_argument(
+        "--listen-dsn",
+        default=env("LISTEN_DSN"),
+        help="PostgreSQL behind a transaction pooler (pool_mode=transaction in --dsn): a direct "
+        "connection for wake-ups of idle workers, which otherwise poll (env JOBQ_LISTEN_DSN)",
+    )
     return parser
 
 
@@ -427,6 +433,7 @@ def supervise_main(argv: Sequence[str] | None = None) -> int:
         metrics_address=args.metrics_address,
         metrics_port=args.metrics_port,
         termination_grace_period=args.termination_grace_period,
+        listen_dsn=args.listen_dsn,
     )
     try:
         return Master(config).run()

@@ -170,10 +170,13 @@ class Queue:
         lease_duration: float = 600,
         codec: Codec | None = None,
         listener: Listener | None = None,
+        listen_dsn: str | None = None,
     ) -> Queue:
-        """Open a queue on its own connection; dsn defaults to JOBQ_DSN, then ./jobq.sqlite3."""
+        """Open a queue on its own connection; dsn defaults to JOBQ_DSN, then ./jobq.sqlite3.
+        listen_dsn: PostgreSQL through a transaction pooler only, a direct connection that
+        idle workers wait for wake-ups on (without it they poll)."""
         return cls(
-            backends.connect(dsn or default_dsn()),
+            backends.connect(dsn or default_dsn(), listen_dsn),
             lease_duration=lease_duration,
             codec=codec,
             listener=listener,

@@ -35,7 +35,9 @@ def backend_class(kind: str) -> type[Backend]:
     return SqliteBackend
 
 
-def connect(dsn: str) -> Backend:
+def connect(dsn: str, listen_dsn: str | None = None) -> Backend:
+    """A backend on a connection of its own; `listen_dsn` (PostgreSQL only) is a direct
+    connection for wake-ups, when `dsn` goes through a transaction pooler."""
     scheme = scheme_of(dsn)
     kind = SCHEMES.get(scheme)
     if kind is None:
@@ -43,7 +45,15 @@ def connect(dsn: str) -> Backend:
             f"unsupported DSN {redact(dsn)!r}: the scheme must be one of "
             f"{', '.join(sorted(SCHEMES))}"
         )
-    return backend_class(kind).connect(dsn)  # type: ignore[attr-defined, no-any-return]
+    if listen_dsn is None:
+        return backend_class(kind).connect(dsn)  # type: ignore[attr-defined, no-any-return]
+    if kind != "postgresql" or SCHEMES.get(scheme_of(listen_dsn)) != "postgresql":
+        raise ConfigurationError(
+            "a listen DSN is for wake-ups from PostgreSQL: both DSNs must be postgresql://"
+        )
+    from .postgresql import PostgresBackend
+
+    return PostgresBackend.connect(dsn, listen_dsn)
 
 
 def wrap(connection: Any) -> Backend:

@@ -7,11 +7,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
+from ..errors import ConfigurationError
 from ..records import ClaimedJob
 from .base import Backend, NewJob, earliest, expiry, type_params
 
@@ -189,13 +191,46 @@ def complete_and_claim_statement(type_count: int) -> str:
     """
 
 
+def libpq_dsn(dsn: str) -> str:
+    """libpq takes only postgresql:// and postgres:// in lower case; jobq takes any case."""
+    scheme, rest = dsn.split("://", 1)
+    return f"postgresql://{rest}" if scheme.lower() in ("postgres", "postgresql") else dsn
+
+
+def pool_mode(dsn: str) -> tuple[str, bool]:
+    """The DSN without jobq's own pool_mode parameter, and whether it names a transaction
+    pooler (pool_mode=transaction) rather than a session (pool_mode=session, the default)."""
+    parts = urlsplit(dsn)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    modes = [value for key, value in query if key == "pool_mode"]
+    if not modes:
+        return dsn, False
+    if modes[-1] not in ("session", "transaction"):
+        raise ConfigurationError(
+            f"pool_mode in the DSN must be session or transaction, got {modes[-1]!r}"
+        )
+    rest = urlencode([(key, value) for key, value in query if key != "pool_mode"])
+    return urlunsplit(parts._replace(query=rest)), modes[-1] == "transaction"
+
+
 class PostgresBackend(Backend):
     kind = "postgresql"
     migrations = MIGRATIONS
 
-    def __init__(self, connection: psycopg.Connection[Any], *, owns_connection: bool) -> None:
+    def __init__(
+        self,
+        connection: psycopg.Connection[Any],
+        *,
+        owns_connection: bool,
+        pooled: bool = False,
+        listen_dsn: str | None = None,
+    ) -> None:
         super().__init__(connection, owns_connection=owns_connection)
         self.cursor: psycopg.Cursor[Any] | None = None
+        # Behind a transaction pooler: no LISTEN on this connection (see listen()).
+        self.pooled = pooled
+        self.listen_dsn = listen_dsn
+        self.listening: psycopg.Connection[Any] | None = None
 
     def fetchone(self, sql: str, params: Any = None) -> Any:
         # One cursor for the connection's life: making one per statement (with its own
@@ -206,11 +241,18 @@ class PostgresBackend(Backend):
         return self.cursor.fetchone()
 
     @classmethod
-    def connect(cls, dsn: str) -> PostgresBackend:
-        scheme, rest = dsn.split("://", 1)
-        # libpq takes only postgresql:// and postgres:// in lower case; jobq takes any case.
-        dsn = f"postgresql://{rest}" if scheme.lower() in ("postgres", "postgresql") else dsn
-        return cls(psycopg.connect(dsn, autocommit=True), owns_connection=True)
+    def connect(cls, dsn: str, listen_dsn: str | None = None) -> PostgresBackend:
+        dsn, pooled = pool_mode(dsn)
+        # A transaction pooler hands each transaction to any server connection, where a
+        # statement prepared on another does not exist, or another statement has its name.
+        prepare = {"prepare_threshold": None} if pooled else {}
+        connection = psycopg.connect(libpq_dsn(dsn), autocommit=True, **prepare)
+        return cls(connection, owns_connection=True, pooled=pooled, listen_dsn=listen_dsn)
+
+    def close(self) -> None:
+        if self.listening is not None:
+            self.listening.close()
+        super().close()
 
     def transaction_problem(self) -> str | None:
         if not self.connection.autocommit:
@@ -324,11 +366,20 @@ class PostgresBackend(Backend):
             return {int(row[0]) for row in cursor.fetchall()}
 
     def listen(self) -> bool:
+        # LISTEN belongs to a session, which a transaction pooler does not keep: through
+        # one, wake-ups come over a direct connection (listen_dsn), or idle workers poll.
+        if self.listen_dsn is not None:
+            self.listening = psycopg.connect(libpq_dsn(self.listen_dsn), autocommit=True)
+            self.listening.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            return True
+        if self.pooled:
+            return False
         self.execute(f"LISTEN {NOTIFY_CHANNEL}")
         return True
 
     def wait_for_jobs(self, timeout: float) -> bool:
-        for _ in self.connection.notifies(timeout=timeout, stop_after=1):
+        connection = self.listening or self.connection
+        for _ in connection.notifies(timeout=timeout, stop_after=1):
             return True
         return False
 

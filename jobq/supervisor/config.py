@@ -45,6 +45,8 @@ class SupervisorConfig:
     # Kubernetes' terminationGracePeriodSeconds, when the deployment passes it on: the pod is
     # killed that long after SIGTERM, drain or not.
     termination_grace_period: float | None = None
+    # A direct PostgreSQL connection for wake-ups, when dsn goes through a transaction pooler.
+    listen_dsn: str | None = None
 
     def timing_budget(self) -> Decimal:
         """How long a lease must outlast its last confirmed renewal, at worst: the next
@@ -110,4 +112,5 @@ class SupervisorConfig:
             safety_margin=self.safety_margin,
             max_jobs=self.max_jobs_per_child,
             max_memory_mib=self.max_memory_per_child,
+            listen_dsn=self.listen_dsn,
         )

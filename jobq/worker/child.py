@@ -132,6 +132,7 @@ class Child:
                     self.settings.dsn,
                     lease_duration=self.settings.lease,
                     listener=self.reporter,
+                    listen_dsn=self.settings.listen_dsn,
                 )
                 notifying = queue.backend.listen()
                 return Session(queue, notifying, queue.claim(self.settings.types))

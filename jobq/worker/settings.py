@@ -14,6 +14,7 @@ class WorkerSettings:
     safety_margin: float
     max_jobs: int | None
     max_memory_mib: float | None
+    listen_dsn: str | None = None
     # The database has worked for this supervisor before: a worker that cannot reach it is
     # in an outage, and waits for it rather than exit as unable to start.
     patient: bool = False
