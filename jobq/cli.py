@@ -17,7 +17,7 @@ from .app import import_app
 from .dsn import DEFAULT_DSN, default_dsn, scrub
 from .errors import ConfigurationError, JobqError
 from .loop import PlainWorker
-from .queue import Queue, check_type_name
+from .queue import FINISHED, Queue, check_type_name
 from .records import Status
 from .retry import MAX_DELAY
 from .supervisor.config import SupervisorConfig
@@ -192,7 +192,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     with open_queue(args) as queue:
-        deleted = queue.prune(args.older_than)
+        deleted = queue.prune(args.older_than, args.statuses)
     print(f"jobq: deleted {deleted} finished job(s)")
     return 0
 
@@ -235,6 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=7 * 86400.0,
         metavar="SECONDS",
         help="age of finished jobs to delete (default 7 days)",
+    )
+    prune.add_argument(
+        "--status",
+        dest="statuses",
+        action="append",
+        choices=[str(status) for status in FINISHED],
+        metavar="S",
+        help="delete finished jobs of this status, repeatable: completed, failed or expired "
+        "(default all three)",
     )
     demo_text = (
         "Show, with real worker processes, what jobq-supervise's lease renewal changes: an 8 s "

@@ -27,6 +27,11 @@ log = logging.getLogger("jobq")
 # Maintenance recovers expired leases in batches of this many rows.
 MAINTENANCE_BATCH = 500
 
+# prune deletes this many rows per statement.
+PRUNE_BATCH = 1000
+
+FINISHED = (Status.COMPLETED, Status.FAILED, Status.EXPIRED)
+
 # Larger payloads are refused at enqueue: a queue row is no place for bulk data, and MySQL's
 # default max_allowed_packet (16 MiB) would refuse the claim that reads it back.
 MAX_PAYLOAD_BYTES = 8 * 2**20
@@ -69,6 +74,20 @@ def check_type_name(name: object) -> None:
     # Every database must store it as it is: none takes a NUL, none stores a lone surrogate.
     if "\x00" in name or (not name.isascii() and not encodable(name)):
         raise ValueError(f"a job type must be text without NUL bytes or lone surrogates: {name!r}")
+
+
+def finished_statuses(statuses: Iterable[Status | str] | None) -> tuple[Status, ...]:
+    """The statuses prune may delete, checked: finished ones only, at least one."""
+    if statuses is None:
+        return FINISHED
+    chosen = tuple(dict.fromkeys(statuses if not isinstance(statuses, str) else [statuses]))
+    names = ", ".join(str(status) for status in FINISHED)
+    for status in chosen:
+        if status not in FINISHED:
+            raise ValueError(f"prune deletes only finished jobs ({names}), not {status!r}")
+    if not chosen:
+        raise ValueError(f"prune needs at least one status of {names}")
+    return tuple(Status(status) for status in chosen)
 
 
 def encodable(text: str) -> bool:
@@ -518,11 +537,24 @@ class Queue:
             )
         return settled
 
-    def prune(self, older_than: float | timedelta) -> int:
-        """Delete finished (completed, failed, expired) jobs that finished longer ago than this."""
+    def prune(
+        self, older_than: float | timedelta, statuses: Iterable[Status | str] | None = None
+    ) -> int:
+        """Delete finished jobs (of `statuses`, by default completed, failed and expired)
+        that finished longer ago than this; returns how many.
+
+        In batches of PRUNE_BATCH rows, each its own short transaction: a table of millions
+        of finished rows is emptied without holding locks long or growing one transaction.
+        """
         backend = self.consumer("prune")
         seconds = seconds_of(older_than, "older_than")
-        return backend.retrying("prune", lambda: backend.prune(seconds))
+        chosen = finished_statuses(statuses)
+        deleted = 0
+        while True:
+            batch = backend.retrying("prune", lambda: backend.prune(seconds, chosen, PRUNE_BATCH))
+            deleted += batch
+            if batch < PRUNE_BATCH:
+                return deleted
 
     # -- inspecting ------------------------------------------------------------------------
 

@@ -269,6 +269,20 @@ def test_prune_deletes_only_finished_jobs_older_than_asked(
     assert status_of(queue, ids["pending"]) == (Status.PENDING, 0)
 
 
+def test_prune_deletes_only_the_statuses_asked(cli: Cli, queue: jobq.Queue, tmp_path: Path) -> None:
+    ids = make_history(queue, tmp_path)
+
+    only_failed = cli.run("prune", "--older-than", "0", "--status", "failed").ok()
+    assert "deleted 1 finished job(s)" in only_failed.stdout
+    assert queue.get(ids["failed"]) is None
+    assert status_of(queue, ids["completed"])[0] == Status.COMPLETED
+
+    both = cli.run("prune", "--older-than", "0", "--status", "expired", "--status", "completed")
+    assert "deleted 1 finished job(s)" in both.ok().stdout
+    assert queue.get(ids["completed"]) is None
+    assert sum(queue.counts().values()) == 2
+
+
 # -- environment variables -----------------------------------------------------------------
 
 
@@ -325,6 +339,7 @@ def test_environment_variables_stand_in_for_options(
         (["work", "--log-level", "loud"], {}, 2, "argument --log-level: unknown log level"),
         (["prune", "--older-than", "-1"], {}, 2, "argument --older-than"),
         (["prune", "--older-than", "1e12"], {}, 2, "argument --older-than"),
+        (["prune", "--status", "pending"], {}, 2, "argument --status: invalid choice: 'pending'"),
         (["frobnicate"], {}, 2, "invalid choice: 'frobnicate'"),
     ],
 )

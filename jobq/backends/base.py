@@ -263,6 +263,7 @@ class Backend(ABC):
     sql_settle: ClassVar[str]
     sql_expired_leases: ClassVar[str]
     sql_expire_overdue: ClassVar[str]
+    # With {statuses} where the list of statuses goes.
     sql_prune: ClassVar[str]
     sql_get: ClassVar[str]
     sql_counts: ClassVar[str]
@@ -327,8 +328,17 @@ class Backend(ABC):
         """Mark pending jobs whose deadline passed as expired."""
         return self.execute(self.sql_expire_overdue)
 
-    def prune(self, older_than: float) -> int:
-        return self.execute(self.sql_prune, {"older_than": self.seconds(older_than)})
+    # How a statement names a parameter, by name.
+    placeholder: ClassVar[str] = "%({})s"
+
+    def prune(self, older_than: float, statuses: Sequence[Status], batch: int) -> int:
+        """Delete up to `batch` jobs with one of `statuses` that finished longer ago than
+        `older_than` seconds, oldest first."""
+        names = [f"status{i}" for i in range(len(statuses))]
+        marks = ", ".join(self.placeholder.format(name) for name in names)
+        params: dict[str, Any] = dict(zip(names, map(str, statuses), strict=True))
+        params |= {"older_than": self.seconds(older_than), "batch": batch}
+        return self.execute(self.sql_prune.format(statuses=marks), params)
 
     def get(self, job_id: int) -> JobRecord | None:
         row = self.fetchone(self.sql_get, {"id": job_id})

@@ -369,8 +369,9 @@ class MysqlBackend(Backend):
     """
 
     sql_prune = f"""
-        DELETE FROM jobq_jobs WHERE status IN ('completed', 'failed', 'expired')
+        DELETE FROM jobq_jobs WHERE status IN ({{statuses}})
           AND finished_at < DATE_SUB({NOW}, INTERVAL %(older_than)s MICROSECOND)
+        ORDER BY finished_at LIMIT %(batch)s
     """
 
     sql_get = """

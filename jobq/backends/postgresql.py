@@ -415,8 +415,11 @@ class PostgresBackend(Backend):
     """
 
     sql_prune = """
-        DELETE FROM jobq_jobs WHERE status IN ('completed', 'failed', 'expired')
-          AND finished_at < now() - make_interval(secs => %(older_than)s)
+        DELETE FROM jobq_jobs WHERE id IN (
+            SELECT id FROM jobq_jobs WHERE status IN ({statuses})
+              AND finished_at < now() - make_interval(secs => %(older_than)s)
+            ORDER BY finished_at LIMIT %(batch)s
+        )
     """
 
     sql_get = """

@@ -308,9 +308,14 @@ class SqliteBackend(Backend):
     """
 
     sql_prune = f"""
-        DELETE FROM jobq_jobs WHERE status IN ('completed', 'failed', 'expired')
-          AND finished_at < {NOW} - :older_than
+        DELETE FROM jobq_jobs WHERE id IN (
+            SELECT id FROM jobq_jobs WHERE status IN ({{statuses}})
+              AND finished_at < {NOW} - :older_than
+            ORDER BY finished_at LIMIT :batch
+        )
     """
+
+    placeholder = ":{}"
 
     sql_get = """
         SELECT id, type, class_name, payload, status, attempts, max_attempts, backoff,
