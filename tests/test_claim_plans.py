@@ -161,3 +161,20 @@ def test_mariadb_claims_walk_a_ready_index_in_order(
         assert row[5] == index, rows
         assert row[3] == "range", rows
         assert "filesort" not in str(row[9]), rows
+
+
+def test_an_install_of_the_first_schema_version_is_upgraded(dsn: str) -> None:
+    with jobq.Queue.connect(dsn) as queue:
+        backend = queue.backend
+        with backend.install_lock():
+            assert backend.schema_version() == 0  # creates the version table
+            for statement in backend.migrations[0]:
+                backend.execute(statement)
+            backend.record_version(1)
+        kept = queue.enqueue(Noop(), type="email")
+        queue.install()
+        assert backend.schema_version() == len(backend.migrations)
+        queue.install()  # and again: nothing left to do
+        assert backend.schema_version() == len(backend.migrations)
+        claim = queue.claim(["other", "email"])
+        assert claim is not None and claim.id == kept
