@@ -39,6 +39,10 @@ MAX_PAYLOAD_BYTES = 8 * 2**20
 # last_error keeps the end of a traceback, where the cause is.
 MAX_ERROR_LENGTH = 8000
 
+# Shared by every job without a policy of its own: it is immutable, and making one per job
+# was a measurable share of enqueue_many.
+DEFAULT_RETRY = RetryPolicy()
+
 LEASE_EXPIRED_BEFORE_START = "Lease expired before execution started"
 LEASE_EXPIRED = "Lease expired: the attempt was abandoned without an acknowledgement"
 
@@ -282,11 +286,11 @@ class Queue:
             raise TypeError(f"can only enqueue jobq.Job instances, got {job!r}")
         job_type = job.type if type is None else type
         check_type_name(job_type)
-        policy = retry or job.retry or RetryPolicy()
+        policy = retry or job.retry or DEFAULT_RETRY
         if not isinstance(policy, RetryPolicy):
             raise TypeError(f"retry must be a jobq.RetryPolicy, got {policy!r}")
         class_name, payload = self.codec.encode(job)
-        size = len(payload.encode("utf-8", "surrogatepass"))
+        size = len(payload) if payload.isascii() else len(payload.encode("utf-8", "surrogatepass"))
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(
                 f"{class_name}: payload of {size / 2**20:.1f} MiB is over jobq's limit of "
