@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..records import ClaimedJob
-from .base import Backend, NewJob, earliest, numbered, type_params
+from .base import Backend, NewJob, earliest, type_params
 
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
@@ -101,11 +101,9 @@ def claim_statement(type_count: int) -> str:
     """
 
 
-INSERT_ROW = (
-    "(:type{i}, :class_name{i}, :payload{i}, :max_attempts{i}, :backoff{i}, :max_backoff{i}, "
-    f":jitter{{i}}, coalesce(:scheduled_at{{i}}, {NOW} + :delay{{i}}), "
-    f"coalesce(:deadline{{i}}, {NOW} + :deadline_in{{i}}))"
-)
+# Positional parameters, in the order of insert_params: SQLite looks each named parameter up
+# in a list of the statement's names, which made a chunk of 2,000 rows take half a second.
+INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?))"
 
 
 def path_of(dsn: str) -> str:
@@ -226,13 +224,13 @@ class SqliteBackend(Backend):
     chunk_rows = 2000
 
     def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
-        values = ", ".join(INSERT_ROW.format(i=i) for i in range(len(jobs)))
+        values = ", ".join([INSERT_ROW] * len(jobs))
         sql = f"""
             INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
                 max_backoff, jitter, scheduled_at, deadline)
             VALUES {values} RETURNING id
         """
-        params = numbered([self.insert_params(job) for job in jobs])
+        params = [value for job in jobs for value in self.insert_params(job).values()]
         cursor = (connection or self.connection).execute(sql, params)
         rows = cursor.fetchall()
         cursor.close()
