@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .procs import Processes
-from .results import Drain, Latency, MasterLoad, Profile, RenewalRound
+from .results import Drain, EnqueueRate, Latency, MasterLoad, Profile, RenewalRound
 from .servers import MariadbServer, PostgresServer
 
 # Where children run and import jobq and bench.app from: the run's frozen copy of the work
 # tree's code (see snapshot.py), or the work tree itself.
 REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parent.parent)
 
-SECTIONS = ("drain", "limit", "peers", "latency", "renewal", "other-dbs", "profile")
+SECTIONS = ("drain", "limit", "peers", "latency", "renewal", "other-dbs", "profile", "scale")
 
 
 @dataclass
@@ -36,6 +36,13 @@ class Settings:
     out: Path
     quick: bool
     info_logs_at: int | None  # also drain with jobq's default INFO logging at this W
+    # The scale section (bench/scale.py): backlogs on PostgreSQL, then MariaDB and SQLite.
+    scale_small: int = 10_000
+    scale_large: int = 1_000_000
+    scale_other_large: int = 100_000
+    scale_measured: int = 10_000
+    scale_workers: int = 8
+    scale_enqueue_jobs: int = 100_000
 
     def drain_timeout(self, jobs: int) -> float:
         # Generous: 60 s plus 10 ms a job (a 100 jobs/s floor). A drain slower than that is
@@ -56,6 +63,8 @@ class Bench:
     renewals: list[RenewalRound] = field(default_factory=list)
     master: MasterLoad | None = None
     profile_results: dict[str, Profile] = field(default_factory=dict)
+    scale_drains: list[Drain] = field(default_factory=list)
+    enqueue_rates: list[EnqueueRate] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     server_settings: dict[str, dict[str, str]] = field(default_factory=dict)

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TypeVar
 
-from . import floor, jobqdb, latency, limit, profiling, renewal, report
+from . import floor, jobqdb, latency, limit, profiling, renewal, report, scale
 from .context import REPO, SECTIONS, Bench, Settings
 from .peers import PEERS, Peer, installed
 from .procs import Processes
@@ -51,6 +51,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=worker_list, help="worker counts (default 1,2,4,8,16)")
     parser.add_argument("--only", help=f"comma-separated sections: {', '.join(SECTIONS)}")
     parser.add_argument("--skip", help="comma-separated sections to leave out")
+    parser.add_argument(
+        "--scale-large",
+        type=int,
+        help="the large backlog of the scale section on PostgreSQL (default 1,000,000; "
+        "100,000 on MariaDB and SQLite, or this if smaller)",
+    )
     parser.add_argument(
         "--out", type=Path, default=HERE, help="where RESULTS.md and throughput.png go (bench/)"
     )
@@ -89,6 +95,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
         out=args.out,
         quick=quick,
         info_logs_at=8 if 8 in workers else None,
+        scale_small=2000 if quick else 10_000,
+        scale_large=args.scale_large or (50_000 if quick else 1_000_000),
+        scale_other_large=min(args.scale_large or 100_000, 20_000 if quick else 100_000),
+        scale_measured=2000 if quick else 10_000,
+        scale_enqueue_jobs=20_000 if quick else 100_000,
     )
 
 
@@ -258,26 +269,44 @@ def profiles(bench: Bench, dsn: str) -> None:
             bench.say(f"profile {kind}: {p.samples} worker samples {p.note}")
 
 
+def mariadb(bench: Bench) -> str | None:
+    """A database on the run's MariaDB, started on first use; None if it would not start."""
+    if bench.mariadb is None:
+        maria = bench.mariadb = MariadbServer(bench.procs)
+        bench.say(f"starting MariaDB on 127.0.0.1:{maria.port}")
+
+        def start() -> bool:
+            maria.start()
+            return True
+
+        if not attempt(bench, "starting MariaDB", start):
+            return None
+        bench.server_settings["MariaDB"] = found = maria.settings()
+        bench.versions["mariadb"] = found["version"]
+    if bench.mariadb.proc is None:
+        return None
+    return bench.mariadb.create_database(f"bench_jobq_{len(bench.drains)}")
+
+
+def sqlite_dsn(bench: Bench) -> str:
+    """A fresh SQLite file in the run's SQLite directory."""
+    if bench.sqlite_dir is None:
+        bench.sqlite_dir = Path(tempfile.mkdtemp(prefix="jobq-bench-sqlite-"))
+    path = Path(tempfile.mkstemp(suffix=".sqlite3", dir=bench.sqlite_dir)[1])
+    path.unlink()
+    return f"sqlite:///{path}"
+
+
 def other_databases(bench: Bench) -> None:
     """Step 6: the same drain, jobq only, on MariaDB and on an SQLite file."""
     s = bench.settings
-    maria = bench.mariadb = MariadbServer(bench.procs)
-    bench.say(f"starting MariaDB on 127.0.0.1:{maria.port}")
-
-    def start() -> bool:
-        maria.start()
-        return True
-
-    if attempt(bench, "starting MariaDB", start):
-        bench.server_settings["MariaDB"] = found = maria.settings()
-        bench.versions["mariadb"] = found["version"]
-        mdsn = maria.create_database("bench_jobq")
+    mdsn = mariadb(bench)
+    if mdsn is not None:
         for w in s.mariadb_workers:
             measure(
                 bench, f"jobq mariadb W={w}", partial(jobqdb.drain, bench, mdsn, w, s.other_jobs)
             )
-    bench.sqlite_dir = Path(tempfile.mkdtemp(prefix="jobq-bench-sqlite-"))
-    sdsn = f"sqlite:///{bench.sqlite_dir}/bench.sqlite3"
+    sdsn = sqlite_dsn(bench)
     db = jobqdb.JobqDb(sdsn)
     bench.server_settings["SQLite"] = {
         "journal_mode": str(db.scalar("PRAGMA journal_mode")),
@@ -287,6 +316,34 @@ def other_databases(bench: Bench) -> None:
     db.close()
     for w in s.sqlite_workers:
         measure(bench, f"jobq sqlite W={w}", partial(jobqdb.drain, bench, sdsn, w, s.other_jobs))
+
+
+def at_scale(bench: Bench, dsn: str) -> None:
+    """Step 7: drains behind big backlogs and bulk enqueue, on each database."""
+    s = bench.settings
+    for database, target in (
+        ("postgresql", dsn),
+        ("mariadb", mariadb(bench)),
+        ("sqlite", sqlite_dsn(bench)),
+    ):
+        if target is None:
+            continue
+        large = s.scale_large if database == "postgresql" else s.scale_other_large
+        sizes = scale.Sizes(s.scale_small, large, s.scale_measured, s.scale_workers)
+        for scenario in scale.SCENARIOS:
+            what = f"scale {database}: {scenario.name}"
+            d = attempt(bench, what, partial(scale.drain, bench, target, scenario, sizes))
+            if d is not None:
+                bench.scale_drains.append(d)
+                bench.say(f"{what}: {d.rate:,.0f} jobs/s ({d.settings}) {d.note}")
+        rates = attempt(
+            bench,
+            f"enqueue rates {database}",
+            partial(scale.enqueue_rates, target, s.scale_enqueue_jobs),
+        )
+        for r in rates or []:
+            bench.enqueue_rates.append(r)
+            bench.say(f"{database} {r.method}: {r.rate:,.0f} jobs/s ({r.jobs:,} jobs)")
 
 
 def run(bench: Bench) -> None:
@@ -322,6 +379,8 @@ def run(bench: Bench) -> None:
         profiles(bench, dsn)
     if "other-dbs" in s.sections:
         other_databases(bench)
+    if "scale" in s.sections:
+        at_scale(bench, dsn)
 
 
 def on_signal(signum: int, frame: FrameType | None) -> None:

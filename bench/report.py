@@ -8,6 +8,7 @@ import platform
 from datetime import UTC, datetime
 from pathlib import Path
 
+from . import scale
 from .context import Bench
 from .latency import percentile
 from .results import Drain
@@ -533,6 +534,13 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
                     cells += [f"`{name}`" if name else "", f"{share:.1%}" if name else ""]
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
+    if bench.scale_drains or bench.enqueue_rates:
+        sizes = {
+            "small backlog": f"{s.scale_small:,}",
+            "large backlog": f"{s.scale_large:,} (MariaDB and SQLite {s.scale_other_large:,})",
+            "jobs measured per drain": f"{s.scale_measured:,}",
+        }
+        lines += scale.markdown(bench.scale_drains, bench.enqueue_rates, sizes)
     # Earlier runs, kept by hand: the before and after of each change a profile led to.
     lines += [BEFORE_AFTER.read_text().strip(), ""]
     if bench.notes:

@@ -99,3 +99,17 @@ class Profile:
     path: str
     outside_top: list[tuple[str, float]] = field(default_factory=list)  # outside round trips
     note: str = ""
+
+
+@dataclass
+class EnqueueRate:
+    """Jobs enqueued in one transaction by one method, and how long it took."""
+
+    database: str
+    method: str
+    jobs: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.jobs / self.seconds if self.seconds > 0 else 0.0

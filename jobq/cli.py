@@ -17,7 +17,7 @@ from .dsn import default_dsn, scrub
 from .errors import ConfigurationError, JobqError
 from .loop import PlainWorker
 from .options import Option
-from .queue import Queue
+from .queue import FINISHED, Queue
 from .records import Status
 from .supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing
 from .supervisor.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
@@ -29,6 +29,17 @@ DRIVERS = ("sqlite3", "psycopg", "pymysql")
 
 # Options of the `jobq` commands beside the supervisor's own declarations.
 OUTPUT = (options.LOG_LEVEL, options.LOG_FORMAT)
+STATUSES = Option(
+    "statuses",
+    [str(status) for status in FINISHED],
+    "which finished jobs to delete, repeatable",
+    unit="choice",
+    choices=tuple(str(status) for status in FINISHED),
+    repeatable=True,
+    called="status",
+    metavar="S",
+    shown_default="all of them",
+)
 MAX_JOBS = Option("max_jobs", None, "exit after this many attempts", unit="count")
 OLDER_THAN = Option(
     "older_than",
@@ -124,7 +135,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     with open_queue(args) as queue:
-        deleted = queue.prune(args.older_than)
+        deleted = queue.prune(args.older_than, args.statuses)
     print(f"jobq: deleted {deleted} finished job(s)")
     return 0
 
@@ -164,7 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stats = command("stats", cmd_stats, "Count jobs by type and status.", options.TYPES)
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    command("prune", cmd_prune, "Delete finished jobs older than --older-than.", OLDER_THAN)
+    command(
+        "prune",
+        cmd_prune,
+        "Delete finished jobs older than --older-than, in batches.",
+        OLDER_THAN,
+        STATUSES,
+    )
     demo_text = (
         "Show, with real worker processes, what jobq-supervise's lease renewal changes: an 8 s "
         "job on a 6 s lease under two plain `jobq work` workers, then under jobq-supervise. "

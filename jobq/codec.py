@@ -8,6 +8,9 @@ from typing import Any, Protocol
 from .errors import DecodeError
 from .job import Job, registered
 
+# One encoder for every job: json.dumps with options builds a new one per call.
+COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
 
 class Codec(Protocol):
     def encode(self, job: Job) -> tuple[str, str]:
@@ -33,7 +36,7 @@ class JsonCodec:
                 f"{job.job_name}.to_state() must return a dict with str keys, got {state!r:.200}"
             )
         try:
-            payload = json.dumps(state, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            payload = COMPACT.encode(state)
         except (TypeError, ValueError) as error:
             bad = [key for key, value in state.items() if not _json_ok(value)]
             raise TypeError(

@@ -34,7 +34,9 @@ class Option:
     - "count": a whole number, at least `minimum`;
     - "MiB": a positive number of mebibytes;
     - "port": a TCP port number, 0 meaning any free one;
-    - "text": any non-empty text; "choice": one of `choices`; "types": job type names.
+    - "text": any non-empty text; "choice": one of `choices`; "type": a job type name.
+
+    A repeatable option is given as its flag once per value, or as a comma-separated variable.
     """
 
     name: str  # the setting's attribute name; the flag and variable are made from it
@@ -46,6 +48,7 @@ class Option:
     metavar: str | None = None
     shown_default: str | None = None  # how the README and --help name the default
     called: str | None = None  # the flag's and variable's name, when not the attribute's
+    repeatable: bool = False
 
     @property
     def flag(self) -> str:
@@ -56,17 +59,22 @@ class Option:
         return "JOBQ_" + (self.called or self.name).upper()
 
     def read(self, text: str) -> Any:
-        """The value `text` stands for; ValueError with the reason when it is not one."""
-        if self.unit == "types":
-            # A stray comma is harmless, but a list with no names must not mean every type.
-            names = [name.strip() for name in text.split(",")]
-            if len(names) > 1:
-                names = [name for name in names if name]
-                if not names:
-                    raise ValueError(f"no type names in {text!r}")
-            for name in names:
-                check_type_name(name)
-            return names
+        """The value `text` stands for (a list for a repeatable option, whose variable is
+        comma-separated); ValueError with the reason when it is not one."""
+        if not self.repeatable:
+            return self.read_one(text)
+        # A stray comma is harmless, but a list of nothing must not mean "all".
+        parts = [part.strip() for part in text.split(",")]
+        if len(parts) > 1:
+            parts = [part for part in parts if part]
+            if not parts:
+                raise ValueError(f"nothing but commas in {text!r}")
+        return [self.read_one(part) for part in parts]
+
+    def read_one(self, text: str) -> Any:
+        if self.unit == "type":
+            check_type_name(text)
+            return text
         if self.unit == "choice":
             match = {choice.lower(): choice for choice in self.choices}.get(text.strip().lower())
             if match is None:
@@ -134,7 +142,7 @@ class Option:
             self.flag,
             dest=self.name,
             type=self.parse_flag,
-            action="append" if self.unit == "types" else "store",
+            action="append" if self.repeatable else "store",
             metavar=metavar,
             help=f"{self.help} ({extra}env {self.variable}; default {self.default_text()})",
         )
@@ -144,9 +152,9 @@ class Option:
             value = self.read(text)
         except ValueError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
-        if self.unit == "types":
+        if self.repeatable:
             if len(value) != 1:
-                raise argparse.ArgumentTypeError(f"one type per {self.flag}: repeat the flag")
+                raise argparse.ArgumentTypeError(f"one value per {self.flag}: repeat the flag")
             return value[0]
         return value
 
@@ -172,10 +180,19 @@ TYPES = Option(
     "types",
     (),
     "job type to work on, repeatable; comma-separated in the environment variable",
-    unit="types",
+    unit="type",
+    repeatable=True,
     metavar="T",
     shown_default="all types",
     called="type",
+)
+LISTEN_DSN = Option(
+    "listen_dsn",
+    None,
+    "PostgreSQL behind a transaction pooler: a direct connection for idle workers' wake-ups, "
+    "which otherwise poll",
+    unit="text",
+    metavar="DSN",
 )
 LEASE = Option("lease", 600.0, "lease of each claim")
 LOG_LEVEL = Option(
@@ -205,6 +222,7 @@ RENEWAL = (
 
 SUPERVISOR = (
     DSN,
+    LISTEN_DSN,
     APP,
     TYPES,
     LEASE,

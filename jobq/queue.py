@@ -9,6 +9,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
@@ -29,12 +30,21 @@ log = logging.getLogger("jobq")
 # Maintenance recovers expired leases in batches of this many rows.
 MAINTENANCE_BATCH = 500
 
+# prune deletes this many rows per statement.
+PRUNE_BATCH = 1000
+
+FINISHED = (Status.COMPLETED, Status.FAILED, Status.EXPIRED)
+
 # Larger payloads are refused at enqueue: a queue row is no place for bulk data, and MySQL's
 # default max_allowed_packet (16 MiB) would refuse the claim that reads it back.
 MAX_PAYLOAD_BYTES = 8 * 2**20
 
 # last_error keeps the end of a traceback, where the cause is.
 MAX_ERROR_LENGTH = 8000
+
+# Shared by every job without a policy of its own: it is immutable, and making one per job
+# was a measurable share of enqueue_many.
+DEFAULT_RETRY = RetryPolicy()
 
 LEASE_EXPIRED_BEFORE_START = "Lease expired before execution started"
 LEASE_EXPIRED = "Lease expired: the attempt was abandoned without an acknowledgement"
@@ -54,6 +64,11 @@ class Own(Enum):
 OWN_CONNECTION = Own.CONNECTION
 
 
+def application_connection(connection: Any) -> Any:
+    """The driver connection to write on for `connection=`, or None for the queue's own."""
+    return None if connection is OWN_CONNECTION else backends.unwrap(connection)
+
+
 def current_claim() -> ClaimedJob | None:
     """The attempt being run, from inside a job's handle(): its id makes a natural
     idempotency key for work that must not happen twice."""
@@ -67,7 +82,8 @@ def never() -> bool:
 def type_list(types: Types) -> tuple[str, ...]:
     if types is None:
         return ()
-    names = (types,) if isinstance(types, str) else tuple(types)
+    # Each type costs a claim one probe: a repeated one would only cost it twice.
+    names = (types,) if isinstance(types, str) else tuple(dict.fromkeys(types))
     for name in names:
         check_type_name(name)
     return names
@@ -79,6 +95,20 @@ def check_type_name(name: object) -> None:
     # Every database must store it as it is: none takes a NUL, none stores a lone surrogate.
     if "\x00" in name or (not name.isascii() and not encodable(name)):
         raise ValueError(f"a job type must be text without NUL bytes or lone surrogates: {name!r}")
+
+
+def finished_statuses(statuses: Iterable[Status | str] | None) -> tuple[Status, ...]:
+    """The statuses prune may delete, checked: finished ones only, at least one."""
+    if statuses is None:
+        return FINISHED
+    chosen = tuple(dict.fromkeys(statuses if not isinstance(statuses, str) else [statuses]))
+    names = ", ".join(str(status) for status in FINISHED)
+    for status in chosen:
+        if status not in FINISHED:
+            raise ValueError(f"prune deletes only finished jobs ({names}), not {status!r}")
+    if not chosen:
+        raise ValueError(f"prune needs at least one status of {names}")
+    return tuple(Status(status) for status in chosen)
 
 
 def encodable(text: str) -> bool:
@@ -119,6 +149,37 @@ def describe(error: BaseException | str) -> str:
     return text if len(text) <= MAX_ERROR_LENGTH else "…" + text[-MAX_ERROR_LENGTH:]
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """When a job may run and until when, as enqueue's options give it, checked."""
+
+    scheduled_at: datetime | None
+    delay: float
+    deadline: datetime | None
+    deadline_in: float | None
+
+    @classmethod
+    def of(
+        cls,
+        delay: float | timedelta | None,
+        scheduled_at: datetime | None,
+        deadline: datetime | float | timedelta | None,
+    ) -> Schedule:
+        if delay is not None and scheduled_at is not None:
+            raise ValueError("give either delay or scheduled_at, not both")
+        absolute_deadline = relative_deadline = None
+        if isinstance(deadline, datetime):
+            absolute_deadline = aware(deadline, "deadline")
+        elif deadline is not None:
+            relative_deadline = seconds_of(deadline, "deadline")
+        return cls(
+            scheduled_at=None if scheduled_at is None else aware(scheduled_at, "scheduled_at"),
+            delay=0.0 if delay is None else seconds_of(delay, "delay"),
+            deadline=absolute_deadline,
+            deadline_in=relative_deadline,
+        )
+
+
 class Queue:
     """A job queue in one database, reached through one connection.
 
@@ -151,10 +212,13 @@ class Queue:
         lease_duration: float = 600,
         codec: Codec | None = None,
         listener: Listener | None = None,
+        listen_dsn: str | None = None,
     ) -> Queue:
-        """Open a queue on its own connection; dsn defaults to JOBQ_DSN, then ./jobq.sqlite3."""
+        """Open a queue on its own connection; dsn defaults to JOBQ_DSN, then ./jobq.sqlite3.
+        listen_dsn: PostgreSQL through a transaction pooler only, a direct connection that
+        idle workers wait for wake-ups on (without it they poll)."""
         return cls(
-            backends.connect(dsn or default_dsn()),
+            backends.connect(dsn or default_dsn(), listen_dsn),
             lease_duration=lease_duration,
             codec=codec,
             listener=listener,
@@ -212,41 +276,62 @@ class Queue:
         `connection`/`connections[alias]`), the row is written on the application's own
         connection and so belongs to its transaction: a rollback drops the job.
         """
+        when = Schedule.of(delay, scheduled_at, deadline)
+        row = self.new_job(job, type, when, retry)
+        return self.backend.insert(row, application_connection(connection))
+
+    def enqueue_many(
+        self,
+        jobs: Iterable[Job],
+        type: str | None = None,
+        delay: float | timedelta | None = None,
+        scheduled_at: datetime | None = None,
+        deadline: datetime | float | timedelta | None = None,
+        retry: RetryPolicy | None = None,
+        connection: Any = OWN_CONNECTION,
+    ) -> list[int]:
+        """Store many jobs, each as enqueue() would with these options, and return their ids
+        in the order given: one round trip per chunk of rows, and one wake-up per type.
+
+        Every job is checked before any is written. Without `connection` all are written in
+        one transaction; with it, on the application's connection and in its transaction.
+        """
+        when = Schedule.of(delay, scheduled_at, deadline)
+        rows = [self.new_job(job, type, when, retry) for job in jobs]
+        if not rows:
+            return []
+        return self.backend.insert_many(rows, application_connection(connection))
+
+    def new_job(
+        self, job: Job, type: str | None, when: Schedule, retry: RetryPolicy | None
+    ) -> NewJob:
+        """The row for one job, checked as every enqueue checks it."""
         if not isinstance(job, Job):
             raise TypeError(f"can only enqueue jobq.Job instances, got {job!r}")
         check_runnable_elsewhere(job.__class__)
-        if delay is not None and scheduled_at is not None:
-            raise ValueError("give either delay or scheduled_at, not both")
         job_type = job.type if type is None else type
         check_type_name(job_type)
-        policy = retry or job.retry or RetryPolicy()
+        policy = retry or job.retry or DEFAULT_RETRY
         if not isinstance(policy, RetryPolicy):
             raise TypeError(f"retry must be a jobq.RetryPolicy, got {policy!r}")
         class_name, payload = self.codec.encode(job)
-        size = len(payload.encode("utf-8", "surrogatepass"))
+        size = len(payload) if payload.isascii() else len(payload.encode("utf-8", "surrogatepass"))
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(
                 f"{class_name}: payload of {size / 2**20:.1f} MiB is over jobq's limit of "
                 f"{MAX_PAYLOAD_BYTES // 2**20} MiB; store large data elsewhere and enqueue a "
                 "reference to it"
             )
-        absolute_deadline = relative_deadline = None
-        if isinstance(deadline, datetime):
-            absolute_deadline = aware(deadline, "deadline")
-        elif deadline is not None:
-            relative_deadline = seconds_of(deadline, "deadline")
-        row = NewJob(
+        return NewJob(
             type=job_type,
             class_name=class_name,
             payload=payload,
             retry=policy,
-            scheduled_at=None if scheduled_at is None else aware(scheduled_at, "scheduled_at"),
-            delay=0.0 if delay is None else seconds_of(delay, "delay"),
-            deadline=absolute_deadline,
-            deadline_in=relative_deadline,
+            scheduled_at=when.scheduled_at,
+            delay=when.delay,
+            deadline=when.deadline,
+            deadline_in=when.deadline_in,
         )
-        own = connection is OWN_CONNECTION
-        return self.backend.insert(row, None if own else backends.unwrap(connection))
 
     # -- consuming -------------------------------------------------------------------------
 
@@ -509,11 +594,24 @@ class Queue:
             )
         return settled
 
-    def prune(self, older_than: float | timedelta) -> int:
-        """Delete finished (completed, failed, expired) jobs that finished longer ago than this."""
+    def prune(
+        self, older_than: float | timedelta, statuses: Iterable[Status | str] | None = None
+    ) -> int:
+        """Delete finished jobs (of `statuses`, by default completed, failed and expired)
+        that finished longer ago than this; returns how many.
+
+        In batches of PRUNE_BATCH rows, each its own short transaction: a table of millions
+        of finished rows is emptied without holding locks long or growing one transaction.
+        """
         backend = self.consumer("prune")
         seconds = seconds_of(older_than, "older_than")
-        return backend.retrying("prune", lambda: backend.prune(seconds))
+        chosen = finished_statuses(statuses)
+        deleted = 0
+        while True:
+            batch = backend.retrying("prune", lambda: backend.prune(seconds, chosen, PRUNE_BATCH))
+            deleted += batch
+            if batch < PRUNE_BATCH:
+                return deleted
 
     # -- inspecting ------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import glob
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -340,6 +341,78 @@ def postgresql_dsn(postgresql_server: ServerInfo) -> Iterator[str]:
 def mariadb_dsn(mariadb_server: ServerInfo) -> Iterator[str]:
     with _mariadb_database(mariadb_server) as url:
         yield url
+
+
+PGBOUNCER_INI = """\
+[databases]
+* = host={host} port={port}
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {listen_port}
+auth_type = trust
+auth_file = {base}/users.txt
+pool_mode = transaction
+max_client_conn = 200
+default_pool_size = 10
+logfile = {base}/pgbouncer.log
+pidfile = {base}/pgbouncer.pid
+unix_socket_dir =
+"""
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_server(postgresql_server: ServerInfo) -> Iterator[ServerInfo]:
+    """Debian's PgBouncer in transaction-pooling mode in front of the session's PostgreSQL,
+    as production setups put one. It refuses to run as root, hence runuser."""
+    base = tempfile.mkdtemp(prefix="jobq-pgbouncer-")
+    port = _free_port()
+    Path(base, "users.txt").write_text('"postgres" ""\n')
+    ini = Path(base, "pgbouncer.ini")
+    ini.write_text(
+        PGBOUNCER_INI.format(
+            host=postgresql_server.host, port=postgresql_server.port, listen_port=port, base=base
+        )
+    )
+    if IS_ROOT:
+        for path in (base, *glob.glob(f"{base}/*")):
+            shutil.chown(path, "postgres", "postgres")
+    as_pg = ["runuser", "-u", "postgres", "--"] if IS_ROOT else []
+    pgbouncer = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    log = f"{base}/pgbouncer.log"
+    try:
+        _run([*as_pg, pgbouncer, "-d", str(ini)], log=log)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                psycopg.connect(
+                    host="127.0.0.1", port=port, user="postgres", dbname="postgres",
+                    connect_timeout=2,
+                ).close()  # fmt: skip
+                break
+            except psycopg.OperationalError as exc:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"PgBouncer not ready: {exc}\n{_tail(log)}") from exc
+                time.sleep(0.1)
+        yield ServerInfo("127.0.0.1", port, "postgres", base)
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(Path(base, "pgbouncer.pid").read_text()), signal.SIGTERM)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def pooled_dsns(
+    postgresql_server: ServerInfo, pgbouncer_server: ServerInfo
+) -> Iterator[tuple[str, str]]:
+    """A fresh database, as (a DSN through PgBouncer with pool_mode=transaction, a direct
+    DSN)."""
+    with _postgresql_database(postgresql_server) as direct:
+        name = direct.rsplit("/", 1)[1]
+        pooled = (
+            f"postgresql://postgres@{pgbouncer_server.host}:{pgbouncer_server.port}/{name}"
+            "?pool_mode=transaction"
+        )
+        yield pooled, direct
 
 
 @pytest.fixture

@@ -132,7 +132,9 @@ def test_migrate_twice_is_idempotent(cli: Cli, queue: jobq.Queue, tmp_path: Path
 
     # A second run that recreated the tables would have lost the job.
     assert status_of(queue, job_id) == (Status.PENDING, 0)
-    assert queue.backend.fetchone("SELECT count(*) FROM jobq_schema")[0] == 1
+    # One row per schema version, each recorded once.
+    versions = len(queue.backend.migrations)
+    assert queue.backend.fetchone("SELECT count(*) FROM jobq_schema")[0] == versions
 
 
 # -- work ----------------------------------------------------------------------------------
@@ -270,6 +272,20 @@ def test_prune_deletes_only_finished_jobs_older_than_asked(
     assert status_of(queue, ids["pending"]) == (Status.PENDING, 0)
 
 
+def test_prune_deletes_only_the_statuses_asked(cli: Cli, queue: jobq.Queue, tmp_path: Path) -> None:
+    ids = make_history(queue, tmp_path)
+
+    only_failed = cli.run("prune", "--older-than", "0", "--status", "failed").ok()
+    assert "deleted 1 finished job(s)" in only_failed.stdout
+    assert queue.get(ids["failed"]) is None
+    assert status_of(queue, ids["completed"])[0] == Status.COMPLETED
+
+    both = cli.run("prune", "--older-than", "0", "--status", "expired", "--status", "completed")
+    assert "deleted 1 finished job(s)" in both.ok().stdout
+    assert queue.get(ids["completed"]) is None
+    assert sum(queue.counts().values()) == 2
+
+
 # -- environment variables -----------------------------------------------------------------
 
 
@@ -319,7 +335,7 @@ def test_environment_variables_stand_in_for_options(
         (["work", "--lease", "1e12"], {}, 2, "argument --lease: must be at most 315360000 s"),
         (["work"], {"JOBQ_LEASE": "0"}, 2, "JOBQ_LEASE: must be a positive number"),
         (["work"], {"JOBQ_LEASE": "ten"}, 2, "JOBQ_LEASE: not a number: 'ten'"),
-        (["work"], {"JOBQ_TYPE": ","}, 2, "JOBQ_TYPE: no type names in ','"),
+        (["work"], {"JOBQ_TYPE": ","}, 2, "JOBQ_TYPE: nothing but commas in ','"),
         (["work"], {"JOBQ_LOG_FORMAT": "xml"}, 2, "JOBQ_LOG_FORMAT: must be one of plain, json"),
         (["work"], {"JOBQ_LOG_LEVEL": "loud"}, 2, "JOBQ_LOG_LEVEL: must be one of DEBUG, INFO"),
         (["work", "--max-jobs", "-1"], {}, 2, "argument --max-jobs: must be a whole number of"),
@@ -329,6 +345,7 @@ def test_environment_variables_stand_in_for_options(
         (["work", "--log-level", "loud"], {}, 2, "argument --log-level: must be one of DEBUG"),
         (["prune", "--older-than", "-1"], {}, 2, "--older-than: must be at least 0 s, got -1"),
         (["prune", "--older-than", "1e12"], {}, 2, "argument --older-than"),
+        (["prune", "--status", "pending"], {}, 2, "argument --status: invalid choice: 'pending'"),
         (["frobnicate"], {}, 2, "invalid choice: 'frobnicate'"),
     ],
 )

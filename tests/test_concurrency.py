@@ -7,6 +7,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import jobq
 
 PROCESSES = 6
@@ -28,23 +30,27 @@ class Tally(jobq.Job):
             journal.write(f"{self.number} {os.getpid()}\n")
 
 
-def drain(dsn: str, start: multiprocessing.synchronize.Event) -> None:
+def drain(dsn: str, start: multiprocessing.synchronize.Event, types: list[str] | None) -> None:
     with jobq.Queue.connect(dsn, lease_duration=120) as queue:
         start.wait(timeout=30)
-        while queue.process_next():
+        while queue.process_next(types):
             pass
 
 
-def test_concurrent_workers_run_every_job_exactly_once(dsn: str, tmp_path: Path) -> None:
+# Claims of any type, and of several types: one locked probe per type, merged.
+@pytest.mark.parametrize("types", [None, ["other", "tally"]], ids=["any type", "two types"])
+def test_concurrent_workers_run_every_job_exactly_once(
+    dsn: str, tmp_path: Path, types: list[str] | None
+) -> None:
     journal = tmp_path / "journal"
     with jobq.Queue.connect(dsn) as queue:
         queue.install()
         for number in range(JOBS):
-            queue.enqueue(Tally(number, str(journal)))
+            queue.enqueue(Tally(number, str(journal)), type="other" if number % 2 else None)
 
     context = multiprocessing.get_context("fork")
     start = context.Event()
-    workers = [context.Process(target=drain, args=(dsn, start)) for _ in range(PROCESSES)]
+    workers = [context.Process(target=drain, args=(dsn, start, types)) for _ in range(PROCESSES)]
     for worker in workers:
         worker.start()
     start.set()

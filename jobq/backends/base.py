@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from ..records import ClaimedJob, JobRecord, Status
 from ..retry import RetryPolicy, stored_policy
@@ -25,10 +25,54 @@ T = TypeVar("T")
 
 TRIES = 5
 
+# enqueue_many writes rows in statements of at most this many rows and payload bytes: few
+# round trips, while each statement stays well inside MySQL's default 16 MiB packet limit.
+CHUNK_ROWS = 5000
+CHUNK_BYTES = 4 * 2**20
+
 
 def policy_of(columns: Sequence[Any]) -> RetryPolicy:
     """The retry policy from its four columns, as any of the drivers returns them."""
     return stored_policy(int(columns[0]), float(columns[1]), float(columns[2]), bool(columns[3]))
+
+
+def earliest(probes: Sequence[str]) -> str:
+    """The earliest row, by (scheduled_at, id), of several ordered LIMIT 1 probes, one per
+    job type; each probe selects at least those two columns.
+
+    Every probe is a range scan of the typed ready index that stops at its first row, so a
+    claim costs one short walk per type however many jobs of other types wait ahead. One
+    ordered walk over several types cannot do that: it either sorts every ready row of those
+    types, or walks the other types' rows in schedule order until it meets one of its own.
+    """
+    if len(probes) == 1:
+        return probes[0]
+    merged = " UNION ALL ".join(
+        f"SELECT * FROM ({probe}) AS probe{i}" for i, probe in enumerate(probes)
+    )
+    return f"{merged} ORDER BY scheduled_at, id LIMIT 1"
+
+
+def chunks(jobs: Sequence[NewJob], rows: int) -> Iterator[Sequence[NewJob]]:
+    """The rows in runs of at most `rows` rows and about CHUNK_BYTES of payload."""
+    start, size = 0, 0
+    for end, job in enumerate(jobs):
+        if end > start and (end - start == rows or size + len(job.payload) > CHUNK_BYTES):
+            yield jobs[start:end]
+            start, size = end, 0
+        size += len(job.payload)
+    if start < len(jobs):
+        yield jobs[start:]
+
+
+def numbered(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Many rows' named parameters as one statement's: name0, name1, ... for each name."""
+    return {f"{name}{i}": value for i, row in enumerate(rows) for name, value in row.items()}
+
+
+def type_params(types: Sequence[str]) -> dict[str, str]:
+    """The named parameters of a claim's per-type probes: type0, type1, ..."""
+    return {f"type{i}": name for i, name in enumerate(types)}
 
 
 def expiry(lease: float) -> float:
@@ -37,9 +81,11 @@ def expiry(lease: float) -> float:
     return time.monotonic() + lease
 
 
-@dataclass(frozen=True)
-class NewJob:
-    """A row to insert. Times are either absolute or seconds from the database's now."""
+class NewJob(NamedTuple):
+    """A row to insert. Times are either absolute or seconds from the database's now.
+
+    A named tuple: enqueue_many makes one per job, and a frozen dataclass took longer to make
+    than the job's JSON."""
 
     type: str
     class_name: str
@@ -164,6 +210,27 @@ class Backend(ABC):
     @abstractmethod
     def insert(self, job: NewJob, connection: Any = None) -> int: ...
 
+    def insert_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[int]:
+        """Insert every row, on `connection` in its transaction, or else in a transaction of
+        this backend's own; returns the ids in the order given."""
+        if connection is not None:
+            return self.insert_chunks(jobs, connection)
+        with self.transaction():
+            return self.insert_chunks(jobs, self.connection)
+
+    def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+        ids: list[int] = []
+        for chunk in chunks(jobs, self.chunk_rows):
+            ids += self.insert_chunk(chunk, connection)
+        return ids
+
+    # The most rows one insert_chunk statement takes.
+    chunk_rows: ClassVar[int] = CHUNK_ROWS
+
+    @abstractmethod
+    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+        """Insert the rows with one statement; returns their ids in the order given."""
+
     @abstractmethod
     def claim(
         self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
@@ -200,6 +267,7 @@ class Backend(ABC):
     sql_settle: ClassVar[str]
     sql_expired_leases: ClassVar[str]
     sql_expire_overdue: ClassVar[str]
+    # With {statuses} where the list of statuses goes.
     sql_prune: ClassVar[str]
     sql_get: ClassVar[str]
     sql_counts: ClassVar[str]
@@ -264,8 +332,17 @@ class Backend(ABC):
         """Mark pending jobs whose deadline passed as expired."""
         return self.execute(self.sql_expire_overdue)
 
-    def prune(self, older_than: float) -> int:
-        return self.execute(self.sql_prune, {"older_than": self.seconds(older_than)})
+    # How a statement names a parameter, by name.
+    placeholder: ClassVar[str] = "%({})s"
+
+    def prune(self, older_than: float, statuses: Sequence[Status], batch: int) -> int:
+        """Delete up to `batch` jobs with one of `statuses` that finished longer ago than
+        `older_than` seconds, oldest first."""
+        names = [f"status{i}" for i in range(len(statuses))]
+        marks = ", ".join(self.placeholder.format(name) for name in names)
+        params: dict[str, Any] = dict(zip(names, map(str, statuses), strict=True))
+        params |= {"older_than": self.seconds(older_than), "batch": batch}
+        return self.execute(self.sql_prune.format(statuses=marks), params)
 
     def get(self, job_id: int) -> JobRecord | None:
         row = self.fetchone(self.sql_get, {"id": job_id})

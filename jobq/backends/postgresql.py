@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
+from ..errors import ConfigurationError
 from ..records import ClaimedJob
-from .base import Backend, NewJob, expiry
+from .base import Backend, NewJob, chunks, earliest, expiry, type_params
 
 # Wakes idle workers: the payload is the job's type.
 NOTIFY_CHANNEL = "jobq_jobs"
@@ -27,6 +30,46 @@ READY = (
     "status = 'pending' AND scheduled_at <= now() "
     "AND (deadline IS NULL OR deadline > now()) AND attempts < max_attempts"
 )
+
+# Said only by claims of any type, and part of the predicate of the index they walk, so
+# that no claim by type can walk that index. Every job has max_attempts >= 1, so it selects
+# nothing away. Without it, statistics taken while one type filled the table (or none yet)
+# make PostgreSQL expect that type everywhere; it then walks the untyped index in schedule
+# order, past every row of the other types, rather than the typed one: seconds per claim
+# behind a large backlog of another type.
+ANY_TYPE = "max_attempts > 0"
+
+# One probe for the next ready row: `{which}` is ANY_TYPE or a condition on the type.
+PROBE = (
+    f"SELECT id, scheduled_at FROM jobq_jobs WHERE {READY} AND {{which}} "
+    "ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+
+# The probes run inside a function, planned without sorts. On a table never analyzed, or
+# analyzed before a burst, PostgreSQL's estimate of the ready rows multiplies default
+# selectivities down to one or two, and it then prefers to read them all through a bitmap
+# scan and sort them over walking an ordered index: a sort of every ready row per claim
+# (50 ms at 50,000 jobs). No sort leaves only the ordered walk. A function's own settings
+# hold for its statements alone and within one transaction, so a transaction pooler may
+# share the server connection freely.
+PROBE_SETTINGS = {"enable_sort": "off"}
+
+NEXT_READY = f"""
+    CREATE OR REPLACE FUNCTION jobq_next_ready(job_type text)
+    RETURNS TABLE (id bigint, scheduled_at timestamptz)
+    LANGUAGE plpgsql VOLATILE
+    {" ".join(f"SET {name} = {value}" for name, value in PROBE_SETTINGS.items())}
+    AS $$
+    #variable_conflict use_column
+    BEGIN
+        IF job_type IS NULL THEN
+            RETURN QUERY {PROBE.format(which=ANY_TYPE)};
+        ELSE
+            RETURN QUERY {PROBE.format(which="type = job_type")};
+        END IF;
+    END
+    $$
+"""
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -66,6 +109,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS jobq_jobs_finished ON jobq_jobs (finished_at) "
         "WHERE finished_at IS NOT NULL",
     ),
+    (
+        # Claims of any type walk this one; see ANY_TYPE for why it replaces jobq_jobs_ready.
+        f"CREATE INDEX IF NOT EXISTS jobq_jobs_ready_any ON jobq_jobs (scheduled_at, id) "
+        f"WHERE status = 'pending' AND {ANY_TYPE}",
+        "DROP INDEX IF EXISTS jobq_jobs_ready",
+        NEXT_READY,
+        # A queue table turns over all its rows again and again. At the default scale factors
+        # (vacuum at 20% dead rows, analyze at 10% changed) a table of a million rows waits for
+        # 200,000 dead versions before vacuum, and claims step over their index entries at the
+        # head of the ready indexes; a burst of inserts waits as long for fresh statistics.
+        "ALTER TABLE jobq_jobs SET (autovacuum_vacuum_scale_factor = 0.01, "
+        "autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02)",
+    ),
 )
 
 
@@ -76,42 +132,105 @@ COMPLETE = """
 """
 
 
+def probe(index: int | None) -> str:
+    """The next ready row of job type `index` (a parameter), or of any type for None."""
+    return (
+        f"SELECT id, scheduled_at FROM jobq_next_ready(%(type{index})s::text)"
+        if (index is not None)
+        else "SELECT id, scheduled_at FROM jobq_next_ready(NULL)"
+    )
+
+
 @cache
-def claim_statement(typed: bool, token_param: str = "token") -> str:
-    where = READY + (" AND type = ANY(%(types)s)" if typed else "")
+def claim_statement(type_count: int, token_param: str = "token") -> str:
+    """The claim of the next ready job of `type_count` types (type0, type1, ...), or of any
+    type for 0."""
+    probes = [probe(i) for i in range(type_count)] or [probe(None)]
     return f"""
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = %({token_param})s, lease_until = now() + make_interval(secs => %(lease)s),
             updated_at = now()
-        WHERE id = (
-            SELECT id FROM jobq_jobs WHERE {where}
-            ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
-        )
+        WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
         RETURNING {CLAIM_COLUMNS}
     """
 
 
+INSERT = """
+    WITH job AS (
+        INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
+            jitter, scheduled_at, deadline)
+        SELECT type, class_name, payload, max_attempts, backoff, max_backoff, jitter,
+            coalesce(scheduled_at, now() + make_interval(secs => delay)),
+            coalesce(deadline, now() + make_interval(secs => deadline_in))
+        FROM ROWS FROM (json_to_recordset(%(rows)s::json) AS (type text, class_name text,
+            payload text, max_attempts int, backoff float8, max_backoff float8, jitter bool,
+            scheduled_at timestamptz, delay float8, deadline timestamptz, deadline_in float8))
+            WITH ORDINALITY AS new (type, class_name, payload, max_attempts, backoff,
+                max_backoff, jitter, scheduled_at, delay, deadline, deadline_in, position)
+        ORDER BY position
+        RETURNING id, type
+    )
+    SELECT array_agg(id), (
+        SELECT count(pg_notify(%(channel)s, type)) FROM (SELECT DISTINCT type FROM job) AS woken
+    )
+    FROM job
+"""
+
+
 @cache
-def complete_and_claim_statement(typed: bool) -> str:
+def complete_and_claim_statement(type_count: int) -> str:
     """The acknowledgement and the next claim as one statement: one round trip and one commit
     per job. It always returns one row: whether the acknowledgement applied, then the claimed
     row's columns (NULL when nothing was ready). The claim cannot pick the row being
     acknowledged: both parts read one snapshot, in which that row is still in progress."""
     return f"""
         WITH done AS ({COMPLETE} RETURNING id),
-        claimed AS ({claim_statement(typed, "new_token")})
+        claimed AS ({claim_statement(type_count, "new_token")})
         SELECT EXISTS (SELECT FROM done), claimed.*
         FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
     """
+
+
+def libpq_dsn(dsn: str) -> str:
+    """libpq takes only postgresql:// and postgres:// in lower case; jobq takes any case."""
+    scheme, rest = dsn.split("://", 1)
+    return f"postgresql://{rest}" if scheme.lower() in ("postgres", "postgresql") else dsn
+
+
+def pool_mode(dsn: str) -> tuple[str, bool]:
+    """The DSN without jobq's own pool_mode parameter, and whether it names a transaction
+    pooler (pool_mode=transaction) rather than a session (pool_mode=session, the default)."""
+    parts = urlsplit(dsn)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    modes = [value for key, value in query if key == "pool_mode"]
+    if not modes:
+        return dsn, False
+    if modes[-1] not in ("session", "transaction"):
+        raise ConfigurationError(
+            f"pool_mode in the DSN must be session or transaction, got {modes[-1]!r}"
+        )
+    rest = urlencode([(key, value) for key, value in query if key != "pool_mode"])
+    return urlunsplit(parts._replace(query=rest)), modes[-1] == "transaction"
 
 
 class PostgresBackend(Backend):
     kind = "postgresql"
     migrations = MIGRATIONS
 
-    def __init__(self, connection: psycopg.Connection[Any], *, owns_connection: bool) -> None:
+    def __init__(
+        self,
+        connection: psycopg.Connection[Any],
+        *,
+        owns_connection: bool,
+        pooled: bool = False,
+        listen_dsn: str | None = None,
+    ) -> None:
         super().__init__(connection, owns_connection=owns_connection)
         self.cursor: psycopg.Cursor[Any] | None = None
+        # Behind a transaction pooler: no LISTEN on this connection (see listen()).
+        self.pooled = pooled
+        self.listen_dsn = listen_dsn
+        self.listening: psycopg.Connection[Any] | None = None
 
     def fetchone(self, sql: str, params: Any = None) -> Any:
         # One cursor for the connection's life: making one per statement (with its own
@@ -122,11 +241,18 @@ class PostgresBackend(Backend):
         return self.cursor.fetchone()
 
     @classmethod
-    def connect(cls, dsn: str) -> PostgresBackend:
-        scheme, rest = dsn.split("://", 1)
-        # libpq takes only postgresql:// and postgres:// in lower case; jobq takes any case.
-        dsn = f"postgresql://{rest}" if scheme.lower() in ("postgres", "postgresql") else dsn
-        return cls(psycopg.connect(dsn, autocommit=True), owns_connection=True)
+    def connect(cls, dsn: str, listen_dsn: str | None = None) -> PostgresBackend:
+        dsn, pooled = pool_mode(dsn)
+        # A transaction pooler hands each transaction to any server connection, where a
+        # statement prepared on another does not exist, or another statement has its name.
+        prepare = {"prepare_threshold": None} if pooled else {}
+        connection = psycopg.connect(libpq_dsn(dsn), autocommit=True, **prepare)
+        return cls(connection, owns_connection=True, pooled=pooled, listen_dsn=listen_dsn)
+
+    def close(self) -> None:
+        if self.listening is not None:
+            self.listening.close()
+        super().close()
 
     def transaction_problem(self) -> str | None:
         if self.connection.closed:
@@ -150,11 +276,12 @@ class PostgresBackend(Backend):
     @contextmanager
     def install_lock(self) -> Iterator[None]:
         # An arbitrary constant shared by every jobq install: concurrent installs queue up.
-        self.execute("SELECT pg_advisory_lock(4242001)")
-        try:
+        # The whole install is one transaction holding a transaction-level lock: behind a
+        # transaction pooler a session-level lock and its unlock may reach different server
+        # connections, and the lock would stay held on one of them for good.
+        with self.connection.transaction():
+            self.execute("SELECT pg_advisory_xact_lock(4242001)")
             yield
-        finally:
-            self.execute("SELECT pg_advisory_unlock(4242001)")
 
     def schema_version(self) -> int:
         self.execute("CREATE TABLE IF NOT EXISTS jobq_schema (version integer NOT NULL)")
@@ -165,33 +292,44 @@ class PostgresBackend(Backend):
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})
 
     def insert(self, job: NewJob, connection: Any = None) -> int:
-        # NOTIFY in the same statement: sent on commit, so a rolled-back enqueue wakes nobody.
-        sql = """
-            WITH job AS (
-                INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
-                    max_backoff, jitter, scheduled_at, deadline)
-                VALUES (%(type)s, %(class_name)s, %(payload)s, %(max_attempts)s, %(backoff)s,
-                    %(max_backoff)s, %(jitter)s,
-                    coalesce(%(scheduled_at)s::timestamptz,
-                             now() + make_interval(secs => %(delay)s)),
-                    coalesce(%(deadline)s::timestamptz,
-                             now() + make_interval(secs => %(deadline_in)s::float8)))
-                RETURNING id, type
-            )
-            SELECT id, pg_notify(%(channel)s, type) FROM job
-        """
-        params = self.insert_params(job) | {"channel": NOTIFY_CHANNEL}
-        with (connection or self.connection).cursor() as cursor:
-            cursor.execute(sql, params)
+        with self.send_chunk([job], connection or self.connection) as cursor:
             row = cursor.fetchone()
         assert row is not None
-        return int(row[0])
+        return int(row[0][0])
+
+    def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+        # Pipelined: Python writes the next chunk's rows while the database inserts this one.
+        connection = connection or self.connection
+        with connection.pipeline():
+            sent = [self.send_chunk(chunk, connection) for chunk in chunks(jobs, self.chunk_rows)]
+        ids: list[int] = []
+        for cursor in sent:
+            with cursor:
+                row = cursor.fetchone()
+            assert row is not None
+            # Ids are drawn in the order the rows are inserted, which is the order given.
+            ids += sorted(row[0])
+        return ids
+
+    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+        return self.insert_chunks(jobs, connection)
+
+    def send_chunk(self, jobs: Sequence[NewJob], connection: Any) -> psycopg.Cursor[Any]:
+        # The rows as one JSON parameter: a statement of two parameters however many rows,
+        # which prepares once, and whose parameter Python's C encoder writes. (As arrays, one
+        # per column, psycopg dumped them element by element: slower than the insert itself.)
+        # The wake-ups are NOTIFYs in the same statement, one per type: sent on commit, so a
+        # rolled-back enqueue wakes nobody.
+        rows = json.dumps([self.insert_params(job) for job in jobs], default=datetime.isoformat)
+        cursor: psycopg.Cursor[Any] = connection.cursor()
+        cursor.execute(INSERT, {"rows": rows, "channel": NOTIFY_CHANNEL})
+        return cursor
 
     def claim(
         self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
     ) -> ClaimedJob | None:
-        params = {"token": token, "lease": lease, "types": list(types)}
-        row = self.fetchone(claim_statement(bool(types)), params)
+        params = {"token": token, "lease": lease, **type_params(types)}
+        row = self.fetchone(claim_statement(len(types)), params)
         return None if row is None else self.claimed(row, token, expires_monotonic)
 
     @contextmanager
@@ -208,10 +346,10 @@ class PostgresBackend(Backend):
             "token": token,
             "new_token": new_token,
             "lease": lease,
-            "types": list(types),
+            **type_params(types),
         }
         expires = expiry(lease)
-        row = self.fetchone(complete_and_claim_statement(bool(types)), params)
+        row = self.fetchone(complete_and_claim_statement(len(types)), params)
         claimed = None if row[1] is None else self.claimed(row[1:], new_token, expires)
         return bool(row[0]), claimed
 
@@ -256,11 +394,20 @@ class PostgresBackend(Backend):
         )
 
     def listen(self) -> bool:
+        # LISTEN belongs to a session, which a transaction pooler does not keep: through
+        # one, wake-ups come over a direct connection (listen_dsn), or idle workers poll.
+        if self.listen_dsn is not None:
+            self.listening = psycopg.connect(libpq_dsn(self.listen_dsn), autocommit=True)
+            self.listening.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            return True
+        if self.pooled:
+            return False
         self.execute(f"LISTEN {NOTIFY_CHANNEL}")
         return True
 
     def wait_for_jobs(self, timeout: float) -> bool:
-        for _ in self.connection.notifies(timeout=timeout, stop_after=1):
+        connection = self.listening or self.connection
+        for _ in connection.notifies(timeout=timeout, stop_after=1):
             return True
         return False
 
@@ -296,8 +443,11 @@ class PostgresBackend(Backend):
     """
 
     sql_prune = """
-        DELETE FROM jobq_jobs WHERE status IN ('completed', 'failed', 'expired')
-          AND finished_at < now() - make_interval(secs => %(older_than)s)
+        DELETE FROM jobq_jobs WHERE id IN (
+            SELECT id FROM jobq_jobs WHERE status IN ({statuses})
+              AND finished_at < now() - make_interval(secs => %(older_than)s)
+            ORDER BY finished_at LIMIT %(batch)s
+        )
     """
 
     sql_get = """

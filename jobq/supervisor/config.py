@@ -64,6 +64,8 @@ class SupervisorConfig:
     # Kubernetes' terminationGracePeriodSeconds, when the deployment passes it on: the pod is
     # killed that long after SIGTERM, drain or not.
     termination_grace_period: float | None = None
+    # A direct PostgreSQL connection for wake-ups, when dsn goes through a transaction pooler.
+    listen_dsn: str | None = None
 
     def timing_budget(self) -> Decimal:
         """See lease_clock.timing_budget."""
@@ -111,4 +113,5 @@ class SupervisorConfig:
             max_jobs=self.max_jobs_per_child,
             max_memory_mib=self.max_memory_per_child,
             app=self.app,
+            listen_dsn=self.listen_dsn,
         )

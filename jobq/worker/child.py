@@ -165,6 +165,7 @@ class Child:
                     self.settings.dsn,
                     lease_duration=self.settings.lease,
                     listener=self.reporter,
+                    listen_dsn=self.settings.listen_dsn,
                 )
                 queue.hooks = hooks.for_jobs()
                 notifying = queue.backend.listen()

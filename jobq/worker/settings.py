@@ -16,6 +16,7 @@ class WorkerSettings:
     max_memory_mib: float | None
     # The application module each worker imports after its fork (the master never does).
     app: str | None = None
+    listen_dsn: str | None = None
     # The database has worked for this supervisor before: a worker that cannot reach it is
     # in an outage, and waits for it rather than exit as unable to start.
     patient: bool = False
