@@ -95,9 +95,10 @@ def test_a_worker_finds_and_kills_its_own_leftovers_but_not_itself() -> None:
         try:
             os.setpgid(0, 0)
             attempt.mark(7)
-            before = attempt.has_leftovers(os.getppid())
+            leftovers = attempt.Leftovers(os.getppid())
+            before = leftovers.found()
             subprocess.Popen(["sleep", "60"])
-            found = attempt.has_leftovers(os.getppid())
+            found = leftovers.found()
             killed = attempt.kill_and_confirm(os.getpid(), timeout=5)
             os.write(result_w, bytes([before, found, killed]))
         finally:

@@ -73,11 +73,13 @@ class SettlingReporter(Listener):
 
     def __init__(self, mark: SettlingMark) -> None:
         self.mark = mark
+        self.leftovers = attempt.Leftovers(os.getppid())
         self.settled: tuple[ClaimedJob, Outcome] | None = None
 
     def on_settling(self, claim: ClaimedJob) -> None:
         self.mark.set(claim.id, claim.token)
-        end_leftovers(claim)
+        if self.leftovers.found():
+            end_leftovers(claim)
 
     def on_settled(self, claim: ClaimedJob, outcome: Outcome) -> None:
         self.settled = (claim, outcome)
@@ -91,8 +93,6 @@ class SettlingReporter(Listener):
 def end_leftovers(claim: ClaimedJob) -> None:
     """Kill what the attempt's job started and left running, before its outcome is recorded:
     a failed attempt is retried, and its leftovers must not overlap with the retry."""
-    if not attempt.has_leftovers(os.getppid()):
-        return
     log.warning(
         "Job %d left processes running: killing them", claim.id, extra={"event": "leftovers"}
     )
