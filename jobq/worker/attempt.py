@@ -47,6 +47,16 @@ def read_proc(path: str) -> bytes:
         os.close(fd)
 
 
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and is no zombie (a child the job never waited for)."""
+    try:
+        stat = read_proc(f"/proc/{pid}/stat")
+    except FileNotFoundError:
+        return False
+    # The state follows the command name, which is in parentheses and may hold anything.
+    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] != b"Z"
+
+
 def marked(pid: int, worker: int) -> bool:
     """Whether process `pid` carries a mark of one of worker `worker`'s attempts."""
     environment = read_proc(f"/proc/{pid}/environ")
@@ -118,7 +128,8 @@ class Leftovers:
     def found(self) -> bool:
         for task in os.listdir("/proc/self/task"):
             with contextlib.suppress(FileNotFoundError):
-                if read_proc(f"/proc/self/task/{task}/children").strip():
+                own = read_proc(f"/proc/self/task/{task}/children").split()
+                if any(running(int(pid)) for pid in own):
                     return True
         me = os.getpid()
         try:
