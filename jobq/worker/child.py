@@ -252,8 +252,7 @@ class Child:
         error = unacknowledged.__cause__
         while (left := self.vouched_until(claim) - time.monotonic()) > 0:
             log.warning(
-                "Could not record how attempt %d of job %d ended (%s): trying on a new "
-                "connection",
+                "Could not record how attempt %d of job %d ended (%s): trying on a new connection",
                 claim.attempt,
                 claim.id,
                 error,
