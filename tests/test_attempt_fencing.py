@@ -144,6 +144,24 @@ def frozen_master(case: Case, kind: str) -> None:
         stop(running)
 
 
+def lost_lease(case: Case, kind: str) -> None:
+    """The database no longer knows attempt 1's token (as if maintenance had given the job
+    to another attempt): the next renewal round finds it lost, and the master kills it."""
+    with case.supervise() as running:
+        pids = case.first_attempt_started(running, kind)
+        take_over(case)
+        case.wait_gone(pids, LEASE + 2, running)
+        assert f"lost job {case.job_id} to another attempt" in running.log, running.log
+        case.wait_completed(running)
+        stop(running)
+
+
+def take_over(case: Case) -> None:
+    marker = "?" if case.dsn.startswith("sqlite") else "%s"
+    sql = f"UPDATE jobq_jobs SET token = 'taken' WHERE id = {marker}"
+    case.queue.backend.execute(sql, (case.job_id,))
+
+
 def killed_master(case: Case, kind: str) -> None:
     with case.supervise() as running:
         pids = case.first_attempt_started(running, kind)
@@ -177,6 +195,7 @@ PATHS: dict[str, tuple[Callable[[Case, str], None], str]] = {
     "job_timeout": (job_timeout, "hold"),
     "frozen_master": (frozen_master, "hold"),
     "killed_master": (killed_master, "hold"),
+    "lost_lease": (lost_lease, "hold"),
     "crashed_worker": (run_to_completion, "crash"),
     "raised": (run_to_completion, "raise"),
     "quit": (stopped_by(signal.SIGQUIT), "hold"),

@@ -9,12 +9,20 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psutil
+
 from jobq.supervisor.keeper import Keeper
 from jobq.worker import attempt
 from jobq.worker.fence import SEQ, FenceTable, Hold, token_key
 
 from .supervising import alive
 from .support import wait_for
+
+
+def zombies(parent: int) -> bool:
+    return any(
+        child.status() == psutil.STATUS_ZOMBIE for child in psutil.Process(parent).children()
+    )
 
 
 def test_a_hold_a_forked_worker_writes_is_what_the_keeper_reads() -> None:
@@ -95,11 +103,16 @@ def test_a_worker_finds_and_kills_its_own_leftovers_but_not_itself() -> None:
         try:
             os.setpgid(0, 0)
             attempt.mark(7)
-            before = attempt.has_leftovers(os.getppid())
+            leftovers = attempt.Leftovers(os.getppid())
+            # A child that exited but was never waited for is no leftover.
+            exited = subprocess.Popen(["true"])
+            wait_for("the zombie", lambda: zombies(os.getpid()))
+            before = leftovers.found()
             subprocess.Popen(["sleep", "60"])
-            found = attempt.has_leftovers(os.getppid())
+            found = leftovers.found()
             killed = attempt.kill_and_confirm(os.getpid(), timeout=5)
             os.write(result_w, bytes([before, found, killed]))
+            exited.wait()
         finally:
             os._exit(0)
     try:

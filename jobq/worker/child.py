@@ -74,11 +74,13 @@ class SettlingReporter(Listener):
 
     def __init__(self, mark: SettlingMark) -> None:
         self.mark = mark
+        self.leftovers = attempt.Leftovers(os.getppid())
         self.settled: tuple[ClaimedJob, Outcome] | None = None
 
     def on_settling(self, claim: ClaimedJob) -> None:
         self.mark.set(claim.id, claim.token)
-        end_leftovers(claim)
+        if self.leftovers.found():
+            end_leftovers(claim)
 
     def on_settled(self, claim: ClaimedJob, outcome: Outcome) -> None:
         self.settled = (claim, outcome)
@@ -92,8 +94,6 @@ class SettlingReporter(Listener):
 def end_leftovers(claim: ClaimedJob) -> None:
     """Kill what the attempt's job started and left running, before its outcome is recorded:
     a failed attempt is retried, and its leftovers must not overlap with the retry."""
-    if not attempt.has_leftovers(os.getppid()):
-        return
     log.warning(
         "Job %d left processes running: killing them", claim.id, extra={"event": "leftovers"}
     )
@@ -264,8 +264,7 @@ class Child:
         error = unacknowledged.__cause__
         while (left := self.vouched_until(claim) - time.monotonic()) > 0:
             log.warning(
-                "Could not record how attempt %d of job %d ended (%s): trying on a new "
-                "connection",
+                "Could not record how attempt %d of job %d ended (%s): trying on a new connection",
                 claim.attempt,
                 claim.id,
                 error,
