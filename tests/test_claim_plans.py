@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq.backends import mysql, postgresql, sqlite
-from jobq.backends.base import type_params
+from jobq.backends import mysql, postgresql, postgresql_schema, sqlite
+from jobq.backends.shapes import type_params
 
 from .support import Noop
 
@@ -115,12 +115,14 @@ def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple
 @pytest.mark.parametrize("typed", [False, True], ids=["any", "typed"])
 def test_postgresql_probes_walk_a_ready_index_in_order(crowded: jobq.Queue, typed: bool) -> None:
     """The probe's statement, planned as its function plans it."""
-    which = "type = %(type)s" if typed else postgresql.ANY_TYPE
+    which = "type = %(type)s" if typed else postgresql_schema.ANY_TYPE
     index = "jobq_jobs_ready_by_type" if typed else "jobq_jobs_ready_any"
     with crowded.backend.transaction():
-        for name, value in postgresql.PROBE_SETTINGS.items():
+        for name, value in postgresql_schema.PROBE_SETTINGS.items():
             crowded.backend.execute(f"SET LOCAL {name} = {value}")
-        plan = postgresql_plan(crowded, postgresql.PROBE.format(which=which), {"type": "email"})
+        plan = postgresql_plan(
+            crowded, postgresql_schema.PROBE.format(which=which), {"type": "email"}
+        )
     scans = list(table_scans(plan))
     found = [(scan["Node Type"], scan.get("Index Name"), sorted_) for scan, sorted_ in scans]
     assert found == [("Index Scan", index, False)], found

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import jobq
 
 from .supervised_app import Sleep
@@ -21,6 +23,8 @@ PROCESSES = 4
 # threshold on every statement it sends, then reads the counts the same way.
 DRAIN = """
 import sys
+import pytest
+
 import jobq
 sys.path.insert(0, {root!r})
 import tests.support  # registers the job class
@@ -87,3 +91,18 @@ def test_supervised_workers_run_jobs_through_pgbouncer(
             assert "prepared statement" not in running.log, running.log
             assert "Could not record" not in running.log, running.log
     assert sum(event["event"] == "end" for event in read_journal(journal)) == 200
+
+
+@pytest.mark.parametrize(
+    ("dsn", "listen_dsn", "message"),
+    [
+        ("postgresql://u@127.0.0.1:1/db?pool_mode=statement", None, "pool_mode in the DSN must"),
+        ("sqlite:///jobq.sqlite3", "postgresql://u@127.0.0.1:1/db", "both DSNs must be"),
+        ("postgresql://u@127.0.0.1:1/db", "mysql://u@127.0.0.1:1/db", "both DSNs must be"),
+    ],
+)
+def test_bad_pooling_options_are_refused_by_name(
+    dsn: str, listen_dsn: str | None, message: str
+) -> None:
+    with pytest.raises(jobq.ConfigurationError, match=message):
+        jobq.Queue.connect(dsn, listen_dsn=listen_dsn)

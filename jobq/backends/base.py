@@ -18,6 +18,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from ..records import ClaimedJob, JobRecord, Status
 from ..retry import RetryPolicy, stored_policy
+from .shapes import CHUNK_ROWS, chunks
 
 log = logging.getLogger("jobq")
 
@@ -25,54 +26,10 @@ T = TypeVar("T")
 
 TRIES = 5
 
-# enqueue_many writes rows in statements of at most this many rows and payload bytes: few
-# round trips, while each statement stays well inside MySQL's default 16 MiB packet limit.
-CHUNK_ROWS = 5000
-CHUNK_BYTES = 4 * 2**20
-
 
 def policy_of(columns: Sequence[Any]) -> RetryPolicy:
     """The retry policy from its four columns, as any of the drivers returns them."""
     return stored_policy(int(columns[0]), float(columns[1]), float(columns[2]), bool(columns[3]))
-
-
-def earliest(probes: Sequence[str]) -> str:
-    """The earliest row, by (scheduled_at, id), of several ordered LIMIT 1 probes, one per
-    job type; each probe selects at least those two columns.
-
-    Every probe is a range scan of the typed ready index that stops at its first row, so a
-    claim costs one short walk per type however many jobs of other types wait ahead. One
-    ordered walk over several types cannot do that: it either sorts every ready row of those
-    types, or walks the other types' rows in schedule order until it meets one of its own.
-    """
-    if len(probes) == 1:
-        return probes[0]
-    merged = " UNION ALL ".join(
-        f"SELECT * FROM ({probe}) AS probe{i}" for i, probe in enumerate(probes)
-    )
-    return f"{merged} ORDER BY scheduled_at, id LIMIT 1"
-
-
-def chunks(jobs: Sequence[NewJob], rows: int) -> Iterator[Sequence[NewJob]]:
-    """The rows in runs of at most `rows` rows and about CHUNK_BYTES of payload."""
-    start, size = 0, 0
-    for end, job in enumerate(jobs):
-        if end > start and (end - start == rows or size + len(job.payload) > CHUNK_BYTES):
-            yield jobs[start:end]
-            start, size = end, 0
-        size += len(job.payload)
-    if start < len(jobs):
-        yield jobs[start:]
-
-
-def numbered(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Many rows' named parameters as one statement's: name0, name1, ... for each name."""
-    return {f"{name}{i}": value for i, row in enumerate(rows) for name, value in row.items()}
-
-
-def type_params(types: Sequence[str]) -> dict[str, str]:
-    """The named parameters of a claim's per-type probes: type0, type1, ..."""
-    return {f"type{i}": name for i, name in enumerate(types)}
 
 
 def expiry(lease: float) -> float:

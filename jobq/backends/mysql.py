@@ -21,7 +21,8 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 from ..dsn import redact
 from ..errors import ConfigurationError
 from ..records import ClaimedJob, Status
-from .base import Backend, NewJob, earliest, numbered, type_params
+from .base import Backend, NewJob
+from .shapes import earliest, type_params
 
 NOW = "UTC_TIMESTAMP(6)"
 
@@ -103,6 +104,11 @@ INSERT_ROW = (
     "%(max_backoff{i})s, %(jitter{i})s, coalesce(%(scheduled_at{i})s, {delay}), "
     "coalesce(%(deadline{i})s, {deadline_in}), {now}, {now})"
 )
+
+
+def numbered(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Many rows' named parameters as one statement's: name0, name1, ... for each name."""
+    return {f"{name}{i}": value for i, row in enumerate(rows) for name, value in row.items()}
 
 
 def insert_statement(rows: int) -> str:

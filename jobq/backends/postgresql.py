@@ -16,7 +16,9 @@ from psycopg.pq import TransactionStatus
 
 from ..errors import ConfigurationError
 from ..records import ClaimedJob
-from .base import Backend, NewJob, chunks, earliest, expiry, type_params
+from .base import Backend, NewJob, expiry
+from .postgresql_schema import MIGRATIONS, READY
+from .shapes import chunks, earliest, type_params
 
 # Wakes idle workers: the payload is the job's type.
 NOTIFY_CHANNEL = "jobq_jobs"
@@ -25,105 +27,6 @@ CLAIM_COLUMNS = (
     "id, type, class_name, payload, attempts, lease_until, "
     "max_attempts, backoff, max_backoff, jitter, deadline"
 )
-
-READY = (
-    "status = 'pending' AND scheduled_at <= now() "
-    "AND (deadline IS NULL OR deadline > now()) AND attempts < max_attempts"
-)
-
-# Said only by claims of any type, and part of the predicate of the index they walk, so
-# that no claim by type can walk that index. Every job has max_attempts >= 1, so it selects
-# nothing away. Without it, statistics taken while one type filled the table (or none yet)
-# make PostgreSQL expect that type everywhere; it then walks the untyped index in schedule
-# order, past every row of the other types, rather than the typed one: seconds per claim
-# behind a large backlog of another type.
-ANY_TYPE = "max_attempts > 0"
-
-# One probe for the next ready row: `{which}` is ANY_TYPE or a condition on the type.
-PROBE = (
-    f"SELECT id, scheduled_at FROM jobq_jobs WHERE {READY} AND {{which}} "
-    "ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
-)
-
-# The probes run inside a function, planned without sorts. On a table never analyzed, or
-# analyzed before a burst, PostgreSQL's estimate of the ready rows multiplies default
-# selectivities down to one or two, and it then prefers to read them all through a bitmap
-# scan and sort them over walking an ordered index: a sort of every ready row per claim
-# (50 ms at 50,000 jobs). No sort leaves only the ordered walk. A function's own settings
-# hold for its statements alone and within one transaction, so a transaction pooler may
-# share the server connection freely.
-PROBE_SETTINGS = {"enable_sort": "off"}
-
-NEXT_READY = f"""
-    CREATE OR REPLACE FUNCTION jobq_next_ready(job_type text)
-    RETURNS TABLE (id bigint, scheduled_at timestamptz)
-    LANGUAGE plpgsql VOLATILE
-    {" ".join(f"SET {name} = {value}" for name, value in PROBE_SETTINGS.items())}
-    AS $$
-    #variable_conflict use_column
-    BEGIN
-        IF job_type IS NULL THEN
-            RETURN QUERY {PROBE.format(which=ANY_TYPE)};
-        ELSE
-            RETURN QUERY {PROBE.format(which="type = job_type")};
-        END IF;
-    END
-    $$
-"""
-
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        """
-        CREATE TABLE IF NOT EXISTS jobq_jobs (
-            id           bigserial PRIMARY KEY,
-            type         text NOT NULL,
-            class_name   text NOT NULL,
-            payload      text NOT NULL,
-            status       text NOT NULL DEFAULT 'pending',
-            attempts     integer NOT NULL DEFAULT 0,
-            max_attempts integer NOT NULL,
-            backoff      double precision NOT NULL,
-            max_backoff  double precision NOT NULL,
-            jitter       boolean NOT NULL,
-            token        text,
-            lease_until  timestamptz,
-            scheduled_at timestamptz NOT NULL,
-            deadline     timestamptz,
-            last_error   text,
-            created_at   timestamptz NOT NULL DEFAULT now(),
-            updated_at   timestamptz NOT NULL DEFAULT now(),
-            finished_at  timestamptz,
-            CONSTRAINT jobq_jobs_status_check CHECK
-                (status IN ('pending', 'in_progress', 'completed', 'failed', 'expired'))
-        )
-        """,
-        # The claim reads only pending rows, in schedule order, with or without a type.
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready ON jobq_jobs (scheduled_at, id) "
-        "WHERE status = 'pending'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready_by_type ON jobq_jobs (type, scheduled_at, id) "
-        "WHERE status = 'pending'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_leases ON jobq_jobs (lease_until) "
-        "WHERE status = 'in_progress'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_deadlines ON jobq_jobs (deadline) "
-        "WHERE status = 'pending' AND deadline IS NOT NULL",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_finished ON jobq_jobs (finished_at) "
-        "WHERE finished_at IS NOT NULL",
-    ),
-    (
-        # Claims of any type walk this one; see ANY_TYPE for why it replaces jobq_jobs_ready.
-        f"CREATE INDEX IF NOT EXISTS jobq_jobs_ready_any ON jobq_jobs (scheduled_at, id) "
-        f"WHERE status = 'pending' AND {ANY_TYPE}",
-        "DROP INDEX IF EXISTS jobq_jobs_ready",
-        NEXT_READY,
-        # A queue table turns over all its rows again and again. At the default scale factors
-        # (vacuum at 20% dead rows, analyze at 10% changed) a table of a million rows waits for
-        # 200,000 dead versions before vacuum, and claims step over their index entries at the
-        # head of the ready indexes; a burst of inserts waits as long for fresh statistics.
-        "ALTER TABLE jobq_jobs SET (autovacuum_vacuum_scale_factor = 0.01, "
-        "autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02)",
-    ),
-)
-
 
 COMPLETE = """
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,

@@ -15,7 +15,8 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..records import ClaimedJob
-from .base import Backend, NewJob, earliest, type_params
+from .base import Backend, NewJob
+from .shapes import earliest, type_params
 
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 

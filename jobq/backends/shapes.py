@@ -1,0 +1,49 @@
+"""Statement shapes every backend builds alike: a claim's per-type probes merged, and the
+chunks enqueue_many writes its rows in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .base import NewJob
+
+# enqueue_many writes rows in statements of at most this many rows and payload bytes: few
+# round trips, while each statement stays well inside MySQL's default 16 MiB packet limit.
+CHUNK_ROWS = 5000
+CHUNK_BYTES = 4 * 2**20
+
+
+def earliest(probes: Sequence[str]) -> str:
+    """The earliest row, by (scheduled_at, id), of several ordered LIMIT 1 probes, one per
+    job type; each probe selects at least those two columns.
+
+    Every probe is a range scan of the typed ready index that stops at its first row, so a
+    claim costs one short walk per type however many jobs of other types wait ahead. One
+    ordered walk over several types cannot do that: it either sorts every ready row of those
+    types, or walks the other types' rows in schedule order until it meets one of its own.
+    """
+    if len(probes) == 1:
+        return probes[0]
+    merged = " UNION ALL ".join(
+        f"SELECT * FROM ({probe}) AS probe{i}" for i, probe in enumerate(probes)
+    )
+    return f"{merged} ORDER BY scheduled_at, id LIMIT 1"
+
+
+def chunks(jobs: Sequence[NewJob], rows: int) -> Iterator[Sequence[NewJob]]:
+    """The rows in runs of at most `rows` rows and about CHUNK_BYTES of payload."""
+    start, size = 0, 0
+    for end, job in enumerate(jobs):
+        if end > start and (end - start == rows or size + len(job.payload) > CHUNK_BYTES):
+            yield jobs[start:end]
+            start, size = end, 0
+        size += len(job.payload)
+    if start < len(jobs):
+        yield jobs[start:]
+
+
+def type_params(types: Sequence[str]) -> dict[str, str]:
+    """The named parameters of a claim's per-type probes: type0, type1, ..."""
+    return {f"type{i}": name for i, name in enumerate(types)}
