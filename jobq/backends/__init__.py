@@ -60,8 +60,10 @@ def for_dsn(dsn: str) -> type[Backend]:
     return backend_class(kind)
 
 
-def connect(dsn: str) -> Backend:
-    return for_dsn(dsn).connect(dsn)  # type: ignore[attr-defined, no-any-return]
+def connect(dsn: str, create: bool = True) -> Backend:
+    """A backend on a new connection. create=False: never create the database itself (only an
+    embedded one can be created by connecting); a missing one is NoSchema."""
+    return for_dsn(dsn).connect(dsn, create)  # type: ignore[attr-defined, no-any-return]
 
 
 def unwrap(connection: Any) -> Any:

@@ -122,7 +122,8 @@ class PostgresBackend(Backend):
         return self.cursor.fetchone()
 
     @classmethod
-    def connect(cls, dsn: str) -> PostgresBackend:
+    def connect(cls, dsn: str, create: bool = True) -> PostgresBackend:
+        """(`create` does not apply: connecting never creates a server's database.)"""
         scheme, rest = dsn.split("://", 1)
         # libpq takes only postgresql:// and postgres:// in lower case; jobq takes any case.
         dsn = f"postgresql://{rest}" if scheme.lower() in ("postgres", "postgresql") else dsn
@@ -156,10 +157,12 @@ class PostgresBackend(Backend):
         finally:
             self.execute("SELECT pg_advisory_unlock(4242001)")
 
-    def schema_version(self) -> int:
-        self.execute("CREATE TABLE IF NOT EXISTS jobq_schema (version integer NOT NULL)")
-        row = self.fetchone("SELECT max(version) FROM jobq_schema")
-        return int(row[0] or 0)
+    sql_create_versions = "CREATE TABLE IF NOT EXISTS jobq_schema (version integer NOT NULL)"
+    sql_versions_exist = "SELECT to_regclass('jobq_schema') IS NOT NULL"
+
+    @classmethod
+    def is_missing_table(cls, error: BaseException) -> bool:
+        return isinstance(error, pgerrors.UndefinedTable)
 
     def record_version(self, version: int) -> None:
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})

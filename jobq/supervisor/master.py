@@ -109,7 +109,7 @@ class Master:
         # shows the command line, DSN and password included, and every child inherits it.
         self.show_title()
         self.config.check()
-        appcheck.check_now(self.config.app, self.close_inherited)
+        appcheck.check_now(self.config, self.close_inherited)
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
         adopt_orphans()
