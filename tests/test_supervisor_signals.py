@@ -3,8 +3,10 @@ the LISTEN/NOTIFY wake-up that a drain must not wait behind."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +17,7 @@ import pytest
 import jobq
 
 from .supervised_app import Hold, Sleep
-from .supervising import FAST, events, read_journal, supervisor, wait_for_events
+from .supervising import FAST, alive, events, read_journal, supervisor, wait_for_events
 from .support import wait_for
 
 # A lease of 6 s (FAST): holding a job this long after its claim proves it was renewed.
@@ -80,6 +82,34 @@ def test_term_drains_renewing_leases_until_the_running_jobs_end(
         assert (str(record.status), record.attempts) == ("completed", 1)
     record = queue.get(pending)
     assert record is not None and (str(record.status), record.attempts) == ("pending", 0)
+
+
+@pytest.mark.databases("sqlite", "postgresql")
+def test_a_term_to_the_whole_process_group_drains_like_a_term_to_the_master(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    # As `timeout`, a shell's job control or a container runtime send it. setsid makes the
+    # master lead a group of its own (keeping this test out of it), without a fork.
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    held = [hold(queue, journal, release) for _ in range(2)]
+    master = [sys.executable, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "supervised_app"]
+    args = ("--workers", "2", "--graceful-timeout", "30", *FAST)
+    with supervisor(dsn, *args, command=["setsid", *master]) as running:
+        wait_for_events(journal, "start", 2)
+        assert os.getpgid(running.pid) == running.pid
+        everyone = [pid for pid in running.titles() if pid != running.pid]
+        os.killpg(running.pid, signal.SIGTERM)
+        running.wait_for_log("Retiring worker", count=2)
+        assert all(alive(pid) for pid in everyone), running.titles()
+        release.touch()
+        assert running.wait(timeout=20) == 0, running.log
+    assert "starting another" not in running.log, "a helper died"
+    assert "SIGTERM" not in running.log, running.log
+    assert sorted(e["job"] for e in events(journal, "end")) == sorted(held)
+    for job_id in held:
+        record = queue.get(job_id)
+        assert record is not None
+        assert (str(record.status), record.attempts) == ("completed", 1)
 
 
 @pytest.mark.databases("sqlite")
