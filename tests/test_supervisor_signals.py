@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import jobq
+from jobq.supervisor.signals import ECHO
 
 from .supervised_app import Hold, Sleep
 from .supervising import FAST, alive, events, read_journal, supervisor, wait_for_events
@@ -84,6 +85,18 @@ def test_term_drains_renewing_leases_until_the_running_jobs_end(
     assert record is not None and (str(record.status), record.attempts) == ("pending", 0)
 
 
+def master_command(dsn: str) -> list[str]:
+    """The supervisor's command line, for a test that runs it under another command."""
+    return [sys.executable, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "supervised_app"]
+
+
+def completed_in_one_attempt(queue: jobq.Queue, job_ids: list[int]) -> None:
+    for job_id in job_ids:
+        record = queue.get(job_id)
+        assert record is not None
+        assert (str(record.status), record.attempts) == ("completed", 1)
+
+
 @pytest.mark.databases("sqlite", "postgresql")
 def test_a_term_to_the_whole_process_group_drains_like_a_term_to_the_master(
     queue: jobq.Queue, dsn: str, tmp_path: Path
@@ -92,9 +105,8 @@ def test_a_term_to_the_whole_process_group_drains_like_a_term_to_the_master(
     # master lead a group of its own (keeping this test out of it), without a fork.
     journal, release = tmp_path / "journal", tmp_path / "release"
     held = [hold(queue, journal, release) for _ in range(2)]
-    master = [sys.executable, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "supervised_app"]
     args = ("--workers", "2", "--graceful-timeout", "30", *FAST)
-    with supervisor(dsn, *args, command=["setsid", *master]) as running:
+    with supervisor(dsn, *args, command=["setsid", *master_command(dsn)]) as running:
         wait_for_events(journal, "start", 2)
         assert os.getpgid(running.pid) == running.pid
         everyone = [pid for pid in running.titles() if pid != running.pid]
@@ -106,10 +118,26 @@ def test_a_term_to_the_whole_process_group_drains_like_a_term_to_the_master(
     assert "starting another" not in running.log, "a helper died"
     assert "SIGTERM" not in running.log, running.log
     assert sorted(e["job"] for e in events(journal, "end")) == sorted(held)
-    for job_id in held:
-        record = queue.get(job_id)
-        assert record is not None
-        assert (str(record.status), record.attempts) == ("completed", 1)
+    completed_in_one_attempt(queue, held)
+
+
+@pytest.mark.databases("sqlite")
+def test_a_term_that_timeout_passes_on_twice_is_one_drain(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    # timeout(1) passes a TERM it receives on to its command and then to their process group:
+    # the master gets it twice, a moment apart, which must not count as a second request.
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    job_id = hold(queue, journal, release)
+    args = ("--workers", "1", "--graceful-timeout", "30", *FAST)
+    with supervisor(dsn, *args, command=["timeout", "600", *master_command(dsn)]) as running:
+        wait_for_events(journal, "start")
+        running.signal(signal.SIGTERM)
+        running.wait_for_log("Draining")
+        release.touch()
+        assert running.wait(timeout=20) == 0, running.log
+    assert "Second stop request" not in running.log
+    completed_in_one_attempt(queue, [job_id])
 
 
 @pytest.mark.databases("sqlite")
@@ -162,7 +190,10 @@ def test_a_second_term_or_quit_stops_at_once(
         wait_for_events(journal, "start")
         if len(stops) == 2:
             running.signal(stops[0])
+            first = time.monotonic()
             running.wait_for_log("Draining")
+            # A repeat within ECHO is taken for the first request arriving twice.
+            wait_for("ECHO to pass", lambda: time.monotonic() - first > ECHO)
         running.signal(stops[-1])
         assert running.wait(timeout=15) == 0
     assert "Graceful timeout reached" not in running.log

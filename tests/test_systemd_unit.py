@@ -6,15 +6,14 @@ real processes in test_supervisor_signals.py (a TERM to the master, and to its w
 
 from __future__ import annotations
 
-import argparse
 import shlex
 from pathlib import Path
 
 import pytest
 
-from jobq import options
-from jobq.cli import supervise_parser
 from jobq.supervisor.master import HOUSEKEEPER_GRACE, LOOP_TICK
+
+from .test_deploy import supervisor_config
 
 UNIT = Path(__file__).resolve().parent.parent / "deploy" / "systemd" / "jobq-supervise.service"
 
@@ -39,19 +38,8 @@ def service() -> dict[str, list[str]]:
     return sections()["Service"]
 
 
-def settings(monkeypatch: pytest.MonkeyPatch) -> argparse.Namespace:
-    """The supervisor's settings from the unit's Environment= lines alone."""
-    environment = dict(line.split("=", 1) for line in service()["Environment"])
-    for variable in environment:
-        assert variable.startswith("JOBQ_"), variable
-    for option in options.SUPERVISOR:
-        monkeypatch.delenv(option.variable, raising=False)
-    for variable, value in environment.items():
-        monkeypatch.setenv(variable, value)
-    parser = supervise_parser()
-    args = parser.parse_args([])
-    options.resolve(parser, args, options.SUPERVISOR)
-    return args
+def environment() -> dict[str, str]:
+    return dict(line.split("=", 1) for line in service()["Environment"])
 
 
 def test_a_stop_sends_sigterm_to_the_master_alone() -> None:
@@ -66,8 +54,9 @@ def test_a_stop_sends_sigterm_to_the_master_alone() -> None:
 
 
 def test_the_stop_timeout_outlasts_the_drain(monkeypatch: pytest.MonkeyPatch) -> None:
-    values = settings(monkeypatch)
-    drain = values.graceful_timeout + values.kill_grace
+    config = supervisor_config(environment(), monkeypatch)
+    assert config.problems() == []
+    drain = config.graceful_timeout + config.kill_grace
     # After the drain, the master waits for its housekeeper and fence keeper to finish.
     after = 2 * HOUSEKEEPER_GRACE + LOOP_TICK
     assert float(service()["TimeoutStopSec"][0]) > drain + after
@@ -75,7 +64,7 @@ def test_the_stop_timeout_outlasts_the_drain(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_the_unit_keeps_the_password_out_and_does_not_retry_a_refusal() -> None:
     unit = service()
-    assert not any(line.startswith("JOBQ_DSN=") for line in unit["Environment"])
+    assert "JOBQ_DSN" not in environment()
     assert unit["EnvironmentFile"], "the DSN comes from a file only root can read"
     # jobq-supervise exits 2 when it refuses to start: starting again would not help.
     assert unit["RestartPreventExitStatus"] == ["2"]

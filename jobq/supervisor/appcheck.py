@@ -11,7 +11,7 @@ application cannot be imported: a child forked for the purpose imports it and re
 On SIGHUP the verdict is read from the master's loop like any message, so however slow the
 import, renewal and fencing go on meanwhile.
 
-At start, the same child first checks the database's schema (or, with --migrate, installs
+At start, the same child then checks the database's schema (or, with --migrate, installs
 it): a database nobody migrated is refused in one line before any worker is forked, rather
 than seen as every worker failing its first claim.
 """
@@ -46,17 +46,15 @@ MAX_VERDICT = 64 * 1024
 DATABASE_PATIENCE = 10.0
 
 
-def check(app: str | None, sock: socket.socket, first: Callable[[], None] | None = None) -> int:
-    """In the checking child: run `first` (a ConfigurationError from it refuses the start),
-    import the application, and send the verdict as one packet."""
-    verdict: dict[str, object]
-    try:
-        if first is not None:
-            first()
-    except ConfigurationError as error:
-        verdict = {"refused": str(error)[-MAX_ERROR:]}
-    else:
-        verdict = import_verdict(app)
+def check(app: str | None, sock: socket.socket, then: Callable[[], None] | None = None) -> int:
+    """In the checking child: import the application, then (if it imports) run `then`, whose
+    ConfigurationError refuses the start; send the verdict as one packet."""
+    verdict = import_verdict(app)
+    if verdict["error"] is None and then is not None:
+        try:
+            then()
+        except ConfigurationError as error:
+            verdict = {"refused": str(error)[-MAX_ERROR:]}
     sock.send(json.dumps(verdict).encode())
     return 0
 
@@ -126,8 +124,8 @@ def check_now(config: SupervisorConfig, let_go: Callable[[], None]) -> None:
     """Check the database and the application before the master starts; raises
     ConfigurationError if the start must be refused. Blocking: nothing else runs yet."""
     app = config.app
-    first = functools.partial(prepare_database, config.dsn, config.migrate)
-    process = fork(lambda sock: check(app, sock, first), let_go)
+    then = functools.partial(prepare_database, config.dsn, config.migrate)
+    process = fork(lambda sock: check(app, sock, then), let_go)
     try:
         process.sock.setblocking(True)
         select.select([process.sock], [], [])
