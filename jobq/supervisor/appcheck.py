@@ -75,10 +75,13 @@ def import_verdict(app: str | None) -> dict[str, object]:
 
 def prepare_database(dsn: str, migrate: bool) -> None:
     """Refuse a database without jobq's current schema (NoSchema), or with `migrate` create
-    or upgrade it. A database that cannot be reached without --migrate is left to the
-    workers, which wait for it; one that cannot be migrated is a refusal."""
-    signal.signal(signal.SIGALRM, too_slow)  # this child's own: it exits after the check
-    signal.setitimer(signal.ITIMER_REAL, DATABASE_PATIENCE)
+    or upgrade it. A database that cannot be reached without --migrate is not refused (it
+    may be an outage): the workers try it themselves; one that cannot be migrated is. Only
+    the check is bounded in time: a migration may build indexes, or wait for another
+    supervisor's."""
+    if not migrate:
+        signal.signal(signal.SIGALRM, too_slow)  # this child's own: it exits after the check
+        signal.setitimer(signal.ITIMER_REAL, DATABASE_PATIENCE)
     try:
         if migrate:
             log.info("--migrate: %s", schema.migrate(dsn), extra={"event": "migrated"})
@@ -90,7 +93,7 @@ def prepare_database(dsn: str, migrate: bool) -> None:
         if migrate:
             raise ConfigurationError(f"--migrate failed: {error}") from None
         log.warning(
-            "Could not check the database's schema (%s); the workers will wait for the database",
+            "Could not check the database's schema (%s): starting anyway, the workers will try",
             error,
             extra={"event": "schema_unchecked"},
         )
