@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import jobq
-from jobq.supervisor.signals import ECHO
+from jobq.supervisor.signals import ECHO, SignalQueue
 
 from .supervised_app import Hold, Sleep
 from .supervising import FAST, alive, events, read_journal, supervisor, wait_for_events
@@ -378,3 +378,20 @@ def test_notify_wakes_an_idle_worker_and_does_not_delay_a_drain(
         # An idle worker blocked on LISTEN for the whole poll interval would hold up the drain.
         assert time.monotonic() - stopping < 5
     assert len(read_journal(journal)) == 4
+
+
+# -- echoes of one stop request ----------------------------------------------------------------
+
+
+def test_a_stop_request_repeated_within_echo_is_taken_once() -> None:
+    queue = SignalQueue()
+    try:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGHUP):
+            queue.record(signum, None)
+        # Only stop requests have echoes: each HUP is a reload of its own.
+        assert queue.take() == [signal.SIGTERM, signal.SIGHUP, signal.SIGHUP]
+        queue.pending.append((signal.SIGTERM, queue.last_stop + ECHO))
+        assert queue.take() == [signal.SIGTERM], "a later one is the second request"
+    finally:
+        for fd in queue.fds():
+            os.close(fd)
