@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from . import hooks, logs, options
+from . import hooks, logs, options, schema
 from .app import import_app, start_worker
 from .backends import for_dsn
 from .dsn import default_dsn, scrub
-from .errors import ConfigurationError, JobqError
+from .errors import ConfigurationError, JobqError, NoSchema
 from .loop import PlainWorker
 from .options import Option
 from .queue import FINISHED, Queue
@@ -69,16 +68,20 @@ def is_driver_error(error: BaseException) -> bool:
     return False
 
 
-def open_queue(args: argparse.Namespace, worker: bool = False) -> Queue:
+def open_queue(args: argparse.Namespace, worker: bool = False, migrating: bool = False) -> Queue:
     """Import the application (a worker also sets Django up and runs on_worker_start hooks),
-    then connect."""
+    check the schema (unless migrating), then connect."""
     if worker:
         start_worker(args.app)
     else:
         import_app(getattr(args, "app", None))
     dsn = args.dsn or default_dsn()
     try:
+        if not migrating:
+            schema.require(dsn)
         return Queue.connect(dsn, lease_duration=getattr(args, "lease", options.LEASE.default))
+    except NoSchema as error:
+        raise CommandError(str(error)) from None
     except ConfigurationError:
         raise
     except Exception as error:
@@ -92,14 +95,8 @@ def open_queue(args: argparse.Namespace, worker: bool = False) -> Queue:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    with open_queue(args) as queue:
-        before, after = queue.install()
-    if before == 0:
-        print(f"jobq: created the schema (version {after})")
-    elif before < after:
-        print(f"jobq: upgraded the schema from version {before} to {after}")
-    else:
-        print(f"jobq: the schema is already current (version {after})")
+    with open_queue(args, migrating=True) as queue:
+        print(f"jobq: {schema.describe(*queue.install())}")
     return 0
 
 
@@ -232,9 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not is_driver_error(error):
             raise
         dsn = args.dsn or default_dsn()
-        message = scrub(str(error).strip(), dsn)
-        if re.search(r"jobq_jobs.*(does not exist|doesn't exist)|no such table", message):
-            message += " (has `jobq migrate` been run on this database?)"
+        message = scrub(str(error).strip(), dsn) + schema.hint(dsn, error)
         print(f"jobq: database error on {scrub(dsn, dsn)}: {message}", file=sys.stderr)
         return 1
 

@@ -16,6 +16,10 @@ class ConfigurationError(JobqError, ValueError):
     """A DSN, option or server setting that jobq cannot work with."""
 
 
+class NoSchema(ConfigurationError):
+    """The database lacks jobq's schema, or holds an older one: `jobq migrate` fixes it."""
+
+
 class DecodeError(JobqError):
     """A payload that cannot become a registered Job: it fails the attempt, never the worker."""
 

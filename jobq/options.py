@@ -23,6 +23,9 @@ from .queue import check_type_name
 from .retry import MAX_DELAY
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# What a switch's environment variable may say.
+SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False,
+          "no": False, "off": False}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,8 @@ class Option:
     - "count": a whole number, at least `minimum`;
     - "MiB": a positive number of mebibytes;
     - "port": a TCP port number, 0 meaning any free one;
-    - "text": any non-empty text; "choice": one of `choices`; "type": a job type name.
+    - "text": any non-empty text; "choice": one of `choices`; "type": a job type name;
+    - "switch": a flag without a value; its variable reads 1/true/yes/on or 0/false/no/off.
 
     A repeatable option is given as its flag once per value, or as a comma-separated variable.
     """
@@ -80,6 +84,11 @@ class Option:
             if match is None:
                 raise ValueError(f"must be one of {', '.join(self.choices)}, got {text!r}")
             return match
+        if self.unit == "switch":
+            value = SWITCH.get(text.strip().lower())
+            if value is None:
+                raise ValueError(f"must be one of {', '.join(SWITCH)}, got {text!r}")
+            return value
         if self.unit == "text":
             if not text.strip():
                 raise ValueError("must not be empty")
@@ -138,6 +147,12 @@ class Option:
             self.unit, self.unit.upper()
         )
         extra = f"one of {', '.join(self.choices)}; " if self.choices else ""
+        if self.unit == "switch":
+            help = f"{self.help} (env {self.variable}=1; default {self.default_text()})"
+            parser.add_argument(
+                self.flag, dest=self.name, action="store_const", const=True, help=help
+            )
+            return
         parser.add_argument(
             self.flag,
             dest=self.name,
@@ -252,6 +267,14 @@ SUPERVISOR = (
         "address to serve metrics on; give 0.0.0.0 explicitly to expose them",
         unit="text",
         metavar="ADDRESS",
+    ),
+    Option(
+        "migrate",
+        False,
+        "create or upgrade jobq's tables at start, as `jobq migrate` does; without it, a "
+        "database lacking them is refused",
+        unit="switch",
+        shown_default="off",
     ),
     Option(
         "termination_grace_period",

@@ -345,7 +345,7 @@ def test_environment_variables_stand_in_for_options(
         (["work", "--log-level", "loud"], {}, 2, "argument --log-level: must be one of DEBUG"),
         (["prune", "--older-than", "-1"], {}, 2, "--older-than: must be at least 0 s, got -1"),
         (["prune", "--older-than", "1e12"], {}, 2, "argument --older-than"),
-        (["prune", "--status", "pending"], {}, 2, "argument --status: invalid choice: 'pending'"),
+        (["prune", "--status", "pending"], {}, 2, "--status: must be one of completed, failed"),
         (["frobnicate"], {}, 2, "invalid choice: 'frobnicate'"),
     ],
 )
@@ -390,9 +390,15 @@ def test_connection_failures_are_reported_without_the_password(
     assert "u:***@127.0.0.1" in result.stderr
 
 
-def test_commands_before_migrate_say_so(cli: Cli) -> None:
-    result = cli.run("stats").refused(1)
-    assert "jobq migrate" in result.stderr
+@pytest.mark.parametrize("command", [["stats"], ["prune"], ["work", "--app", "jobs_app"]])
+def test_commands_before_migrate_say_so_in_one_line(
+    cli: Cli, db_kind: str, tmp_path: Path, command: list[str]
+) -> None:
+    result = cli.run(*command).refused(1)
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.endswith("run `jobq migrate` to create it\n")
+    if db_kind == "sqlite":
+        assert not list(tmp_path.glob("jobq.sqlite3*")), "an empty database file was created"
 
 
 # -- stopping ------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from jobq import options
 from jobq.backends.postgresql import READY
 from jobq.cli import supervise_parser
 from jobq.supervisor.config import SupervisorConfig
@@ -278,7 +279,9 @@ def supervisor_config(data: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> 
     for variable, value in data.items():
         monkeypatch.setenv(variable, value)
     # The parser reads the environment when it is built, as it does at start.
-    args = supervise_parser().parse_args([])
+    parser = supervise_parser()
+    args = parser.parse_args([])
+    options.resolve(parser, args, options.SUPERVISOR)
     given = {
         field.name: getattr(args, field.name)
         for field in dataclasses.fields(SupervisorConfig)

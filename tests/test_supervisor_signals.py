@@ -3,8 +3,10 @@ the LISTEN/NOTIFY wake-up that a drain must not wait behind."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,9 +15,10 @@ from pathlib import Path
 import pytest
 
 import jobq
+from jobq.supervisor.signals import ECHO, SignalQueue
 
 from .supervised_app import Hold, Sleep
-from .supervising import FAST, events, read_journal, supervisor, wait_for_events
+from .supervising import FAST, alive, events, read_journal, supervisor, wait_for_events
 from .support import wait_for
 
 # A lease of 6 s (FAST): holding a job this long after its claim proves it was renewed.
@@ -82,6 +85,61 @@ def test_term_drains_renewing_leases_until_the_running_jobs_end(
     assert record is not None and (str(record.status), record.attempts) == ("pending", 0)
 
 
+def master_command(dsn: str) -> list[str]:
+    """The supervisor's command line, for a test that runs it under another command."""
+    return [sys.executable, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "supervised_app"]
+
+
+def completed_in_one_attempt(queue: jobq.Queue, job_ids: list[int]) -> None:
+    for job_id in job_ids:
+        record = queue.get(job_id)
+        assert record is not None
+        assert (str(record.status), record.attempts) == ("completed", 1)
+
+
+@pytest.mark.databases("sqlite", "postgresql")
+def test_a_term_to_the_whole_process_group_drains_like_a_term_to_the_master(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    # As `timeout`, a shell's job control or a container runtime send it. setsid makes the
+    # master lead a group of its own (keeping this test out of it), without a fork.
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    held = [hold(queue, journal, release) for _ in range(2)]
+    args = ("--workers", "2", "--graceful-timeout", "30", *FAST)
+    with supervisor(dsn, *args, command=["setsid", *master_command(dsn)]) as running:
+        wait_for_events(journal, "start", 2)
+        assert os.getpgid(running.pid) == running.pid
+        everyone = [pid for pid in running.titles() if pid != running.pid]
+        os.killpg(running.pid, signal.SIGTERM)
+        running.wait_for_log("Retiring worker", count=2)
+        assert all(alive(pid) for pid in everyone), running.titles()
+        release.touch()
+        assert running.wait(timeout=20) == 0, running.log
+    assert "starting another" not in running.log, "a helper died"
+    assert "SIGTERM" not in running.log, running.log
+    assert sorted(e["job"] for e in events(journal, "end")) == sorted(held)
+    completed_in_one_attempt(queue, held)
+
+
+@pytest.mark.databases("sqlite")
+def test_a_term_that_timeout_passes_on_twice_is_one_drain(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    # timeout(1) passes a TERM it receives on to its command and then to their process group:
+    # the master gets it twice, a moment apart, which must not count as a second request.
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    job_id = hold(queue, journal, release)
+    args = ("--workers", "1", "--graceful-timeout", "30", *FAST)
+    with supervisor(dsn, *args, command=["timeout", "600", *master_command(dsn)]) as running:
+        wait_for_events(journal, "start")
+        running.signal(signal.SIGTERM)
+        running.wait_for_log("Draining")
+        release.touch()
+        assert running.wait(timeout=20) == 0, running.log
+    assert "Second stop request" not in running.log
+    completed_in_one_attempt(queue, [job_id])
+
+
 @pytest.mark.databases("sqlite")
 def test_int_drains_like_term(queue: jobq.Queue, dsn: str, tmp_path: Path) -> None:
     journal, release = tmp_path / "journal", tmp_path / "release"
@@ -132,7 +190,10 @@ def test_a_second_term_or_quit_stops_at_once(
         wait_for_events(journal, "start")
         if len(stops) == 2:
             running.signal(stops[0])
+            first = time.monotonic()
             running.wait_for_log("Draining")
+            # A repeat within ECHO is taken for the first request arriving twice.
+            wait_for("ECHO to pass", lambda: time.monotonic() - first > ECHO)
         running.signal(stops[-1])
         assert running.wait(timeout=15) == 0
     assert "Graceful timeout reached" not in running.log
@@ -317,3 +378,20 @@ def test_notify_wakes_an_idle_worker_and_does_not_delay_a_drain(
         # An idle worker blocked on LISTEN for the whole poll interval would hold up the drain.
         assert time.monotonic() - stopping < 5
     assert len(read_journal(journal)) == 4
+
+
+# -- echoes of one stop request ----------------------------------------------------------------
+
+
+def test_a_stop_request_repeated_within_echo_is_taken_once() -> None:
+    queue = SignalQueue()
+    try:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGHUP):
+            queue.record(signum, None)
+        # Only stop requests have echoes: each HUP is a reload of its own.
+        assert queue.take() == [signal.SIGTERM, signal.SIGHUP, signal.SIGHUP]
+        queue.pending.append((signal.SIGTERM, queue.last_stop + ECHO))
+        assert queue.take() == [signal.SIGTERM], "a later one is the second request"
+    finally:
+        for fd in queue.fds():
+            os.close(fd)

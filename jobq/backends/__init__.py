@@ -60,17 +60,19 @@ def for_dsn(dsn: str) -> type[Backend]:
     return backend_class(kind)
 
 
-def connect(dsn: str, listen_dsn: str | None = None) -> Backend:
-    """A backend on a connection of its own; `listen_dsn` (PostgreSQL only) is a direct
-    connection for wake-ups, when `dsn` goes through a transaction pooler."""
+def connect(dsn: str, listen_dsn: str | None = None, create: bool = True) -> Backend:
+    """A backend on a connection of its own. `listen_dsn` (PostgreSQL only) is a direct
+    connection for wake-ups, when `dsn` goes through a transaction pooler. create=False:
+    never create the database itself (only an embedded one can be created by connecting);
+    a missing one is NoSchema."""
     backend = for_dsn(dsn)
     if listen_dsn is None:
-        return backend.connect(dsn)  # type: ignore[attr-defined, no-any-return]
+        return backend.connect(dsn, create=create)  # type: ignore[attr-defined, no-any-return]
     if {SCHEMES.get(scheme_of(each)) for each in (dsn, listen_dsn)} != {"postgresql"}:
         raise ConfigurationError(
             "a listen DSN is for wake-ups from PostgreSQL: both DSNs must be postgresql://"
         )
-    return backend.connect(dsn, listen_dsn)  # type: ignore[attr-defined, no-any-return]
+    return backend.connect(dsn, listen_dsn=listen_dsn)  # type: ignore[attr-defined, no-any-return]
 
 
 def unwrap(connection: Any) -> Any:

@@ -166,7 +166,8 @@ class MysqlBackend(Backend):
         self.returning = "mariadb" in str(connection.get_server_info()).lower()
 
     @classmethod
-    def connect(cls, dsn: str) -> MysqlBackend:
+    def connect(cls, dsn: str, create: bool = True) -> MysqlBackend:
+        """(`create` does not apply: connecting never creates a server's database.)"""
         # FOUND_ROWS: rowcount counts matched rows, so a renewal that leaves the lease
         # unchanged still reports that it held.
         connection = pymysql.connect(
@@ -220,10 +221,15 @@ class MysqlBackend(Backend):
         finally:
             self.execute("SELECT RELEASE_LOCK('jobq_install')")
 
-    def schema_version(self) -> int:
-        self.execute("CREATE TABLE IF NOT EXISTS jobq_schema (version INT NOT NULL)")
-        row = self.fetchone("SELECT max(version) FROM jobq_schema")
-        return int(row[0] or 0)
+    sql_create_versions = "CREATE TABLE IF NOT EXISTS jobq_schema (version INT NOT NULL)"
+    sql_versions_exist = (
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() "
+        "AND table_name = 'jobq_schema'"
+    )
+
+    @classmethod
+    def is_missing_table(cls, error: BaseException) -> bool:
+        return isinstance(error, pymysql.err.ProgrammingError) and error.args[:1] == (1146,)
 
     def record_version(self, version: int) -> None:
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})

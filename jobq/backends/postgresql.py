@@ -144,7 +144,10 @@ class PostgresBackend(Backend):
         return self.cursor.fetchone()
 
     @classmethod
-    def connect(cls, dsn: str, listen_dsn: str | None = None) -> PostgresBackend:
+    def connect(
+        cls, dsn: str, listen_dsn: str | None = None, create: bool = True
+    ) -> PostgresBackend:
+        """(`create` does not apply: connecting never creates a server's database.)"""
         dsn, pooled = pool_mode(dsn)
         # A transaction pooler hands each transaction to any server connection, where a
         # statement prepared on another does not exist, or another statement has its name.
@@ -186,10 +189,12 @@ class PostgresBackend(Backend):
             self.execute("SELECT pg_advisory_xact_lock(4242001)")
             yield
 
-    def schema_version(self) -> int:
-        self.execute("CREATE TABLE IF NOT EXISTS jobq_schema (version integer NOT NULL)")
-        row = self.fetchone("SELECT max(version) FROM jobq_schema")
-        return int(row[0] or 0)
+    sql_create_versions = "CREATE TABLE IF NOT EXISTS jobq_schema (version integer NOT NULL)"
+    sql_versions_exist = "SELECT to_regclass('jobq_schema') IS NOT NULL"
+
+    @classmethod
+    def is_missing_table(cls, error: BaseException) -> bool:
+        return isinstance(error, pgerrors.UndefinedTable)
 
     def record_version(self, version: int) -> None:
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})

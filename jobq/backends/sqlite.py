@@ -6,14 +6,16 @@ Times are stored as Unix seconds (REAL), read from SQLite's own clock.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
+from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, NoSchema
 from ..records import ClaimedJob
 from .base import Backend, NewJob
 from .shapes import earliest, type_params
@@ -134,12 +136,18 @@ class SqliteBackend(Backend):
             )
 
     @classmethod
-    def connect(cls, dsn: str) -> SqliteBackend:
+    def connect(cls, dsn: str, create: bool = True) -> SqliteBackend:
         cls.check_version()  # before the file is created
+        path = target = path_of(dsn)
+        if not create and path != ":memory:":
+            if not os.path.exists(path):
+                raise NoSchema(f"the SQLite database {path} does not exist")
+            # Read-write without create: should the file vanish meanwhile, none is made.
+            target = Path(path).absolute().as_uri() + "?mode=rw"
         # check_same_thread=False: a Queue may be handed to another thread, though never
         # used from two at once. isolation_level=None: autocommit, as consumers require.
         connection = sqlite3.connect(
-            path_of(dsn), timeout=5.0, isolation_level=None, check_same_thread=False
+            target, timeout=5.0, isolation_level=None, check_same_thread=False, uri=target != path
         )
         backend = cls(connection, owns_connection=True)
         backend.use_wal()
@@ -214,10 +222,14 @@ class SqliteBackend(Backend):
 
     install_lock = transaction
 
-    def schema_version(self) -> int:
-        self.execute("CREATE TABLE IF NOT EXISTS jobq_schema (version INTEGER NOT NULL)")
-        row = self.fetchone("SELECT max(version) FROM jobq_schema")
-        return int(row[0] or 0)
+    sql_create_versions = "CREATE TABLE IF NOT EXISTS jobq_schema (version INTEGER NOT NULL)"
+    sql_versions_exist = (
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobq_schema'"
+    )
+
+    @classmethod
+    def is_missing_table(cls, error: BaseException) -> bool:
+        return isinstance(error, sqlite3.OperationalError) and "no such table" in str(error)
 
     def record_version(self, version: int) -> None:
         self.execute("INSERT INTO jobq_schema (version) VALUES (:v)", {"v": version})

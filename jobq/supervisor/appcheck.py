@@ -10,11 +10,16 @@ The master still refuses to start, and a reload still keeps the old workers, whe
 application cannot be imported: a child forked for the purpose imports it and reports back.
 On SIGHUP the verdict is read from the master's loop like any message, so however slow the
 import, renewal and fencing go on meanwhile.
+
+At start, the same child then checks the database's schema (or, with --migrate, installs
+it): a database nobody migrated is refused in one line before any worker is forked, rather
+than seen as every worker failing its first claim.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -23,10 +28,13 @@ import selectors
 import signal
 import socket
 from collections.abc import Callable
+from types import FrameType
 
+from .. import schema
 from ..app import load_app
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, NoSchema
 from ..job import registered_types
+from .config import SupervisorConfig
 from .forking import Forked, fork
 
 log = logging.getLogger("jobq")
@@ -34,10 +42,24 @@ log = logging.getLogger("jobq")
 # The longest error text sent back: a packet on the master's socket has a size limit.
 MAX_ERROR = 4000
 MAX_VERDICT = 64 * 1024
+# How long the start waits for the database to answer the schema check.
+DATABASE_PATIENCE = 10.0
 
 
-def check(app: str | None, sock: socket.socket) -> int:
-    """In the checking child: import the application and send the verdict as one packet."""
+def check(app: str | None, sock: socket.socket, then: Callable[[], None] | None = None) -> int:
+    """In the checking child: import the application, then (if it imports) run `then`, whose
+    ConfigurationError refuses the start; send the verdict as one packet."""
+    verdict = import_verdict(app)
+    if verdict["error"] is None and then is not None:
+        try:
+            then()
+        except ConfigurationError as error:
+            verdict = {"refused": str(error)[-MAX_ERROR:]}
+    sock.send(json.dumps(verdict).encode())
+    return 0
+
+
+def import_verdict(app: str | None) -> dict[str, object]:
     verdict: dict[str, object]
     try:
         load_app(app)
@@ -48,8 +70,39 @@ def check(app: str | None, sock: socket.socket) -> int:
         # The application's own bug: its traceback is worth the log lines.
         log.exception("Importing --app %s failed", app)
         verdict = {"error": f"importing --app {app!r} raised {error!r}"[-MAX_ERROR:]}
-    sock.send(json.dumps(verdict).encode())
-    return 0
+    return verdict
+
+
+def prepare_database(dsn: str, migrate: bool) -> None:
+    """Refuse a database without jobq's current schema (NoSchema), or with `migrate` create
+    or upgrade it. A database that cannot be reached without --migrate is not refused (it
+    may be an outage): the workers try it themselves; one that cannot be migrated is. Only
+    the check is bounded in time: a migration may build indexes, or wait for another
+    supervisor's."""
+    if not migrate:
+        signal.signal(signal.SIGALRM, too_slow)  # this child's own: it exits after the check
+        signal.setitimer(signal.ITIMER_REAL, DATABASE_PATIENCE)
+    try:
+        if migrate:
+            log.info("--migrate: %s", schema.migrate(dsn), extra={"event": "migrated"})
+        else:
+            schema.require(dsn)
+    except NoSchema as error:
+        raise NoSchema(f"{error}, or start with --migrate") from None
+    except Exception as error:
+        if migrate:
+            raise ConfigurationError(f"--migrate failed: {error}") from None
+        log.warning(
+            "Could not check the database's schema (%s): starting anyway, the workers will try",
+            error,
+            extra={"event": "schema_unchecked"},
+        )
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def too_slow(signum: int, frame: FrameType | None) -> None:
+    raise TimeoutError(f"no answer within {DATABASE_PATIENCE:g} s")
 
 
 def verdict_of(data: bytes, how: str) -> str | None:
@@ -70,10 +123,12 @@ def verdict_of(data: bytes, how: str) -> str | None:
     return str(error)
 
 
-def check_now(app: str | None, let_go: Callable[[], None]) -> None:
-    """Check the application before the master starts; raises ConfigurationError if it
-    cannot be imported. Blocking: nothing else runs yet."""
-    process = fork(lambda sock: check(app, sock), let_go)
+def check_now(config: SupervisorConfig, let_go: Callable[[], None]) -> None:
+    """Check the database and the application before the master starts; raises
+    ConfigurationError if the start must be refused. Blocking: nothing else runs yet."""
+    app = config.app
+    then = functools.partial(prepare_database, config.dsn, config.migrate)
+    process = fork(lambda sock: check(app, sock, then), let_go)
     try:
         process.sock.setblocking(True)
         select.select([process.sock], [], [])
@@ -81,6 +136,8 @@ def check_now(app: str | None, let_go: Callable[[], None]) -> None:
     finally:
         _, status = os.waitpid(process.pid, 0)
         process.close()
+    if data and "refused" in (verdict := json.loads(data)):
+        raise ConfigurationError(verdict["refused"])
     error = verdict_of(data, f"exit status {os.waitstatus_to_exitcode(status)}")
     if error is not None:
         raise ConfigurationError(error if "--app" in error else f"--app {app!r}: {error}")

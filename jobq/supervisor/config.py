@@ -61,6 +61,7 @@ class SupervisorConfig:
     maintenance_interval: float = declared("maintenance_interval")
     metrics_address: str = declared("metrics_address")
     metrics_port: int | None = declared("metrics_port")
+    migrate: bool = declared("migrate")
     # Kubernetes' terminationGracePeriodSeconds, when the deployment passes it on: the pod is
     # killed that long after SIGTERM, drain or not.
     termination_grace_period: float | None = None

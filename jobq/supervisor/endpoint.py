@@ -3,6 +3,10 @@
 No server thread: the master forks, and a fork copies only the calling thread, so any lock
 another thread held would stay held in the child. Connections are non-blocking and short;
 a client that stalls is dropped after a few seconds.
+
+A path may be held: its hold function, called when the request is in, starts whatever the
+answer needs (the queue-depth reading, which the housekeeper makes) and says whether to wait
+for it. A held request is answered when the master calls release(), or after HOLD_LIMIT.
 """
 
 from __future__ import annotations
@@ -21,9 +25,13 @@ log = logging.getLogger("jobq")
 # A handler returns (HTTP status, content type, body).
 Response = tuple[int, str, bytes]
 Handler = Callable[[], Response]
+# Called when a request for its path is in: whether to hold the answer until release().
+Hold = Callable[[], bool]
 
 MAX_REQUEST = 8192
 STALL_LIMIT = 5.0
+# The longest a held request waits; Prometheus's scrape timeout is commonly 1 s at the least.
+HOLD_LIMIT = 0.5
 REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
 
@@ -34,6 +42,7 @@ class Connection:
         self.opened = time.monotonic()
         self.request = b""
         self.reply = b""
+        self.held_until = float("inf")
 
     def on_event(self, mask: int) -> None:
         try:
@@ -50,8 +59,18 @@ class Connection:
         if not data or len(self.request) > MAX_REQUEST:
             self.close()
         elif b"\r\n\r\n" in self.request or b"\n\n" in self.request:
-            self.reply = self.endpoint.respond(self.request)
-            self.endpoint.selector.modify(self.sock, selectors.EVENT_WRITE, self)
+            self.endpoint.selector.unregister(self.sock)
+            hold = self.endpoint.holds.get(path_of(self.request))
+            if hold is not None and hold():
+                self.held_until = time.monotonic() + HOLD_LIMIT
+                self.endpoint.held.add(self)
+            else:
+                self.answer()
+
+    def answer(self) -> None:
+        self.endpoint.held.discard(self)
+        self.reply = self.endpoint.respond(self.request)
+        self.endpoint.selector.register(self.sock, selectors.EVENT_WRITE, self)
 
     def write(self) -> None:
         sent = self.sock.send(self.reply)
@@ -61,6 +80,7 @@ class Connection:
 
     def close(self) -> None:
         self.endpoint.connections.discard(self)
+        self.endpoint.held.discard(self)
         with contextlib.suppress(KeyError, ValueError):
             self.endpoint.selector.unregister(self.sock)
         self.sock.close()
@@ -73,9 +93,12 @@ class Endpoint:
         address: str,
         port: int,
         handlers: dict[str, Handler],
+        holds: dict[str, Hold],
     ) -> None:
         self.selector = selector
         self.handlers = handlers
+        self.holds = holds
+        self.held: set[Connection] = set()
         self.listener = socket.create_server((address, port), reuse_port=False)
         self.listener.setblocking(False)
         self.connections: set[Connection] = set()
@@ -102,8 +125,7 @@ class Endpoint:
         elif parts[0] not in (b"GET", b"HEAD"):
             status, kind, body = 405, "text/plain", b"only GET\n"
         else:
-            path = parts[1].split(b"?", 1)[0].decode("latin-1")
-            handler = self.handlers.get(path)
+            handler = self.handlers.get(path_of(request))
             status, kind, body = handler() if handler else (404, "text/plain", b"not found\n")
         head = (
             f"HTTP/1.1 {status} {REASONS.get(status, '')}\r\nContent-Type: {kind}\r\n"
@@ -111,7 +133,19 @@ class Endpoint:
         ).encode()
         return head if parts[:1] == [b"HEAD"] else head + body
 
-    def drop_stalled(self, now: float) -> None:
+    def release(self) -> None:
+        """Answer every held request: what they waited for is in."""
+        for connection in list(self.held):
+            connection.answer()
+
+    def due(self) -> float:
+        """When the next held request must be answered, waited for or not."""
+        return min((c.held_until for c in self.held), default=float("inf"))
+
+    def tend(self, now: float) -> None:
+        """Answer held requests whose wait is over, and drop clients that stall."""
+        for connection in [c for c in self.held if now >= c.held_until]:
+            connection.answer()
         for connection in [c for c in self.connections if now - c.opened > STALL_LIMIT]:
             connection.close()
 
@@ -122,12 +156,21 @@ class Endpoint:
         self.listener.close()
 
 
+def path_of(request: bytes) -> str:
+    parts = request.split(b"\r\n", 1)[0].split()
+    return parts[1].split(b"?", 1)[0].decode("latin-1") if len(parts) >= 2 else ""
+
+
 def serve(
-    selector: selectors.BaseSelector, address: str, port: int, routes: dict[str, Handler]
+    selector: selectors.BaseSelector,
+    address: str,
+    port: int,
+    routes: dict[str, Handler],
+    holds: dict[str, Hold],
 ) -> Endpoint:
     """The master's endpoint; a port that cannot be bound is a configuration error."""
     try:
-        endpoint = Endpoint(selector, address, port, routes)
+        endpoint = Endpoint(selector, address, port, routes, holds)
     except OSError as error:
         raise ConfigurationError(
             f"cannot serve metrics on {address}:{port}: {error.strerror or error}"

@@ -25,6 +25,10 @@ log = logging.getLogger("jobq")
 # A terminal sends these to its foreground process group; they are the master's to act on.
 # Every child leads a group of its own (so that a worker's whole attempt can be signalled at
 # once), which keeps them out of the terminal's group too: ignoring them is the second line.
+# The same keeps a SIGTERM sent to the master's whole group (`timeout`, `kill -TERM -<pgid>`)
+# from reaching workers and helpers: the master alone drains. (systemd's default
+# KillMode=control-group signals every process of the unit, group or not: the unit in
+# deploy/systemd uses KillMode=mixed.)
 IGNORED_IN_CHILD = (signal.SIGINT, signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGQUIT)
 # SIGTERM stops a child at once (fencing, timeouts, shutdown); jobs may use SIGALRM.
 DEFAULT_IN_CHILD = (signal.SIGTERM, signal.SIGALRM, signal.SIGCHLD)
@@ -86,9 +90,13 @@ def fork(
         try:
             for signum in IGNORED_IN_CHILD:
                 signal.signal(signum, signal.SIG_IGN)
+            # Until it leads its own group, a child is in the master's, where `timeout`,
+            # `kill -TERM -<pgid>` or a terminal may signal it. What was sent to the group
+            # is the master's to act on: ignoring SIGTERM discards one already pending.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            os.setpgid(0, 0)
             for signum in DEFAULT_IN_CHILD:
                 signal.signal(signum, signal.SIG_DFL)
-            os.setpgid(0, 0)
             signal.pthread_sigmask(signal.SIG_SETMASK, set())
             if dies_with_master:
                 die_with(master_pid)

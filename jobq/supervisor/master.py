@@ -50,8 +50,6 @@ LOOP_TICK = 1.0
 # calls, the fencing scan); pacing lets one pass take many messages. Nothing the master
 # does is that urgent: fences act FENCE_LEAD early, and due moments cut the pause short.
 PACE = 0.005
-# Queue depth is read from the database at most this often, however often it is scraped.
-DEPTH_CACHE = 2.0
 # Rows of the fence table: the most workers one supervisor runs at once.
 FENCE_SLOTS = 1024
 # Exits a worker makes on purpose: they are not restarts in the metrics' sense.
@@ -93,7 +91,6 @@ class Master:
         for job_type in config.types:
             self.metrics.know_type(job_type)
         self.endpoint: Endpoint | None = None
-        self.depth_asked = float("-inf")
         self.database_problem: str | None = "not checked yet"
         self.database_seen = False  # it answered once: later failures are outages
         self.last_pass = float("-inf")
@@ -109,7 +106,7 @@ class Master:
         # shows the command line, DSN and password included, and every child inherits it.
         self.show_title()
         self.config.check()
-        appcheck.check_now(self.config.app, self.close_inherited)
+        appcheck.check_now(self.config, self.close_inherited)
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
         adopt_orphans()
@@ -163,12 +160,12 @@ class Master:
         self.fence(now)
         self.manage_pool(now)
         if self.endpoint is not None:
-            self.endpoint.drop_stalled(now)
+            self.endpoint.tend(now)
         self.show_title()
 
     def next_event(self, now: float) -> float:
         """The next moment the loop has something to do, unless woken earlier."""
-        times = [self.drain_deadline]
+        times = [self.drain_deadline, self.endpoint.due() if self.endpoint else float("inf")]
         if self.round is not None:
             times.append(self.round.sent + self.config.renew_timeout)
         else:
@@ -368,9 +365,9 @@ class Master:
             if message.counts is not None:
                 self.metrics.on_maintained(message.counts)
         elif isinstance(message, protocol.Depth):
-            self.metrics.depth.update(message.counts, message.oldest)
-            for name, _, _ in message.counts:
-                self.metrics.know_type(name)
+            self.metrics.on_depth(message.counts, message.oldest, time.monotonic())
+            if self.endpoint is not None:
+                self.endpoint.release()  # the scrapes that waited for these figures
         elif isinstance(message, protocol.Settled):
             self.metrics.failed.labels(message.type, message.outcome).inc()
 
@@ -638,20 +635,22 @@ class Master:
     # -- metrics and probes ----------------------------------------------------------------
 
     def serve_metrics_endpoint(self) -> None:
-        config = self.config
-        assert config.metrics_port is not None
+        port = self.config.metrics_port
+        assert port is not None
         routes = {"/metrics": self.scrape, "/healthz": self.health, "/readyz": self.readiness}
-        self.endpoint = serve(self.selector, config.metrics_address, config.metrics_port, routes)
+        holds = {"/metrics": self.measure_depth}
+        self.endpoint = serve(self.selector, self.config.metrics_address, port, routes, holds)
+
+    def measure_depth(self) -> bool:
+        """Before a scrape: whether to wait for fresh queue-depth figures (asked for here)."""
+        if self.housekeeper is not None and self.metrics.depth.ask(time.monotonic()):
+            self.send(self.housekeeper, protocol.MeasureDepth())
+        return self.housekeeper is not None and self.metrics.depth.stale(time.monotonic())
 
     def scrape(self) -> Response:
         busy = sum(1 for w in self.children.values() if w.lease is not None)
         idle = sum(1 for w in self.children.values() if w.ready and w.lease is None)
         self.metrics.on_workers(busy, idle, resident_memory(self.children.values()))
-        now = time.monotonic()
-        if self.housekeeper is not None and now - self.depth_asked >= DEPTH_CACHE:
-            # Answered on a later tick: this scrape shows the last figures read.
-            self.depth_asked = now
-            self.send(self.housekeeper, protocol.MeasureDepth())
         return 200, CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
 
     def health(self) -> Response:

@@ -27,19 +27,44 @@ from .. import __version__
 # attempt's lease runs out and the job is retried.
 FAILURE_OUTCOMES = ("retried", "failed", "expired", "lost", "unacknowledged")
 RUN_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600)
+# A scrape shows queue-depth figures read at most this long before it.
+DEPTH_FRESH = 2.0
 ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
 
 class QueueDepth(Collector):
-    """Queue depth and the age of the oldest ready job, as last read from the database."""
+    """Queue depth and the age of the oldest ready job, as last read from the database.
+
+    Read by the housekeeper when a scrape finds the figures older than DEPTH_FRESH, and after
+    each maintenance run: a scrape that asks waits for the answer (see Endpoint.holds), so
+    it shows figures at most that old, while nobody scraping costs no queries beyond
+    maintenance's.
+    """
 
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], int] = {}
         self.oldest: dict[str, float] = {}
+        self.read_at = float("-inf")  # monotonic: when the last figures arrived
+        self.asked_at = float("-inf")
 
-    def update(self, counts: Iterable[tuple[str, str, int]], oldest: dict[str, float]) -> None:
+    def update(
+        self, counts: Iterable[tuple[str, str, int]], oldest: dict[str, float], now: float
+    ) -> None:
         self.counts = {(name, status): n for name, status, n in counts}
         self.oldest = dict(oldest)
+        self.read_at = now
+
+    def stale(self, now: float) -> bool:
+        return now - self.read_at >= DEPTH_FRESH
+
+    def ask(self, now: float) -> bool:
+        """Whether a reading must be asked for now: the figures are stale, and no reading
+        asked for recently is still on its way."""
+        under_way = self.asked_at > self.read_at and now - self.asked_at < DEPTH_FRESH
+        if under_way or not self.stale(now):
+            return False
+        self.asked_at = now
+        return True
 
     def collect(self) -> Iterator[Metric]:
         depth = GaugeMetricFamily(
@@ -194,6 +219,13 @@ class Metrics:
     def on_maintained(self, counts: dict[str, int]) -> None:
         for outcome, n in counts.items():
             self.recovered.labels(outcome).inc(n)
+
+    def on_depth(
+        self, counts: Iterable[tuple[str, str, int]], oldest: dict[str, float], now: float
+    ) -> None:
+        self.depth.update(counts, oldest, now)
+        for name, _, _ in counts:
+            self.know_type(name)
 
     def on_workers(self, busy: int, idle: int, rss: list[int]) -> None:
         self.workers.labels("busy").set(busy)

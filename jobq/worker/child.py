@@ -18,7 +18,7 @@ from typing import NoReturn
 
 import psutil
 
-from .. import hooks, protocol
+from .. import hooks, protocol, schema
 from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
 from ..listener import Listener
@@ -172,13 +172,18 @@ class Child:
                 return Session(queue, notifying, queue.claim(self.settings.types))
             except Exception as error:
                 close_quietly(queue)
+                # A schema dropped (or never created) names its fix.
+                advice = schema.hint(self.settings.dsn, error)
                 if not patient:
-                    log.error("Worker cannot start: %s", error, extra={"event": "worker_failed"})
+                    log.error(
+                        "Worker cannot start: %s%s", error, advice, extra={"event": "worker_failed"}
+                    )
                     return None
                 log.warning(
-                    "Database out of reach, trying again in %.1f s: %s",
+                    "Database out of reach, trying again in %.1f s: %s%s",
                     delay,
                     error,
+                    advice,
                     extra={"event": "db_wait"},
                 )
             if self.stopping.wait(delay):
