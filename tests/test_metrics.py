@@ -25,7 +25,7 @@ import psycopg
 import pytest
 
 import jobq
-from jobq.supervisor.master import DEPTH_CACHE
+from jobq.supervisor.probes import DEPTH_CACHE
 
 from .supervised_app import Crash, Fail, Hold, Sleep
 from .supervising import (
