@@ -214,7 +214,9 @@ class Pool:
         worker = WorkerProcess(process, mark, slot, self.generation, time.monotonic())
         self.children[process.pid] = worker
         self.shared.selector.register(process.sock, selectors.EVENT_READ, worker)
-        log.info("Spawned worker %d", process.pid, extra={"event": "spawned"})
+        log.info(
+            "Spawned worker %d", process.pid, extra={"event": "spawned", "worker": process.pid}
+        )
 
     def on_ready(self, worker: WorkerProcess) -> None:
         worker.ready = True
@@ -286,7 +288,12 @@ class Pool:
         worker.process.close()
         worker.mark.close()
         how = describe_exit(status)
-        log.info("Worker %d exited (%s)", worker.pid, how, extra={"event": "worker_exited"})
+        log.info(
+            "Worker %d exited (%s)",
+            worker.pid,
+            how,
+            extra={"event": "worker_exited", "worker": worker.pid, "exit": how},
+        )
         self.count_exit(worker, os.waitstatus_to_exitcode(status), running)
         return how, gone
 
