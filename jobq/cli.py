@@ -14,13 +14,13 @@ from .app import import_app, start_worker
 from .backends import for_dsn
 from .dsn import default_dsn, scrub
 from .errors import ConfigurationError, JobqError, NoSchema
-from .loop import PlainWorker
 from .options import Option
 from .queue import FINISHED, Queue
 from .records import Status
 from .supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing
 from .supervisor.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 from .supervisor.master import Master
+from .worker.plain import PlainWorker
 
 # The database drivers whose errors are reported as one clean line rather than a traceback.
 DRIVERS = ("sqlite3", "psycopg", "pymysql")

@@ -6,15 +6,15 @@ run can acknowledge it, and the job fails once its two attempts are spent. Phase
 same job under jobq-supervise, whose master renews the lease every second: one run, accepted.
 
 The demo watches from outside, as an operator would: the job journals its starts and ends to a
-file, the workers' logs say how each acknowledgement went, and the database says how the job
-ended. The workers import this module as their --app, so importing it must only register the
-job class.
+file, the workers' logs (as JSON, read by their `event` fields) say how each acknowledgement
+went, and the database says how the job ended. The workers import this module as their --app,
+so importing it must only register the job class.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -58,18 +58,8 @@ SCENARIOS = ("lease",)
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = (Status.COMPLETED, Status.FAILED, Status.EXPIRED)
 
-# The prefix logs.PlainFormatter puts before every message: it names the process that logged.
-LOG_LINE = re.compile(r"\bjobq\[(?P<pid>\d+)\]: (?P<message>.*)$")
-ACK = re.compile(
-    r"^(?P<what>Job \d+ completed|Job ownership lost before completion)"
-    r" \(job_id=(?P<job>\d+)\b.*\battempt=(?P<attempt>\d+)\)$"
-)
-SPAWNED = re.compile(r"^Spawned worker (?P<pid>\d+)$")
-EXITED = re.compile(r"^Worker (?P<pid>\d+) exited \((?P<how>[^)]*)\)$")
-RECOVERED = re.compile(
-    r"^Recovered a job whose lease ended without an acknowledgement: now (?P<status>\w+)"
-    r" \(job_id=(?P<job>\d+)\b"
-)
+# The demo's processes log one JSON object per line (logs.JsonFormatter); it reads these.
+LOG_ARGS = ("--log-format", "json", "--log-level", "INFO")
 
 
 class BuildReport(Job):
@@ -99,6 +89,16 @@ def attempts_of(path: Path, job_id: int) -> list[dict[str, Any]]:
 class Line:
     at: float  # time.monotonic() when the demo read it
     text: str
+
+    def record(self) -> dict[str, Any] | None:
+        """The log record on this line, if it is one of jobq's with an event."""
+        if not self.text.startswith("{"):
+            return None  # not a record: e.g. a warning Python printed
+        with suppress(ValueError):
+            record = json.loads(self.text)
+            if isinstance(record, dict) and "event" in record:
+                return record
+        return None
 
 
 class Started:
@@ -255,15 +255,15 @@ class Watch:
         self.record: JobRecord | None = None
         self.terminal_seen: float | None = None
 
-    def lines(self) -> list[tuple[Line, int, str]]:
-        """Every log line of the phase's processes, with the pid that logged it."""
+    def records(self) -> list[tuple[float, dict[str, Any]]]:
+        """Every log record of the phase's processes, with when it was read."""
         found = []
         for process in self.processes:
             for line in list(process.lines):
-                match = LOG_LINE.search(line.text)
-                if match:
-                    found.append((line, int(match["pid"]), match["message"]))
-        return sorted(found, key=lambda item: item[0].at)
+                record = line.record()
+                if record is not None:
+                    found.append((line.at, record))
+        return sorted(found, key=lambda item: item[0])
 
     def events(self) -> list[Event]:
         events = []
@@ -276,22 +276,22 @@ class Watch:
             else:
                 events.append(Event(at, pid, "end", attempt, f"attempt {attempt} ran to its end"))
         running = {e.pid for e in events if e.kind == "start"}
-        for line, pid, message in self.lines():
-            at = line.at - self.began
-            if ack := ACK.match(message):
-                if int(ack["job"]) != self.job_id:
-                    continue
-                attempt = int(ack["attempt"])
-                if ack["what"] != "Job ownership lost before completion":
-                    text = f"attempt {attempt} ended, ack accepted"
-                    events.append(Event(at, pid, "accepted", attempt, text))
-                else:
-                    text = f"attempt {attempt} ended, ack refused: complete() returned False"
-                    events.append(Event(at, pid, "refused", attempt, text))
-            elif (exited := EXITED.match(message)) and int(exited["pid"]) in running:
+        for read, record in self.records():
+            at, pid, event = read - self.began, record["pid"], record["event"]
+            ours = record.get("job_id") == self.job_id
+            if ours and event == "completed":
+                attempt = record["attempt"]
+                text = f"attempt {attempt} ended, ack accepted"
+                events.append(Event(at, pid, "accepted", attempt, text))
+            elif ours and event == "lost" and pid in running:
+                # The worker's own record: its attempt no longer owned the job.
+                attempt = record["attempt"]
+                text = f"attempt {attempt} ended, ack refused: complete() returned False"
+                events.append(Event(at, pid, "refused", attempt, text))
+            elif event == "worker_exited" and record["worker"] in running:
                 # Only the master logs this, about a worker that ran our job.
-                text = f"worker exited ({exited['how']})"
-                events.append(Event(at, int(exited["pid"]), "exited", None, text))
+                text = f"worker exited ({record['exit']})"
+                events.append(Event(at, record["worker"], "exited", None, text))
         if failed := self.failure():
             events.append(failed)
         return sorted(events, key=lambda e: e.at)
@@ -310,21 +310,17 @@ class Watch:
         else:
             # A traceback's last line holds the exception.
             text = "job failed: " + ((record.last_error or "").strip().splitlines() or [""])[-1]
-        for line, pid, message in self.lines():
-            recovered = RECOVERED.match(message)
-            ours = recovered is not None and int(recovered["job"]) == self.job_id
-            if ours and recovered is not None and recovered["status"] == str(Status.FAILED):
-                return Event(line.at - self.began, pid, "failed", None, text)
+        for read, entry in self.records():
+            # Recovering the last attempt is what failed the job.
+            last = (entry.get("job_id"), entry.get("attempt")) == (self.job_id, record.attempts)
+            if entry["event"] == "recovered" and last:
+                return Event(read - self.began, entry["pid"], "failed", None, text)
         return Event(seen - self.began, None, "failed", None, text)
 
     def names(self) -> dict[int, str]:
         """w1, w2… in the order the workers were started."""
         if self.supervised:
-            pids = [
-                int(spawned["pid"])
-                for _, _, message in self.lines()
-                if (spawned := SPAWNED.match(message))
-            ]
+            pids = [r["worker"] for _, r in self.records() if r["event"] == "spawned"]
         else:
             pids = [process.pid for process in self.processes]
         return {pid: f"w{number}" for number, pid in enumerate(pids, 1)}
@@ -517,7 +513,7 @@ def lease_scenario(dsn: str, workdir: Path) -> int:
         job_type = f"{run_type}-a"
         work = [
             sys.executable, "-m", "jobq", "work", "--app", __name__, "--type", job_type,
-            "--lease", f"{LEASE:g}", "--poll-interval", "0.2", "--log-level", "INFO",
+            "--lease", f"{LEASE:g}", "--poll-interval", "0.2", *LOG_ARGS,
         ]  # fmt: skip
         observed = run_phase(
             queue, dsn, workdir, job_type, {"worker 1": work, "worker 2": work}, supervised=False
@@ -530,7 +526,7 @@ def lease_scenario(dsn: str, workdir: Path) -> int:
             sys.executable, "-m", "jobq.supervisor", "--workers", "2", "--app", __name__,
             "--type", job_type, "--lease", f"{LEASE:g}", "--renew-interval", "1",
             "--renew-timeout", "1", "--kill-grace", "0", "--safety-margin", "1",
-            "--poll-interval", "0.2", "--log-level", "INFO",
+            "--poll-interval", "0.2", *LOG_ARGS,
         ]  # fmt: skip
         observed = run_phase(
             queue, dsn, workdir, job_type, {"jobq-supervise": supervise}, supervised=True

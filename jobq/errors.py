@@ -26,7 +26,7 @@ class DecodeError(JobqError):
 
 class Unacknowledged(JobqError):
     """An attempt's outcome could not be recorded (the acknowledgement failed; its cause is
-    chained). It may or may not have landed. Queue.acknowledge() records it again, with the
+    chained). It may or may not have landed. Queue._acknowledge() records it again, with the
     attempt's own token, on another connection; the token makes a second landing harmless."""
 
     def __init__(self, claim: ClaimedJob, error: BaseException | str | None) -> None:

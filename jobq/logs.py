@@ -11,6 +11,9 @@ from .dsn import scrub
 
 # Fields that jobq attaches to its log records (see queue.job_extra).
 JOB_FIELDS = ("event", "job_id", "job_type", "attempt")
+# Fields of the master's records about one of its workers: its pid, and how it exited. Only
+# the JSON format writes them: a plain line has them in its message already.
+WORKER_FIELDS = ("worker", "exit")
 
 FORMATS = ("plain", "json")
 
@@ -31,7 +34,8 @@ class PlainFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line, for log pipelines: time, level, pid, message, and the job's
-    fields (event, job_id, job_type, attempt) when the record has them."""
+    fields (event, job_id, job_type, attempt) and the worker's (worker, exit) when the record
+    has them."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
@@ -41,7 +45,8 @@ class JsonFormatter(logging.Formatter):
             "pid": record.process,
             "message": record.getMessage(),
         }
-        entry.update({name: getattr(record, name) for name in JOB_FIELDS if hasattr(record, name)})
+        fields = JOB_FIELDS + WORKER_FIELDS
+        entry.update({name: getattr(record, name) for name in fields if hasattr(record, name)})
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:

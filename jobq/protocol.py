@@ -12,6 +12,7 @@ housekeeper -> master: maintained, depth, settled.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from collections.abc import Iterator
@@ -198,6 +199,13 @@ NESTED = ("claim", "then")
 
 def send(sock: socket.socket, message: Message) -> None:
     sock.send(json.dumps(encode(message)).encode())
+
+
+def tell(sock: socket.socket, message: Message) -> None:
+    """send(), from the master to one of its processes: one that is gone is no error here,
+    as the master's reaper will hear of it."""
+    with contextlib.suppress(OSError):
+        send(sock, message)
 
 
 def encode(message: Message) -> dict[str, Any]:

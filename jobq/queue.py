@@ -277,7 +277,7 @@ class Queue:
         connection and so belongs to its transaction: a rollback drops the job.
         """
         when = Schedule.of(delay, scheduled_at, deadline)
-        row = self.new_job(job, type, when, retry)
+        row = self._new_job(job, type, when, retry)
         return self.backend.insert(row, application_connection(connection))
 
     def enqueue_many(
@@ -297,12 +297,12 @@ class Queue:
         one transaction; with it, on the application's connection and in its transaction.
         """
         when = Schedule.of(delay, scheduled_at, deadline)
-        rows = [self.new_job(job, type, when, retry) for job in jobs]
+        rows = [self._new_job(job, type, when, retry) for job in jobs]
         if not rows:
             return []
         return self.backend.insert_many(rows, application_connection(connection))
 
-    def new_job(
+    def _new_job(
         self, job: Job, type: str | None, when: Schedule, retry: RetryPolicy | None
     ) -> NewJob:
         """The row for one job, checked as every enqueue checks it."""
@@ -335,7 +335,7 @@ class Queue:
 
     # -- consuming -------------------------------------------------------------------------
 
-    def consumer(self, operation: str) -> Backend:
+    def _consumer(self, operation: str) -> Backend:
         """The backend, once it is known to be fit for a consumer operation."""
         problem = self.backend.transaction_problem()
         if problem:
@@ -375,7 +375,7 @@ class Queue:
 
     def claim(self, type: Types = None) -> ClaimedJob | None:
         """Take one ready job for one attempt. No maintenance, no listener call."""
-        backend = self.consumer("claim")
+        backend = self._consumer("claim")
         types = type_list(type)
         token = secrets.token_hex(16)
 
@@ -416,12 +416,12 @@ class Queue:
             job = self.codec.decode(claim.class_name, claim.payload)
         except Exception as error:
             log.error("Could not decode job: %s", error, extra=job_extra(claim, "decode_failed"))
-            return self.failed(claim, error), None
+            return self._failed(claim, error), None
         log.info("Running job %d", claim.id, extra=job_extra(claim, "running"))
         self.listener.on_claimed(claim)
         if time.monotonic() >= claim.expires_monotonic:
             log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
-            return self.failed(claim, LEASE_EXPIRED_BEFORE_START), None
+            return self._failed(claim, LEASE_EXPIRED_BEFORE_START), None
         token = running.set(claim)
         try:
             if self.hooks is not None:
@@ -431,9 +431,9 @@ class Queue:
             log.warning(
                 "Job %d failed: %s", claim.id, printable(error), extra=job_extra(claim, "failed")
             )
-            return self.failed(claim, error), None
+            return self._failed(claim, error), None
         except BaseException as error:
-            self.failed(claim, error)
+            self._failed(claim, error)
             raise
         finally:
             running.reset(token)
@@ -449,30 +449,30 @@ class Queue:
         self.listener.on_settled(claim, outcome)
         return outcome, next_claim
 
-    def failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
+    def _failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
         self.listener.on_settling(claim)
         try:
-            settled = self.settle_failure(claim, error)
+            settled = self._settle_failure(claim, error)
         except Exception as failure:
             raise Unacknowledged(claim, error) from failure
         outcome = FAILURE_OUTCOMES[settled]
         self.listener.on_settled(claim, outcome)
         return outcome
 
-    def acknowledge(self, unacknowledged: Unacknowledged) -> Outcome:
+    def _acknowledge(self, unacknowledged: Unacknowledged) -> Outcome:
         """Record, on this queue's connection, an outcome another connection could not."""
         claim, error = unacknowledged.claim, unacknowledged.error
         if error is None:
             outcome = Outcome.COMPLETED if self.complete(claim) else Outcome.LOST
         else:
-            outcome = FAILURE_OUTCOMES[self.settle_failure(claim, error)]
+            outcome = FAILURE_OUTCOMES[self._settle_failure(claim, error)]
         self.listener.on_settled(claim, outcome)
         return outcome
 
     def complete(self, claim: ClaimedJob) -> bool:
-        backend = self.consumer("complete")
+        backend = self._consumer("complete")
         done = backend.retrying("complete", lambda: backend.complete(claim.id, claim.token))
-        return self.completed(claim, done)
+        return self._completed(claim, done)
 
     def complete_and_claim(
         self, claim: ClaimedJob, type: Types = None
@@ -482,7 +482,7 @@ class Queue:
         Returns whether the completion applied, and the new claim (None: nothing was ready).
         If this raises, neither happened, or the outcome is unknown: the attempt's lease
         settles it, and a claim made unseen comes back after its own lease."""
-        backend = self.consumer("complete")
+        backend = self._consumer("complete")
         types = type_list(type)
         token = secrets.token_hex(16)
         done, next_claim = backend.retrying(
@@ -491,24 +491,24 @@ class Queue:
                 claim.id, claim.token, types, token, self.lease_duration
             ),
         )
-        return self.completed(claim, done), next_claim
+        return self._completed(claim, done), next_claim
 
-    def completed(self, claim: ClaimedJob, done: bool) -> bool:
+    def _completed(self, claim: ClaimedJob, done: bool) -> bool:
         """Log and tell the listener how a completion went; returns done."""
         if done:
             log.info("Job %d completed", claim.id, extra=job_extra(claim, "completed"))
             self.listener.on_completed(claim)
         else:
-            self.ownership_lost(claim, "completion")
+            self._ownership_lost(claim, "completion")
         return done
 
     def fail(self, claim: ClaimedJob, error: BaseException | str) -> bool:
         """Record the attempt as failed; its retry policy decides whether the job runs again."""
-        return self.settle_failure(claim, error) is not None
+        return self._settle_failure(claim, error) is not None
 
-    def settle_failure(self, claim: ClaimedJob, error: BaseException | str) -> Status | None:
+    def _settle_failure(self, claim: ClaimedJob, error: BaseException | str) -> Status | None:
         """fail(), returning the job's new status (None when ownership was lost)."""
-        backend = self.consumer("fail")
+        backend = self._consumer("fail")
         status, delay = next_step(claim.retry, claim.attempt)
         message = describe(error)
         settled = backend.retrying(
@@ -516,18 +516,18 @@ class Queue:
             lambda: backend.settle(claim.id, claim.token, status, message, delay, False),
         )
         if settled is None:
-            self.ownership_lost(claim, "failure")
+            self._ownership_lost(claim, "failure")
         else:
             self.listener.on_failed(claim, error)
         return settled
 
-    def ownership_lost(self, claim: ClaimedJob, before: str) -> None:
+    def _ownership_lost(self, claim: ClaimedJob, before: str) -> None:
         log.warning(f"Job ownership lost before {before}", extra=job_extra(claim, "lost"))
         self.listener.on_ownership_lost(claim)
 
     def renew(self, claim: ClaimedJob) -> ClaimedJob | None:
         """Extend the lease to now + lease_duration; None once the lease ended or was taken."""
-        backend = self.consumer("renew")
+        backend = self._consumer("renew")
 
         def attempt() -> ClaimedJob | None:
             expires = expiry(self.lease_duration)
@@ -542,7 +542,7 @@ class Queue:
         This is the supervisor's renewal round: the caller anchors its own deadlines at the
         moment it called, which the lease can only outlast.
         """
-        backend = self.consumer("renew")
+        backend = self._consumer("renew")
         if not claims:
             return set()
         return backend.retrying("renew", lambda: backend.renew_many(claims, self.lease_duration))
@@ -550,14 +550,14 @@ class Queue:
     def run_maintenance(self) -> dict[str, int]:
         """Recover attempts whose lease ended, with each job's own retry policy, and expire
         pending jobs past their deadline. Returns how many jobs went where."""
-        backend = self.consumer("maintenance")
+        backend = self._consumer("maintenance")
         counts = {"requeued": 0, "failed": 0, "expired": 0}
         while True:
             leases = backend.retrying(
                 "maintenance", lambda: backend.expired_leases(MAINTENANCE_BATCH)
             )
             for lease in leases:
-                status = self.recover(lease)
+                status = self._recover(lease)
                 if status is not None:
                     counts["requeued" if status is Status.PENDING else str(status)] += 1
             if len(leases) < MAINTENANCE_BATCH:
@@ -573,7 +573,7 @@ class Queue:
             )
         return counts
 
-    def recover(self, lease: ExpiredLease) -> Status | None:
+    def _recover(self, lease: ExpiredLease) -> Status | None:
         """Settle one abandoned attempt by its job's policy; None if another process did."""
         backend = self.backend
         status, delay = next_step(lease.retry, lease.attempts)
@@ -603,7 +603,7 @@ class Queue:
         In batches of PRUNE_BATCH rows, each its own short transaction: a table of millions
         of finished rows is emptied without holding locks long or growing one transaction.
         """
-        backend = self.consumer("prune")
+        backend = self._consumer("prune")
         seconds = seconds_of(older_than, "older_than")
         chosen = finished_statuses(statuses)
         deleted = 0
@@ -613,7 +613,27 @@ class Queue:
             if batch < PRUNE_BATCH:
                 return deleted
 
+    # -- for jobq's own processes -----------------------------------------------------------
+
+    def _listen(self) -> bool:
+        """Start receiving wake-ups for newly enqueued jobs; False where the database has
+        none (or the connection is pooled without listen_dsn), and idle workers must poll."""
+        return self.backend.listen()
+
+    def _wait_for_jobs(self, timeout: float) -> bool:
+        """After _listen() returned True: block up to `timeout` seconds for a wake-up."""
+        return self.backend.wait_for_jobs(timeout)
+
+    def _bound_statements(self, seconds: float) -> None:
+        """Have the server give up on any statement of this connection that runs, or waits
+        for a lock, longer than about `seconds` (the renewer's connection)."""
+        self.backend.bound_statements(seconds)
+
     # -- inspecting ------------------------------------------------------------------------
+
+    def _depth(self) -> dict[tuple[str, str], int]:
+        """{(type, status): number of jobs}, for the supervisor's metrics."""
+        return {(name, str(status)): n for (name, status), n in self.backend.counts(None).items()}
 
     def get(self, job_id: int) -> JobRecord | None:
         return self.backend.get(job_id)

@@ -24,9 +24,9 @@ def count_depth_work(path: str) -> None:
     from functools import wraps
 
     from jobq import protocol
-    from jobq.supervisor import housekeeper, master
+    from jobq.supervisor import helpers, housekeeper
 
-    send = master.Master.send
+    send = helpers.Helpers.send
     depth = housekeeper.depth
 
     def tally(word: str) -> None:
@@ -35,7 +35,7 @@ def count_depth_work(path: str) -> None:
 
     @wraps(send)
     def counting_send(
-        self: master.Master, process: master.Forked, message: protocol.Message
+        self: helpers.Helpers, process: helpers.Forked, message: protocol.Message
     ) -> None:
         if isinstance(message, protocol.MeasureDepth):
             tally("request")
@@ -46,7 +46,7 @@ def count_depth_work(path: str) -> None:
         tally("read")
         return depth(connection)
 
-    master.Master.send = counting_send  # type: ignore[method-assign]
+    helpers.Helpers.send = counting_send  # type: ignore[method-assign]
     housekeeper.depth = counting_depth
 
 

@@ -30,7 +30,8 @@ from jobq import options
 from jobq.backends.postgresql import READY
 from jobq.cli import supervise_parser
 from jobq.supervisor.config import SupervisorConfig
-from jobq.supervisor.master import HOUSEKEEPER_GRACE, LOOP_TICK
+from jobq.supervisor.helpers import HOUSEKEEPER_GRACE
+from jobq.supervisor.master import LOOP_TICK
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"

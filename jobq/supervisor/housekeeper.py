@@ -39,7 +39,7 @@ def serve(dsn: str, lease: float, interval: float, sock: socket.socket) -> int:
                 connection = Queue.connect(dsn, lease_duration=lease)
             if isinstance(message, protocol.FailAttempt):
                 claim = message.claim.claim()
-                status = connection.settle_failure(claim, message.error)
+                status = connection._settle_failure(claim, message.error)
                 outcome = FAILURE_OUTCOMES[status]
                 protocol.send(sock, protocol.Settled(claim.type, str(outcome)))
             elif isinstance(message, protocol.MeasureDepth):
@@ -60,8 +60,8 @@ def serve(dsn: str, lease: float, interval: float, sock: socket.socket) -> int:
 
 
 def depth(connection: Queue) -> protocol.Depth:
-    counts = connection.backend.counts(None)
+    counts = connection._depth()
     return protocol.Depth(
-        [(name, str(status), n) for (name, status), n in counts.items()],
+        [(name, status, n) for (name, status), n in counts.items()],
         connection.oldest_ready(),
     )

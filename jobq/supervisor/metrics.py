@@ -7,7 +7,7 @@ Labels are bounded: job types and fixed words, never a job id or an error text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import (
@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .. import __version__
+from .states import StopReason, WorkerState
 
 # "unacknowledged": the worker could not record the outcome (the database went away); the
 # attempt's lease runs out and the job is retried.
@@ -30,6 +31,8 @@ RUN_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 
 # A scrape shows queue-depth figures read at most this long before it.
 DEPTH_FRESH = 2.0
 ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+# jobq_workers' states: a worker that is still starting is neither.
+COUNTED_STATES = (WorkerState.BUSY, WorkerState.IDLE)
 
 
 class QueueDepth(Collector):
@@ -174,11 +177,11 @@ class Metrics:
                 "renew_interval_seconds": f"{renew_interval:g}",
             }
         )
-        for state in ("busy", "idle"):
+        for state in COUNTED_STATES:
             self.workers.labels(state)
         for result in ("extended", "lost", "error"):
             self.renewals.labels(result)
-        for reason in ("renewal", "self_fence", "lost", "job_timeout", "memory", "shutdown"):
+        for reason in StopReason:
             self.killed.labels(reason)
         for outcome in ("requeued", "failed", "expired"):
             self.recovered.labels(outcome)
@@ -227,8 +230,8 @@ class Metrics:
         for name, _, _ in counts:
             self.know_type(name)
 
-    def on_workers(self, busy: int, idle: int, rss: list[int]) -> None:
-        self.workers.labels("busy").set(busy)
-        self.workers.labels("idle").set(idle)
+    def on_workers(self, states: Mapping[WorkerState, int], rss: list[int]) -> None:
+        for state in COUNTED_STATES:
+            self.workers.labels(state).set(states.get(state, 0))
         self.memory.labels("max").set(max(rss, default=0))
         self.memory.labels("sum").set(sum(rss))

@@ -1,23 +1,49 @@
-"""The master's record of its workers: what each one holds and how it is being stopped."""
+"""The pool: the master's record of its workers, and the rules that keep it the size it
+should be (spawn, retire, rotate after a reload, stop, bury, back off from a crash loop)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import os
+import selectors
 import signal
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import psutil
 
+from .. import protocol
+from ..queue import job_extra
 from ..records import ClaimedJob
-from ..worker import attempt
-from ..worker.fence import Hold, Slot, token_key
+from ..worker import attempt, child
+from ..worker.fence import FenceTable, Hold, Slot, token_key
 from ..worker.mark import SettlingMark
-from .forking import Forked
+from . import lease_clock
+from .forking import Forked, fork
+from .shared import Shared
+from .states import LEFT_TO_MAINTENANCE, StopReason, WorkerState
+
+log = logging.getLogger("jobq")
 
 # How long the master waits for a dead worker's attempt to be confirmed gone.
 CONFIRM_KILL = 1.0
+# This many children in a row exiting before they were ready is a crash loop.
+CRASH_LOOP_LIMIT = 5
+MAX_SPAWN_BACKOFF = 10.0
+# Rows of the fence table: the most workers one supervisor runs at once.
+FENCE_SLOTS = 1024
+# Exits a worker makes on purpose: they are not restarts in the metrics' sense.
+RECYCLED = {child.EXIT_RECYCLED: None, child.EXIT_MEMORY: StopReason.MEMORY}
+# What an attempt is failed with when its child died, on its own (None) or stopped for a
+# reason of the master's.
+STOP_CAUSES: dict[StopReason | None, str] = {
+    None: "The worker died",
+    StopReason.JOB_TIMEOUT: "Job timed out",
+    StopReason.SHUTDOWN: "Interrupted: the supervisor shut down",
+}
 
 
 @dataclass
@@ -43,7 +69,7 @@ class WorkerProcess:
     ready: bool = False
     lease: Lease | None = None
     retiring: bool = False  # told to drain: it finishes its job, then exits
-    stop_reason: str | None = None  # set once the master decided to stop it by signal
+    stop_reason: StopReason | None = None  # set once the master decided to stop it by signal
     kill_at: float | None = None  # when SIGKILL follows the SIGTERM already sent
     killed: bool = False
     jobs: int = 0
@@ -51,6 +77,12 @@ class WorkerProcess:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    @property
+    def state(self) -> WorkerState:
+        if self.lease is not None:
+            return WorkerState.BUSY
+        return WorkerState.IDLE if self.ready else WorkerState.STARTING
 
     def terminate(self) -> None:
         """SIGTERM to its whole process group: a job's subprocesses get the same chance to
@@ -90,3 +122,236 @@ def resident_memory(workers: Iterable[WorkerProcess]) -> list[int]:
 def describe_exit(status: int) -> str:
     code = os.waitstatus_to_exitcode(status)
     return f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
+
+
+class Pool:
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+        self.config = shared.config
+        self.target = shared.config.workers
+        self.children: dict[int, WorkerProcess] = {}
+        # Mapped before any fork, so every process shares it.
+        self.fences = FenceTable(FENCE_SLOTS)
+        self.generation = 0
+        self.startup_failures = 0
+        self.next_spawn_at = 0.0
+
+    def active_count(self) -> int:
+        return sum(1 for w in self.children.values() if not w.retiring and w.stop_reason is None)
+
+    def held(self) -> dict[int, tuple[int, str]]:
+        """Every attempt the master still vouches for: job id -> (pid, token)."""
+        return {
+            w.lease.claim.id: (w.pid, w.lease.claim.token)
+            for w in self.children.values()
+            if w.lease is not None and w.stop_reason is None
+        }
+
+    def stop_point(self, lease: Lease) -> float:
+        config = self.config
+        return lease_clock.stop_point(lease.expires, config.safety_margin, config.kill_grace)
+
+    def next_due(self, running: bool) -> float:
+        """The next moment a worker must be stopped, killed or spawned."""
+        times = [float("inf")]
+        for worker in self.children.values():
+            if worker.kill_at is not None and not worker.killed:
+                times.append(worker.kill_at)
+            if worker.lease is not None and worker.stop_reason is None:
+                times.append(self.stop_point(worker.lease))
+                if self.config.job_timeout:
+                    times.append(worker.lease.started + self.config.job_timeout)
+        if running and self.active_count() < self.target:
+            times.append(self.next_spawn_at)
+        return min(times)
+
+    # -- keeping its size ------------------------------------------------------------------
+
+    def manage(self, now: float, patient: bool) -> None:
+        """Spawn, retire or replace one worker if the pool needs it (`patient`: new workers
+        wait out a database outage, as the database answered before)."""
+        active = self.active_count()
+        if active < self.target:
+            if now >= self.next_spawn_at:
+                self.spawn(patient)
+        elif active > self.target:
+            self.retire(self.pick_to_retire(), "pool size")
+        else:
+            self.rotate()
+
+    def pick_to_retire(self) -> WorkerProcess:
+        """An idle child if there is one, else the youngest: the least work is lost."""
+        candidates = [w for w in self.children.values() if not w.retiring and not w.stop_reason]
+        return min(candidates, key=lambda w: (w.lease is not None, -w.spawned))
+
+    def retire(self, worker: WorkerProcess, why: str) -> None:
+        if worker.retiring:
+            return
+        log.info("Retiring worker %d (%s)", worker.pid, why, extra={"event": "retiring"})
+        worker.retiring = True
+        if worker.ready:
+            protocol.tell(
+                worker.process.sock, protocol.Drain()
+            )  # else it is told once it says it is ready
+
+    def rotate(self) -> None:
+        """After HUP: replace children of older generations one at a time, oldest first."""
+        if any(w.retiring or not w.ready for w in self.children.values()):
+            return
+        outdated = [w for w in self.children.values() if w.generation < self.generation]
+        if outdated:
+            self.retire(min(outdated, key=lambda w: w.spawned), "reload")
+
+    def spawn(self, patient: bool) -> None:
+        settings = dataclasses.replace(self.config.worker_settings(), patient=patient)
+        slot = self.fences.allocate()
+        if slot is None:
+            log.error("Cannot start more than %d workers", FENCE_SLOTS)
+            self.next_spawn_at = time.monotonic() + MAX_SPAWN_BACKOFF
+            return
+        mark = SettlingMark()
+        process = fork(lambda sock: child.run(settings, sock, mark, slot), self.shared.let_go)
+        worker = WorkerProcess(process, mark, slot, self.generation, time.monotonic())
+        self.children[process.pid] = worker
+        self.shared.selector.register(process.sock, selectors.EVENT_READ, worker)
+        log.info(
+            "Spawned worker %d", process.pid, extra={"event": "spawned", "worker": process.pid}
+        )
+
+    def on_ready(self, worker: WorkerProcess) -> None:
+        worker.ready = True
+        self.startup_failures = 0
+        log.info("Worker %d ready", worker.pid, extra={"event": "ready"})
+        if worker.retiring:
+            protocol.tell(worker.process.sock, protocol.Drain())
+
+    # -- stopping --------------------------------------------------------------------------
+
+    def fence(self, now: float) -> None:
+        """Stop every worker whose lease cannot be renewed in time or whose job ran too long,
+        and kill those whose kill grace ran out."""
+        for worker in list(self.children.values()):
+            lease = worker.lease
+            if lease is not None and worker.stop_reason is None:
+                if now >= self.stop_point(lease):
+                    log.error(
+                        "Lease of job %d cannot be renewed in time: stopping worker %d",
+                        lease.claim.id,
+                        worker.pid,
+                        extra=job_extra(lease.claim, "fenced"),
+                    )
+                    self.stop(worker, StopReason.RENEWAL, now)
+                elif self.config.job_timeout and now - lease.started >= self.config.job_timeout:
+                    log.warning(
+                        "Job %d ran past --job-timeout: stopping worker %d",
+                        lease.claim.id,
+                        worker.pid,
+                        extra=job_extra(lease.claim, "job_timeout"),
+                    )
+                    self.stop(worker, StopReason.JOB_TIMEOUT, now)
+            if worker.kill_at is not None and not worker.killed and now >= worker.kill_at:
+                worker.kill()
+
+    def stop(
+        self, worker: WorkerProcess, reason: StopReason, now: float, at_once: bool = False
+    ) -> None:
+        """SIGTERM to its whole attempt now, and SIGKILL after the kill grace, or at the
+        lease's kill point if that comes first."""
+        worker.stop_reason = reason
+        self.shared.metrics.killed.labels(reason).inc()
+        expires = None if worker.lease is None else worker.lease.expires
+        config = self.config
+        kill_at = lease_clock.kill_at(now, config.kill_grace, expires, config.safety_margin)
+        if at_once or kill_at <= now:
+            worker.kill()
+        else:
+            worker.terminate()
+            worker.kill_at = kill_at
+
+    def stop_all(self, now: float) -> None:
+        for worker in self.children.values():
+            if worker.stop_reason is None:
+                self.stop(worker, StopReason.SHUTDOWN, now)
+
+    # -- burying ---------------------------------------------------------------------------
+
+    def bury(self, worker: WorkerProcess, running: bool) -> tuple[str, bool]:
+        """Reap an exited worker whose messages were read, after killing what is left of its
+        attempt: how it exited, and whether its attempt's processes are confirmed gone."""
+        gone = worker.end_attempt()
+        if worker.stop_reason is None and worker.fenced_by_keeper():
+            # The master could not vouch for its lease in time, and was late to say so.
+            worker.stop_reason = StopReason.SELF_FENCE
+            self.shared.metrics.killed.labels(StopReason.SELF_FENCE).inc()
+        self.fences.release(worker.slot)
+        status = os.waitpid(worker.pid, 0)[1]
+        worker.process.close()
+        worker.mark.close()
+        how = describe_exit(status)
+        log.info(
+            "Worker %d exited (%s)",
+            worker.pid,
+            how,
+            extra={"event": "worker_exited", "worker": worker.pid, "exit": how},
+        )
+        self.count_exit(worker, os.waitstatus_to_exitcode(status), running)
+        return how, gone
+
+    def count_exit(self, worker: WorkerProcess, code: int, running: bool) -> None:
+        if code in RECYCLED:
+            reason = RECYCLED[code]
+            if reason is not None:
+                self.shared.metrics.killed.labels(reason).inc()
+        elif running and not worker.retiring and worker.stop_reason is None:
+            # Died on its own (a crash, or it could not start); the master's own kills are
+            # counted by reason in jobq_workers_killed_total.
+            self.shared.metrics.restarts.inc()
+
+    def crash_looping(self, worker: WorkerProcess, how: str, running: bool) -> bool:
+        """Count a worker that exited before it was ready, and back off spawning; whether
+        the pool should stop: too many did in a row."""
+        if worker.ready or worker.stop_reason is not None:
+            return False
+        self.startup_failures += 1
+        looping = self.startup_failures >= CRASH_LOOP_LIMIT and running
+        if looping:
+            log.error(
+                "Workers keep exiting before they are ready (%d in a row, the last with %s):"
+                " stopping. The workers' log above says why; check the DSN and --app.",
+                self.startup_failures,
+                how,
+                extra={"event": "crash_loop"},
+            )
+        backoff = min(MAX_SPAWN_BACKOFF, 0.1 * 2**self.startup_failures)
+        self.next_spawn_at = time.monotonic() + backoff
+        return looping
+
+    def orphaned(self, worker: WorkerProcess, how: str | None) -> protocol.FailAttempt | None:
+        """What to fail the attempt of a worker that died holding it with (`how`: None if its
+        processes may still run); None: it is left to maintenance after its lease."""
+        assert worker.lease is not None
+        claim = worker.lease.claim
+        if how is None:
+            self.shared.metrics.unconfirmed.inc()
+            log.error(
+                "Job %d's processes still run after SIGKILL (worker %d)",
+                claim.id,
+                worker.pid,
+                extra=job_extra(claim, "kill_unconfirmed"),
+            )
+        if worker.stop_reason in LEFT_TO_MAINTENANCE or how is None:
+            # Its database was out of reach, or the job is someone else's already.
+            log.warning(
+                "Job %d was left to maintenance after its lease (worker %d stopped: %s)",
+                claim.id,
+                worker.pid,
+                worker.stop_reason,
+                extra=job_extra(claim, "left_to_maintenance"),
+            )
+            return None
+        cause = STOP_CAUSES.get(worker.stop_reason, STOP_CAUSES[None])
+        if worker.stop_reason is StopReason.JOB_TIMEOUT:
+            cause += f" after {self.config.job_timeout:g} s"
+        return protocol.FailAttempt(
+            protocol.Claimed.of(claim), f"{cause} (worker {worker.pid}, {how})"
+        )

@@ -31,7 +31,7 @@ def serve(dsn: str, lease: float, timeout: float, sock: socket.socket) -> int:
         try:
             if connection is None:
                 connection = Queue.connect(dsn, lease_duration=lease)
-                connection.backend.bound_statements(timeout)
+                connection._bound_statements(timeout)
             extended = connection.renew_many([(job_id, token) for job_id, token in request.claims])
             reply = protocol.Renewed(request.round, sorted(extended))
         except Exception as error:

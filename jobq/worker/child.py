@@ -168,7 +168,7 @@ class Child:
                     listen_dsn=self.settings.listen_dsn,
                 )
                 queue.hooks = hooks.for_jobs()
-                notifying = queue.backend.listen()
+                notifying = queue._listen()
                 return Session(queue, notifying, queue.claim(self.settings.types))
             except Exception as error:
                 close_quietly(queue)
@@ -280,8 +280,8 @@ class Child:
                 queue = Queue.connect(
                     self.settings.dsn, lease_duration=self.settings.lease, listener=self.reporter
                 )
-                outcome = queue.acknowledge(unacknowledged)
-                session.notifying = queue.backend.listen()
+                outcome = queue._acknowledge(unacknowledged)
+                session.notifying = queue._listen()
             except Exception as failure:
                 close_quietly(queue)
                 error = failure
@@ -327,7 +327,7 @@ class Child:
         deadline = time.monotonic() + self.settings.poll_interval
         while not self.stopping.is_set():
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or queue.backend.wait_for_jobs(min(remaining, DRAIN_CHECK)):
+            if remaining <= 0 or queue._wait_for_jobs(min(remaining, DRAIN_CHECK)):
                 return
 
     def begin(self, claim: ClaimedJob) -> None:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from .queue import Queue
+from ..queue import Queue
 
 log = logging.getLogger("jobq")
 

@@ -1,0 +1,148 @@
+"""The master's helper processes: the renewer, the housekeeper and the fence keeper.
+
+Each is forked once at start, forked again when it dies, and stopped last, after the
+workers: the housekeeper to fail the attempts it was sent, the keeper to kill what is left
+of any attempt. The housekeeper's reports (maintenance, queue depth, failed attempts) are
+read here; the renewer's answers go to the master, which applies them to its workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import selectors
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+
+from .. import protocol
+from ..worker.fence import FenceTable
+from . import housekeeper, keeper, renewer
+from .forking import Forked, fork
+from .shared import Shared
+from .states import Helper
+
+log = logging.getLogger("jobq")
+
+# How long a stopping master waits for the housekeeper to record its last failures.
+HOUSEKEEPER_GRACE = 10.0
+
+
+class Helpers:
+    def __init__(self, shared: Shared, fences: FenceTable) -> None:
+        self.shared = shared
+        self.fences = fences
+        self.processes: dict[Helper, Forked] = {}
+        self.database_problem: str | None = "not checked yet"
+        self.database_seen = False  # it answered once: later failures are outages
+        # Called when the housekeeper's queue-depth figures arrive (the endpoint's release).
+        self.depth_read: Callable[[], None] = lambda: None
+
+    def start(self, helper: Helper) -> None:
+        config = self.shared.config
+        body: Callable[[socket.socket], int]
+        if helper is Helper.RENEWER:
+            body = partial(renewer.serve, config.dsn, config.lease, config.renew_timeout)
+        elif helper is Helper.HOUSEKEEPER:
+            interval = config.maintenance_interval
+            body = partial(housekeeper.serve, config.dsn, config.lease, interval)
+        else:
+            body = partial(keeper.serve, self.fences, config.safety_margin, os.getpid())
+        # The keeper outlives the master on purpose: it kills what the workers started.
+        process = fork(body, self.shared.let_go, dies_with_master=helper is not Helper.KEEPER)
+        self.processes[helper] = process
+        if helper is not Helper.KEEPER:  # it sends the master nothing
+            self.shared.selector.register(process.sock, selectors.EVENT_READ, None)
+
+    def replace(self, helper: Helper) -> None:
+        """Kill a helper and start another; the master's reaper collects the old one."""
+        process = self.processes.pop(helper, None)
+        if process is not None:
+            with contextlib.suppress(KeyError):
+                self.shared.selector.unregister(process.sock)
+            process.signal(signal.SIGKILL)
+            process.close()
+        self.start(helper)
+
+    def reaped(self, pid: int, how: str) -> Helper | None:
+        """If `pid`, reaped, was a helper, start another; which helper it was."""
+        for helper, process in self.processes.items():
+            if process.pid == pid:
+                log.warning(
+                    "The %s exited (%s): starting another",
+                    helper,
+                    how,
+                    extra={"event": helper.event},
+                )
+                with contextlib.suppress(KeyError):
+                    self.shared.selector.unregister(process.sock)
+                process.close()
+                self.start(helper)
+                return helper
+        return None
+
+    def stop(self) -> None:
+        """Let the housekeeper fail what it was sent (within 10 s), and the keeper kill what
+        is left of any attempt, then stop every helper."""
+        housekeeping = self.processes.get(Helper.HOUSEKEEPER)
+        if housekeeping is not None:
+            self.send(housekeeping, protocol.Drain())
+            # A pidfd turns readable when its process exits.
+            select.select([housekeeping.pidfd], [], [], HOUSEKEEPER_GRACE)
+        keeping = self.processes.get(Helper.KEEPER)
+        if keeping is not None:
+            keeping.sock.close()  # its cue: it kills every attempt still held, and exits
+            select.select([keeping.pidfd], [], [], HOUSEKEEPER_GRACE)
+        for helper in Helper:
+            process = self.processes.pop(helper, None)
+            if process is not None:
+                process.signal(signal.SIGKILL)
+                os.waitpid(process.pid, 0)
+                process.close()
+
+    # -- messages --------------------------------------------------------------------------
+
+    def send(self, process: Forked, message: protocol.Message) -> None:
+        protocol.tell(process.sock, message)
+
+    def tell(self, helper: Helper, message: protocol.Message) -> bool:
+        """Send a helper a message, if it runs; whether it does."""
+        process = self.processes.get(helper)
+        if process is not None:
+            self.send(process, message)
+        return process is not None
+
+    def renewals(self) -> Iterator[protocol.Renewed]:
+        """The renewer's answers that came in."""
+        process = self.processes.get(Helper.RENEWER)
+        if process is None:
+            return
+        with contextlib.suppress(EOFError):  # it died: the reaper starts another
+            for result in protocol.waiting(process.sock):
+                assert isinstance(result, protocol.Renewed)
+                yield result
+
+    def read_housekeeper(self) -> None:
+        process = self.processes.get(Helper.HOUSEKEEPER)
+        if process is None:
+            return
+        with contextlib.suppress(EOFError):  # it died: the reaper starts another
+            for message in protocol.waiting(process.sock):
+                self.on_housekeeping(message)
+
+    def on_housekeeping(self, message: protocol.Message) -> None:
+        metrics = self.shared.metrics
+        if isinstance(message, protocol.Maintained):
+            self.database_problem = message.error
+            self.database_seen |= message.error is None
+            if message.counts is not None:
+                metrics.on_maintained(message.counts)
+        elif isinstance(message, protocol.Depth):
+            metrics.on_depth(message.counts, message.oldest, time.monotonic())
+            self.depth_read()
+        elif isinstance(message, protocol.Settled):
+            metrics.failed.labels(message.type, message.outcome).inc()

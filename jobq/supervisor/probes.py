@@ -1,0 +1,63 @@
+"""What the master's endpoint answers: /metrics, /healthz and /readyz."""
+
+from __future__ import annotations
+
+import collections
+import time
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from .. import protocol
+from ..dsn import scrub
+from .endpoint import Endpoint, Response, serve
+from .helpers import Helpers
+from .pool import Pool, resident_memory
+from .shared import Shared
+from .states import Helper, Phase
+
+
+class Probes:
+    def __init__(self, shared: Shared, pool: Pool, helpers: Helpers) -> None:
+        self.shared = shared
+        self.pool = pool
+        self.helpers = helpers
+
+    def serve(self) -> Endpoint:
+        config = self.shared.config
+        assert config.metrics_port is not None
+        routes = {"/metrics": self.scrape, "/healthz": self.health, "/readyz": self.readiness}
+        holds = {"/metrics": self.measure_depth}
+        return serve(
+            self.shared.selector, config.metrics_address, config.metrics_port, routes, holds
+        )
+
+    def measure_depth(self) -> bool:
+        """Before a scrape: whether to wait for fresh queue-depth figures (asked for here)."""
+        depth, now = self.shared.metrics.depth, time.monotonic()
+        present = Helper.HOUSEKEEPER in self.helpers.processes
+        if present and depth.ask(now):
+            self.helpers.tell(Helper.HOUSEKEEPER, protocol.MeasureDepth())
+        return present and depth.stale(now)
+
+    def scrape(self) -> Response:
+        workers = self.pool.children.values()
+        metrics = self.shared.metrics
+        metrics.on_workers(collections.Counter(w.state for w in workers), resident_memory(workers))
+        return 200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry)
+
+    def health(self) -> Response:
+        """Alive: the master's loop answered, which is what a liveness probe needs to know."""
+        return 200, "text/plain", b"ok\n"
+
+    def readiness(self) -> Response:
+        problems = []
+        if self.shared.phase is not Phase.RUNNING:
+            problems.append(f"the supervisor is {self.shared.phase}")
+        if not any(w.ready and not w.retiring for w in self.pool.children.values()):
+            problems.append("no worker is ready")
+        problem = self.helpers.database_problem
+        if problem is not None:
+            problems.append(f"database: {scrub(problem, self.shared.config.dsn)}")
+        if problems:
+            return 503, "text/plain", ("\n".join(problems) + "\n").encode()
+        return 200, "text/plain", b"ready\n"
