@@ -169,7 +169,8 @@ def test_an_install_of_the_first_schema_version_is_upgraded(dsn: str) -> None:
     with jobq.Queue.connect(dsn) as queue:
         backend = queue.backend
         with backend.install_lock():
-            assert backend.schema_version() == 0  # creates the version table
+            assert backend.schema_version() == 0
+            backend.execute(backend.sql_create_versions)
             for statement in backend.migrations[0]:
                 backend.execute(statement)
             backend.record_version(1)
