@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jobq.supervisor.master import HOUSEKEEPER_GRACE, LOOP_TICK
+from jobq.supervisor.helpers import HOUSEKEEPER_GRACE
+from jobq.supervisor.master import LOOP_TICK
 
 from .test_deploy import supervisor_config
 
