@@ -1,6 +1,6 @@
 """Enqueue a few jobs and run them, on the embedded SQLite default (or JOBQ_DSN if set).
 
-    python examples/quickstart.py
+python examples/quickstart.py
 """
 
 from __future__ import annotations
