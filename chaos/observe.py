@@ -1,7 +1,7 @@
 """Watching a run from outside: when processes died, which workers are busy, and reading a
 queue whose database may be restarting.
 
-Shared by tests/test_faults.py and the soak.
+Shared by tests/system/test_faults.py and the soak.
 """
 
 from __future__ import annotations

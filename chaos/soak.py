@@ -35,10 +35,10 @@ from pathlib import Path
 
 import jobq
 from jobq.testing.history import Report, check, read_journal
-from tests.chaos_app import Chaos, ChaosSubprocess
-from tests.conftest import PostgresqlServer, _postgresql, _postgresql_database
-from tests.proxy import Proxy, address_of, proxied_dsn
-from tests.supervising import FAST, Supervisor
+from tests.support.apps.chaos_app import Chaos, ChaosSubprocess
+from tests.support.proxy import Proxy, address_of, proxied_dsn
+from tests.support.servers import PostgresqlServer, fresh_postgresql_database, started_postgresql
+from tests.support.supervising import FAST, Supervisor
 
 from .observe import DATABASE_ERRORS, Deaths, Observer, busy_workers
 
@@ -370,8 +370,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     with (
-        _postgresql() as server,
-        _postgresql_database(server.info) as dsn,
+        started_postgresql() as server,
+        fresh_postgresql_database(server.info) as dsn,
         Proxy(address_of(dsn)) as proxy,
     ):
         soak = Soak(options, server, proxy, dsn, workdir)

@@ -1,0 +1,182 @@
+"""A claim reads a ready index in order, never the whole table, whatever else is queued and
+whatever the database's statistics say.
+
+Each claim, of any type, one type or several, walks an index that is already in schedule
+order and stops at its first row: not past finished rows, not past ready rows of other types,
+and not through a sort of every ready row. That must hold with statistics current, stale
+(taken before a burst, with automatic statistics off) and absent (never taken), since a queue
+is usually loaded faster than the database refreshes them.
+
+The statements checked are the ones the backends send, taken from the backend modules, so the
+plans cannot drift from what runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import jobq
+from jobq.backends import mysql, postgresql, postgresql_schema, sqlite
+from jobq.backends.shapes import type_params
+from tests.support.jobs import Noop
+
+FINISHED_ROWS = 1500
+# Ready jobs of another type, scheduled before every job the typed claims look for.
+OTHER_ROWS = 3000
+# The row a claim updates is found by primary key, and so is the one the fused statement
+# acknowledges, unless the planner reads the latter from the small index of jobs in progress.
+OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases")
+STATISTICS = ("current", "stale", "absent")
+# Claims of any type (none), of one type, and of several: one that has jobs, one without.
+TYPES = [(), ("email",), ("email", "missing")]
+
+ANALYZE = {"postgresql": "ANALYZE jobq_jobs", "mariadb": "ANALYZE TABLE jobq_jobs"}
+NO_AUTOMATIC_STATISTICS = {
+    "postgresql": "ALTER TABLE jobq_jobs SET (autovacuum_enabled = off)",
+    "mariadb": "ALTER TABLE jobq_jobs STATS_AUTO_RECALC = 0",
+}
+
+
+@pytest.fixture(params=STATISTICS)
+def crowded(request: pytest.FixtureRequest, dsn: str, db_kind: str) -> Iterator[jobq.Queue]:
+    """Many finished jobs, many ready jobs of another type ahead of a few `email` ones, and
+    statistics in the state the test's parameter names."""
+    statistics: str = request.param
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        backend = queue.backend
+        if db_kind in NO_AUTOMATIC_STATISTICS:
+            backend.execute(NO_AUTOMATIC_STATISTICS[db_kind])
+        analyze = ANALYZE.get(db_kind, "ANALYZE")
+        # Taken while `email` was the only type: the planner believes every row is one.
+        queue.enqueue_many([Noop() for _ in range(5)], type="email")
+        if statistics == "stale":
+            backend.execute(analyze)
+        queue.enqueue_many([Noop() for _ in range(FINISHED_ROWS)])
+        backend.execute("UPDATE jobq_jobs SET status = 'completed' WHERE type = 'noop'")
+        earlier = datetime.now(UTC) - timedelta(hours=1)
+        queue.enqueue_many([Noop() for _ in range(OTHER_ROWS)], type="other", scheduled_at=earlier)
+        if statistics == "current":
+            backend.execute(analyze)
+        yield queue
+
+
+def postgresql_plan(queue: jobq.Queue, sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    (row,) = queue.backend.fetchall("EXPLAIN (FORMAT JSON) " + sql, params)
+    document = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    plan: dict[str, Any] = document[0]["Plan"]
+    return plan
+
+
+def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from nodes(child)
+
+
+def table_scans(
+    node: dict[str, Any], sorting: bool = False
+) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Every scan of jobq_jobs in a plan, and whether a sort reads its rows (as opposed to
+    the single rows a LIMIT 1 probe returns)."""
+    if node.get("Relation Name") == "jobq_jobs" and node["Node Type"] != "ModifyTable":
+        yield node, sorting
+    sorting = (sorting or node["Node Type"] in ("Sort", "Incremental Sort")) and (
+        node["Node Type"] != "Limit"
+    )
+    for child in node.get("Plans", []):
+        yield from table_scans(child, sorting)
+
+
+@pytest.mark.databases("postgresql")
+@pytest.mark.parametrize("types", TYPES, ids=["any", "one", "several"])
+def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple[str, ...]) -> None:
+    params = {"id": 1, "token": "t", "new_token": "u", "lease": 60.0, **type_params(types)}
+    for statement in (
+        postgresql.claim_statement(len(types)),
+        postgresql.complete_and_claim_statement(len(types)),
+    ):
+        plan = postgresql_plan(crowded, statement, params)
+        found = [(scan["Node Type"], scan.get("Index Name")) for scan, _ in table_scans(plan)]
+        # The row to update, and the row to acknowledge, are found by primary key (or the
+        # latter in the small index of jobs in progress): every other read is a probe.
+        assert all(name in OTHER_LOOKUPS for _, name in found), found
+        calls = [node for node in nodes(plan) if node.get("Function Name") == "jobq_next_ready"]
+        assert len(calls) == max(len(types), 1), plan
+
+
+@pytest.mark.databases("postgresql")
+@pytest.mark.parametrize("typed", [False, True], ids=["any", "typed"])
+def test_postgresql_probes_walk_a_ready_index_in_order(crowded: jobq.Queue, typed: bool) -> None:
+    """The probe's statement, planned as its function plans it."""
+    which = "type = %(type)s" if typed else postgresql_schema.ANY_TYPE
+    index = "jobq_jobs_ready_by_type" if typed else "jobq_jobs_ready_any"
+    with crowded.backend.transaction():
+        for name, value in postgresql_schema.PROBE_SETTINGS.items():
+            crowded.backend.execute(f"SET LOCAL {name} = {value}")
+        plan = postgresql_plan(
+            crowded, postgresql_schema.PROBE.format(which=which), {"type": "email"}
+        )
+    scans = list(table_scans(plan))
+    found = [(scan["Node Type"], scan.get("Index Name"), sorted_) for scan, sorted_ in scans]
+    assert found == [("Index Scan", index, False)], found
+
+
+@pytest.mark.databases("sqlite")
+@pytest.mark.parametrize("types", TYPES, ids=["any", "one", "several"])
+def test_sqlite_claims_walk_a_ready_index_in_order(
+    crowded: jobq.Queue, types: tuple[str, ...]
+) -> None:
+    params = {"token": "t", "lease": 60.0, **type_params(types)}
+    rows = crowded.backend.fetchall(
+        "EXPLAIN QUERY PLAN " + sqlite.claim_statement(len(types)), params
+    )
+    index = "jobq_jobs_ready_by_type" if types else "jobq_jobs_ready"
+    text = "\n".join(map(str, rows))
+    searches = [row for row in rows if row[3].startswith("SEARCH jobq_jobs USING INDEX")]
+    assert len(searches) == max(len(types), 1), text
+    sorted_below = {row[1] for row in rows if "TEMP B-TREE" in row[3]}
+    for _, parent, _, detail in searches:
+        assert detail.startswith(f"SEARCH jobq_jobs USING INDEX {index} "), text
+        assert parent not in sorted_below, text
+    assert not any(row[3].startswith("SCAN jobq_jobs") for row in rows), text
+
+
+@pytest.mark.databases("mariadb")
+@pytest.mark.parametrize("types", TYPES, ids=["any", "one", "several"])
+def test_mariadb_claims_walk_a_ready_index_in_order(
+    crowded: jobq.Queue, types: tuple[str, ...]
+) -> None:
+    params = {"lease": 60_000_000, **type_params(types)}
+    rows = crowded.backend.fetchall("EXPLAIN " + mysql.claim_select(len(types)), params)
+    index = "jobq_jobs_ready_by_type" if types else "jobq_jobs_ready"
+    # Columns: id, select_type, table, type, possible_keys, key, key_len, ref, rows, Extra.
+    probes = [row for row in rows if row[2] == "jobq_jobs"]
+    assert len(probes) == max(len(types), 1), rows
+    for row in probes:
+        assert row[5] == index, rows
+        assert row[3] == "range", rows
+        assert "filesort" not in str(row[9]), rows
+
+
+def test_an_install_of_the_first_schema_version_is_upgraded(dsn: str) -> None:
+    with jobq.Queue.connect(dsn) as queue:
+        backend = queue.backend
+        with backend.install_lock():
+            assert backend.schema_version() == 0
+            backend.execute(backend.sql_create_versions)
+            for statement in backend.migrations[0]:
+                backend.execute(statement)
+            backend.record_version(1)
+        kept = queue.enqueue(Noop(), type="email")
+        queue.install()
+        assert backend.schema_version() == len(backend.migrations)
+        queue.install()  # and again: nothing left to do
+        assert backend.schema_version() == len(backend.migrations)
+        claim = queue.claim(["other", "email"])
+        assert claim is not None and claim.id == kept

@@ -1,0 +1,133 @@
+"""Jobs for the fault suite, the bad-input tests and the soak (`python -m chaos`).
+
+Every attempt journals its start and end with jobq's own history journal, so the history
+checker can prove no two attempts of one job overlapped. Workers load this module as
+`chaos_app` (the tests put this folder on PYTHONPATH) while the tests and the soak import it
+as `tests.support.apps.chaos_app`: every class names itself, so both register under the same
+name.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import NoReturn
+
+import jobq
+from jobq.testing.history import journal_attempt
+
+# Retried at once would be fine for jobq, but the checker learns when a killed worker died by
+# watching it from the test process: a retry that waits half a second can never start before
+# that observation, however busy the machine. Many attempts: every fault may cost one.
+CHAOS_RETRY = jobq.RetryPolicy(max_attempts=25, backoff=0.5, max_backoff=1.0, jitter=False)
+
+
+class Chaos(jobq.Job):
+    """Sleeps `seconds` between its journaled start and end."""
+
+    job_name = "Chaos"
+    type = "chaos"
+    retry = CHAOS_RETRY
+
+    def __init__(self, seconds: float, journal: str) -> None:
+        self.seconds = seconds
+        self.journal = journal
+
+    def handle(self) -> None:
+        # The length goes into the journal so a fault injector can pick a worker that is
+        # sure to be inside handle() for a while yet.
+        journal_attempt(self.journal, "start", seconds=self.seconds)
+        time.sleep(self.seconds)
+        journal_attempt(self.journal, "end")
+
+
+PROCESSES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attempt_processes.py")
+
+
+class ChaosSubprocess(Chaos):
+    """Does its sleeping in a subprocess, which journals its own start and end: the work
+    that must die with the attempt, wherever it is killed."""
+
+    job_name = "ChaosSubprocess"
+
+    def handle(self) -> None:
+        claim = jobq.current_claim()
+        assert claim is not None
+        journal_attempt(self.journal, "start", seconds=self.seconds)
+        command = [sys.executable, PROCESSES, "run", self.journal, str(claim.id)]
+        command += [str(claim.attempt), str(self.seconds)]
+        subprocess.run(command, check=True, stdin=subprocess.DEVNULL)
+        journal_attempt(self.journal, "end")
+
+
+class Padded(jobq.Job):
+    """A job whose payload is as large as its padding: the payload-size limit's test."""
+
+    job_name = "Padded"
+    type = "chaos"
+
+    def __init__(self, padding: str, journal: str) -> None:
+        self.padding = padding
+        self.journal = journal
+
+    def handle(self) -> None:
+        journal_attempt(self.journal, "start", size=len(self.padding))
+        journal_attempt(self.journal, "end")
+
+
+class Halt(BaseException):
+    """A BaseException of the application's own: not an Exception, so no `except Exception`
+    in a worker catches it."""
+
+
+class Unprintable(Exception):
+    """An exception whose message cannot even be turned into text."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ failed on purpose")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("__repr__ failed on purpose")
+
+
+def recurse(depth: int) -> int:
+    return recurse(depth + 1) + 1
+
+
+def throw(error: BaseException) -> NoReturn:
+    raise error
+
+
+# How each kind of Raise job ends its handle(): all raise, but os._exit, which ends the worker
+# process itself with its job in hand.
+RAISERS: dict[str, Callable[[], object]] = {
+    "ValueError": lambda: throw(ValueError("a bad value")),
+    # Real recursion, not a raised RecursionError: the stack is exhausted inside the job.
+    "RecursionError": lambda: recurse(0),
+    "MemoryError": lambda: throw(MemoryError("raised, not run out of")),
+    "Halt": lambda: throw(Halt("a BaseException subclass")),
+    "SystemExit": lambda: sys.exit(3),
+    "KeyboardInterrupt": lambda: throw(KeyboardInterrupt("inside a job")),
+    "GeneratorExit": lambda: throw(GeneratorExit("raised inside a job")),
+    "Unprintable": lambda: throw(Unprintable()),
+    "os._exit": lambda: os._exit(7),
+}
+
+
+class Raise(jobq.Job):
+    """Ends its handle() the way `kind` says (see RAISERS)."""
+
+    job_name = "Raise"
+    type = "chaos"
+
+    def __init__(self, kind: str, journal: str) -> None:
+        self.kind = kind
+        self.journal = journal
+
+    def handle(self) -> None:
+        journal_attempt(self.journal, "start", kind=self.kind)
+        RAISERS[self.kind]()
+        journal_attempt(self.journal, "end")

@@ -1,0 +1,35 @@
+"""Small job classes that the tests run in their own process."""
+
+from __future__ import annotations
+
+import jobq
+
+
+class Noop(jobq.Job):
+    type = "noop"
+
+    def handle(self) -> None:
+        pass
+
+
+class Record(jobq.Job):
+    """Remembers, in this process, every value it ran with."""
+
+    type = "record"
+    seen: list[object] = []  # noqa: RUF012 - shared on purpose, reset by the tests
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def handle(self) -> None:
+        Record.seen.append(self.value)
+
+
+class Boom(jobq.Job):
+    type = "boom"
+
+    def __init__(self, message: str = "boom") -> None:
+        self.message = message
+
+    def handle(self) -> None:
+        raise RuntimeError(self.message)

@@ -1,0 +1,528 @@
+"""The `jobq` command line, run as real subprocesses against every database."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import jobq
+from jobq import RetryPolicy, Status
+from jobq.queue import LEASE_EXPIRED_BEFORE_START
+from tests.support.apps import APPS
+from tests.support.apps.jobs_app import AppendLine, Explode, WaitForRelease
+
+REPO_DIR = Path(jobq.__file__).resolve().parent.parent
+# Every subprocess call and every polling loop is bounded by one of these.
+COMMAND_TIMEOUT = 60.0
+WAIT_TIMEOUT = 20.0
+ONCE = RetryPolicy(max_attempts=1)
+
+
+def wait_for(what: str, condition: Callable[[], bool], timeout: float = WAIT_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    """The test's environment without any JOBQ_* of its own, able to import jobq and jobs_app."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("JOBQ_")}
+    paths = [str(APPS), str(REPO_DIR), *filter(None, [env.get("PYTHONPATH")])]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def ok(self) -> Result:
+        assert self.returncode == 0, f"exit {self.returncode}\n{self.output}"
+        assert "Traceback" not in self.output, self.output
+        return self
+
+    def refused(self, *returncodes: int) -> Result:
+        """A clean failure: an expected exit status and a message, never a traceback."""
+        assert self.returncode in returncodes, f"exit {self.returncode}\n{self.output}"
+        assert "Traceback" not in self.output, self.output
+        assert self.stderr.strip(), "no error message"
+        return self
+
+
+@dataclass
+class Cli:
+    cwd: Path
+    dsn: str
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "jobq", *args]
+
+    def run(self, *args: str, env: dict[str, str] | None = None, with_dsn: bool = True) -> Result:
+        """Run `jobq ARGS`, with --dsn of the test's database unless with_dsn is False."""
+        argv = [*args, "--dsn", self.dsn] if with_dsn else list(args)
+        done = subprocess.run(
+            self.command(*argv),
+            cwd=self.cwd,
+            env=env or base_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
+        )
+        return Result(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture
+def cli(tmp_path: Path, dsn: str) -> Cli:
+    # A working directory of its own, so that the embedded default DSN (a file in the working
+    # directory) could never be the test's database by accident.
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    return Cli(cwd, dsn)
+
+
+@pytest.fixture
+def queue(dsn: str) -> Iterator[jobq.Queue]:
+    with jobq.Queue.connect(dsn) as queue:
+        yield queue
+
+
+def status_of(queue: jobq.Queue, job_id: int) -> tuple[Status, int]:
+    record = queue.get(job_id)
+    assert record is not None, f"job {job_id} is gone"
+    return record.status, record.attempts
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+# -- migrate -------------------------------------------------------------------------------
+
+
+def test_migrate_twice_is_idempotent(cli: Cli, queue: jobq.Queue, tmp_path: Path) -> None:
+    version = len(type(queue.backend).migrations)
+    assert f"created the schema (version {version})" in cli.run("migrate").ok().stdout
+    job_id = queue.enqueue(AppendLine(str(tmp_path / "out"), "kept"))
+
+    assert f"already current (version {version})" in cli.run("migrate").ok().stdout
+
+    # A second run that recreated the tables would have lost the job.
+    assert status_of(queue, job_id) == (Status.PENDING, 0)
+    # One row per schema version, each recorded once.
+    versions = len(queue.backend.migrations)
+    assert queue.backend.fetchone("SELECT count(*) FROM jobq_schema")[0] == versions
+
+
+# -- work ----------------------------------------------------------------------------------
+
+
+def test_work_runs_jobs_then_stops_at_max_jobs(cli: Cli, queue: jobq.Queue, tmp_path: Path) -> None:
+    queue.install()
+    out = tmp_path / "out"
+    ids = [queue.enqueue(AppendLine(str(out), word)) for word in ("one", "two", "three")]
+    boom = queue.enqueue(Explode("kaboom 42"), retry=ONCE)
+    spare = queue.enqueue(AppendLine(str(out), "four"))
+
+    result = cli.run("work", "--app", "jobs_app", "--max-jobs", "4").ok()
+
+    assert lines(out) == ["one", "two", "three"]
+    assert [status_of(queue, job_id) for job_id in ids] == [(Status.COMPLETED, 1)] * 3
+    assert status_of(queue, boom) == (Status.FAILED, 1)
+    record = queue.get(boom)
+    assert record is not None and record.last_error is not None
+    assert "RuntimeError: kaboom 42" in record.last_error
+    # --max-jobs counts attempts, failed ones included: the fifth job was left alone.
+    assert status_of(queue, spare) == (Status.PENDING, 0)
+    assert len(re.findall(r"Job \d+ completed", result.stderr)) == 3
+
+
+def test_work_without_the_app_fails_attempts_cleanly(
+    cli: Cli, queue: jobq.Queue, tmp_path: Path
+) -> None:
+    queue.install()
+    job_id = queue.enqueue(AppendLine(str(tmp_path / "out"), "x"), retry=ONCE)
+
+    cli.run("work", "--max-jobs", "1").ok()
+
+    assert status_of(queue, job_id) == (Status.FAILED, 1)
+    record = queue.get(job_id)
+    assert record is not None and record.last_error is not None
+    assert "unknown job class 'jobs_app.AppendLine'" in record.last_error
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["--type", "a", "--type", "b"], {}),
+        ([], {"JOBQ_TYPE": " a, b ,"}),
+        (["--type", "a", "--type", "b"], {"JOBQ_TYPE": "c"}),
+    ],
+    ids=["options", "env", "options-over-env"],
+)
+def test_work_type_filters(
+    cli: Cli, queue: jobq.Queue, tmp_path: Path, args: list[str], env: dict[str, str]
+) -> None:
+    queue.install()
+    out = tmp_path / "out"
+    # "c" first: a worker ignoring the filter would take it before the others.
+    c = queue.enqueue(AppendLine(str(out), "c"), type="c")
+    a = queue.enqueue(AppendLine(str(out), "a"), type="a")
+    b = queue.enqueue(AppendLine(str(out), "b"), type="b")
+
+    cli.run("work", "--app", "jobs_app", "--max-jobs", "2", *args, env=base_env(**env)).ok()
+
+    assert lines(out) == ["a", "b"]
+    assert status_of(queue, a) == status_of(queue, b) == (Status.COMPLETED, 1)
+    assert status_of(queue, c) == (Status.PENDING, 0)
+
+
+# -- stats and prune -----------------------------------------------------------------------
+
+
+def make_history(queue: jobq.Queue, tmp_path: Path) -> dict[str, int]:
+    """append: 1 completed, 1 in progress, 1 pending; explode: 1 failed."""
+    queue.install()
+    out = str(tmp_path / "out")
+    ids = {
+        "completed": queue.enqueue(AppendLine(out, "1")),
+        "in_progress": queue.enqueue(AppendLine(out, "2")),
+        "pending": queue.enqueue(AppendLine(out, "3")),
+        "failed": queue.enqueue(Explode("x"), retry=ONCE),
+    }
+    first = queue.claim("append")
+    assert first is not None and first.id == ids["completed"]
+    assert queue.complete(first)
+    second = queue.claim("append")
+    assert second is not None and second.id == ids["in_progress"]
+    failing = queue.claim("explode")
+    assert failing is not None
+    assert queue.fail(failing, "failed on purpose")
+    return ids
+
+
+def parse_table(text: str) -> dict[str, dict[str, int]]:
+    header, *rows = (line.split() for line in text.splitlines() if line.strip())
+    assert header == ["type", *(str(status) for status in Status)]
+    return {row[0]: dict(zip(header[1:], map(int, row[1:]), strict=True)) for row in rows}
+
+
+def test_stats(cli: Cli, queue: jobq.Queue, tmp_path: Path) -> None:
+    make_history(queue, tmp_path)
+    expected = {
+        "append": {"completed": 1, "in_progress": 1, "pending": 1},
+        "explode": {"failed": 1},
+    }
+
+    assert json.loads(cli.run("stats", "--json").ok().stdout) == expected
+
+    zeros = {str(status): 0 for status in Status}
+    table = parse_table(cli.run("stats").ok().stdout)
+    assert table == {name: zeros | row for name, row in expected.items()}
+
+    only = cli.run("stats", "--json", "--type", "explode").ok()
+    assert json.loads(only.stdout) == {"explode": {"failed": 1}}
+    from_env = cli.run("stats", "--json", env=base_env(JOBQ_TYPE="append")).ok()
+    assert json.loads(from_env.stdout) == {"append": expected["append"]}
+
+
+def test_stats_of_an_empty_queue(cli: Cli, queue: jobq.Queue) -> None:
+    queue.install()
+    assert json.loads(cli.run("stats", "--json").ok().stdout) == {}
+    assert parse_table(cli.run("stats").ok().stdout) == {}
+
+
+def test_prune_deletes_only_finished_jobs_older_than_asked(
+    cli: Cli, queue: jobq.Queue, tmp_path: Path
+) -> None:
+    ids = make_history(queue, tmp_path)
+
+    assert "deleted 0 finished job(s)" in cli.run("prune", "--older-than", "3600").ok().stdout
+    assert sum(queue.counts().values()) == 4
+
+    # The acknowledgements happened before this process started, so they are older than 0 s.
+    assert "deleted 2 finished job(s)" in cli.run("prune", "--older-than", "0").ok().stdout
+    assert queue.get(ids["completed"]) is None
+    assert queue.get(ids["failed"]) is None
+    assert status_of(queue, ids["in_progress"]) == (Status.IN_PROGRESS, 1)
+    assert status_of(queue, ids["pending"]) == (Status.PENDING, 0)
+
+
+def test_prune_deletes_only_the_statuses_asked(cli: Cli, queue: jobq.Queue, tmp_path: Path) -> None:
+    ids = make_history(queue, tmp_path)
+
+    only_failed = cli.run("prune", "--older-than", "0", "--status", "failed").ok()
+    assert "deleted 1 finished job(s)" in only_failed.stdout
+    assert queue.get(ids["failed"]) is None
+    assert status_of(queue, ids["completed"])[0] == Status.COMPLETED
+
+    both = cli.run("prune", "--older-than", "0", "--status", "expired", "--status", "completed")
+    assert "deleted 1 finished job(s)" in both.ok().stdout
+    assert queue.get(ids["completed"]) is None
+    assert sum(queue.counts().values()) == 2
+
+
+# -- environment variables -----------------------------------------------------------------
+
+
+def test_environment_variables_stand_in_for_options(
+    cli: Cli, dsn: str, queue: jobq.Queue, tmp_path: Path
+) -> None:
+    env = {"JOBQ_DSN": dsn, "JOBQ_APP": "jobs_app"}
+    cli.run("migrate", env=base_env(**env), with_dsn=False).ok()
+    out = tmp_path / "out"
+
+    first = queue.enqueue(AppendLine(str(out), "first"))
+    cli.run("work", "--max-jobs", "1", env=base_env(**env, JOBQ_LEASE="600"), with_dsn=False).ok()
+    assert status_of(queue, first) == (Status.COMPLETED, 1)
+
+    # A lease of a microsecond has ended before any job can start: the attempt is failed
+    # without running, which shows the lease came from JOBQ_LEASE (and the app from JOBQ_APP,
+    # since the job was decoded first).
+    tiny = base_env(**env, JOBQ_LEASE="0.000001")
+    second = queue.enqueue(AppendLine(str(out), "second"), retry=ONCE)
+    cli.run("work", "--max-jobs", "1", env=tiny, with_dsn=False).ok()
+    record = queue.get(second)
+    assert record is not None
+    assert (record.status, record.last_error) == (Status.FAILED, LEASE_EXPIRED_BEFORE_START)
+
+    # An option beats its environment variable.
+    third = queue.enqueue(AppendLine(str(out), "third"))
+    cli.run("work", "--max-jobs", "1", "--lease", "600", env=tiny, with_dsn=False).ok()
+    assert status_of(queue, third) == (Status.COMPLETED, 1)
+    assert lines(out) == ["first", "third"]
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+
+@pytest.mark.databases("sqlite")
+@pytest.mark.parametrize(
+    ("args", "env", "returncode", "message"),
+    [
+        (["migrate", "--dsn", "foo://u:pw@host/db"], {}, 2, "unsupported DSN 'foo://u:***@"),
+        (["migrate", "--dsn", "nonsense"], {}, 2, "unsupported DSN 'nonsense'"),
+        (["work", "--app", "no_such_app_module"], {}, 2, "cannot import --app 'no_such_app"),
+        (["work"], {"JOBQ_APP": "no_such_app_module"}, 2, "cannot import --app 'no_such_app"),
+        (["work", "--lease", "0"], {}, 2, "argument --lease: must be a positive number"),
+        (["work", "--lease", "-5"], {}, 2, "argument --lease: must be a positive number"),
+        (["work", "--lease", "soon"], {}, 2, "argument --lease: not a number: 'soon'"),
+        (["work", "--lease", "nan"], {}, 2, "argument --lease: must be a positive number"),
+        (["work", "--lease", "1e12"], {}, 2, "argument --lease: must be at most 315360000 s"),
+        (["work"], {"JOBQ_LEASE": "0"}, 2, "JOBQ_LEASE: must be a positive number"),
+        (["work"], {"JOBQ_LEASE": "ten"}, 2, "JOBQ_LEASE: not a number: 'ten'"),
+        (["work"], {"JOBQ_TYPE": ","}, 2, "JOBQ_TYPE: nothing but commas in ','"),
+        (["work"], {"JOBQ_LOG_FORMAT": "xml"}, 2, "JOBQ_LOG_FORMAT: must be one of plain, json"),
+        (["work"], {"JOBQ_LOG_LEVEL": "loud"}, 2, "JOBQ_LOG_LEVEL: must be one of DEBUG, INFO"),
+        (["work", "--max-jobs", "-1"], {}, 2, "argument --max-jobs: must be a whole number of"),
+        (["work", "--poll-interval", "0"], {}, 2, "argument --poll-interval"),
+        (["work", "--type", ""], {}, 2, "argument --type: a job type must be"),
+        (["work", "--type", "x" * 256], {}, 2, "argument --type: a job type must be"),
+        (["work", "--log-level", "loud"], {}, 2, "argument --log-level: must be one of DEBUG"),
+        (["prune", "--older-than", "-1"], {}, 2, "--older-than: must be at least 0 s, got -1"),
+        (["prune", "--older-than", "1e12"], {}, 2, "argument --older-than"),
+        (["prune", "--status", "pending"], {}, 2, "--status: must be one of completed, failed"),
+        (["frobnicate"], {}, 2, "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_bad_input_is_refused_cleanly(
+    cli: Cli, args: list[str], env: dict[str, str], returncode: int, message: str
+) -> None:
+    result = cli.run(*args, env=base_env(**env), with_dsn=False).refused(returncode)
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.databases("sqlite")
+@pytest.mark.parametrize(
+    "dsn_with_password",
+    [
+        "mysql://u:s3cret@127.0.0.1:1/db",
+        "mariadb://u:s3cret@127.0.0.1:1/db?connect_timeout=2",
+        "mysql://u:s3cret@127.0.0.1:99999/db",
+        "mysql://u:s3cret@127.0.0.1:1/db?connect_timeout=soon",
+        "postgresql://u:s3cret@127.0.0.1:1/db",
+        # libpq quotes a malformed password back in its error message.
+        "postgresql://u:s3cret%zz@127.0.0.1:1/db",
+        # An unencoded "@" in the password: a plain regex redaction would leave half of it.
+        "mysql://u:s3c@ret@127.0.0.1:1/db",
+        "postgresql://u:s3c@ret@127.0.0.1:1/db",
+    ],
+)
+@pytest.mark.parametrize("via", ["option", "env"])
+def test_connection_failures_are_reported_without_the_password(
+    cli: Cli, dsn_with_password: str, via: str
+) -> None:
+    if via == "option":
+        result = cli.run("stats", "--dsn", dsn_with_password, with_dsn=False)
+    else:
+        result = cli.run("stats", env=base_env(JOBQ_DSN=dsn_with_password), with_dsn=False)
+
+    # 1 for a refused connection, 2 for a DSN that cannot even be parsed.
+    result.refused(1, 2)
+    assert "s3c" not in result.output
+    assert "ret@" not in result.output
+    assert result.stderr.startswith("jobq: ")
+    assert "u:***@127.0.0.1" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["stats"], ["prune"], ["work", "--app", "jobs_app"]])
+def test_commands_before_migrate_say_so_in_one_line(
+    cli: Cli, db_kind: str, tmp_path: Path, command: list[str]
+) -> None:
+    result = cli.run(*command).refused(1)
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.endswith("run `jobq migrate` to create it\n")
+    if db_kind == "sqlite":
+        assert not list(tmp_path.glob("jobq.sqlite3*")), "an empty database file was created"
+
+
+# -- stopping ------------------------------------------------------------------------------
+
+
+@dataclass
+class Worker:
+    """A `jobq work` running in the background, its output going to files."""
+
+    process: subprocess.Popen[bytes]
+    stderr_path: Path
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def assert_running(self) -> bool:
+        assert self.process.poll() is None, f"worker exited early:\n{self.stderr}"
+        return True
+
+
+@pytest.fixture
+def start_worker(cli: Cli, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    started: list[Worker] = []
+
+    def start(*args: str) -> Worker:
+        stderr_path = tmp_path / f"worker-{len(started)}.stderr"
+        with open(stderr_path, "wb") as stderr:
+            process = subprocess.Popen(
+                cli.command("work", "--dsn", cli.dsn, "--app", "jobs_app", *args),
+                cwd=cli.cwd,
+                env=base_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+            )
+        worker = Worker(process, stderr_path)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        if worker.process.poll() is None:
+            worker.process.kill()
+        worker.process.wait(timeout=COMMAND_TIMEOUT)
+
+
+def test_sigterm_lets_the_running_job_finish(
+    queue: jobq.Queue, tmp_path: Path, start_worker: Callable[..., Worker]
+) -> None:
+    queue.install()
+    started, release, done = (tmp_path / name for name in ("started", "release", "done"))
+    slow = queue.enqueue(WaitForRelease(str(started), str(release), str(done)))
+    after = queue.enqueue(AppendLine(str(tmp_path / "out"), "must not run"))
+
+    worker = start_worker("--poll-interval", "0.1")
+    wait_for("the job to start", lambda: started.exists() and worker.assert_running())
+    worker.process.send_signal(signal.SIGTERM)
+    # The job is held until the worker has seen the signal, so the stop request certainly
+    # arrives while it runs.
+    wait_for(
+        "the worker to acknowledge SIGTERM",
+        lambda: "Stopping after the current job (SIGTERM)" in worker.stderr,
+    )
+    assert worker.process.poll() is None
+    assert status_of(queue, slow) == (Status.IN_PROGRESS, 1)
+    release.touch()
+
+    assert worker.process.wait(timeout=WAIT_TIMEOUT) == 0, worker.stderr
+    assert done.exists()
+    assert status_of(queue, slow) == (Status.COMPLETED, 1)
+    assert status_of(queue, after) == (Status.PENDING, 0)
+    assert "Traceback" not in worker.stderr
+
+
+def test_sigint_stops_an_idle_worker(
+    queue: jobq.Queue, tmp_path: Path, start_worker: Callable[..., Worker]
+) -> None:
+    queue.install()
+    out = tmp_path / "out"
+    queue.enqueue(AppendLine(str(out), "ran"))
+
+    worker = start_worker("--poll-interval", "0.2")
+    # Once a job has run, the worker has its signal handlers and is polling an empty queue.
+    wait_for("the first job", lambda: lines(out) == ["ran"] and worker.assert_running())
+    worker.process.send_signal(signal.SIGINT)
+
+    assert worker.process.wait(timeout=WAIT_TIMEOUT) == 0, worker.stderr
+    assert "Traceback" not in worker.stderr
+
+
+@pytest.mark.databases("sqlite")
+@pytest.mark.parametrize(("scheme", "driver", "extra"), [
+    ("postgresql", "psycopg", "postgresql"),
+    ("mysql", "pymysql", "mysql"),
+])  # fmt: skip
+@pytest.mark.parametrize(("entry", "args"), [("main", ["stats"]), ("supervise_main", [])])
+def test_a_missing_driver_names_the_extra_to_install(
+    tmp_path: Path, scheme: str, driver: str, extra: str, entry: str, args: list[str]
+) -> None:
+    argv = [*args, "--dsn", f"{scheme}://u:s3cret@127.0.0.1:1/db"]
+    # None in sys.modules makes the import fail as if the package were not installed.
+    code = (
+        f"import sys; sys.modules[{driver!r}] = None; from jobq import cli; "
+        f"sys.exit(cli.{entry}({argv!r}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=tmp_path
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"pip install 'jobq[{extra}]'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "s3cret" not in result.stderr
+
+
+@pytest.mark.databases("sqlite")
+def test_the_supervisor_says_it_needs_linux_elsewhere(tmp_path: Path) -> None:
+    code = (
+        "import sys; from jobq import cli; sys.platform = 'darwin'; "
+        "sys.exit(cli.supervise_main([]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        "jobq-supervise: needs Linux, not darwin; elsewhere run `jobq work`, which does not "
+        "renew leases\n"
+    )
+    assert list(tmp_path.iterdir()) == [], "nothing is left behind"

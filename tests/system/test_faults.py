@@ -1,0 +1,286 @@
+"""Faults injected while real supervisors run real work, every run judged by the history
+checker: no two attempts of one job overlapped, and no job was lost.
+
+Each attempt journals its start and end (tests/chaos_app.py); an attempt killed before its
+end ended when its process was seen gone (chaos.observe.Deaths watches every process under
+the supervisors through pidfds). The jobs table is read once the run has drained and
+maintenance has run.
+
+Covered elsewhere, not repeated here: the master's database link blackholed or slowed, and a
+master SIGKILLed or SIGSTOPped while it holds one job (test_fencing.py); a rolling restart
+(test_rollout.py). The soak (`python -m chaos`) mixes all of these at random.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+import jobq
+from chaos.observe import Deaths, Observer, busy_workers, in_handle
+from jobq.queue import LEASE_EXPIRED
+from jobq.records import JobRecord
+from jobq.testing.history import Report, check, read_journal
+from tests.support.apps.chaos_app import Chaos
+from tests.support.paths import REPO
+from tests.support.servers import LocalServer
+from tests.support.supervising import FAST, Supervisor, supervisor
+from tests.support.waiting import wait_for
+
+SETTINGS = ("--app", "chaos_app", *FAST)
+# Messages a worker logs when its database went away under it (jobq/worker/child.py).
+UNACKNOWLEDGED = re.compile(r"Could not record how attempt (\d+) of job (\d+) ended")
+RIDING_OUT = ("Claim failed", "Could not record how attempt", "Database out of reach")
+
+
+def mixed_lengths(count: int, rng: random.Random) -> list[float]:
+    """Mostly short jobs; every 8th a second or so, so that workers are caught inside
+    handle(); every 50th a few seconds, so a supervisor killed late still holds one."""
+    lengths = []
+    for i in range(count):
+        if i % 50 == 25:
+            lengths.append(rng.uniform(2.5, 3.5))
+        elif i % 8 == 0:
+            lengths.append(rng.uniform(0.5, 1.2))
+        else:
+            lengths.append(rng.uniform(0, 0.02))
+    return lengths
+
+
+def enqueue(dsn: str, lengths: list[float], journal: Path) -> list[int]:
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        return [queue.enqueue(Chaos(seconds, str(journal))) for seconds in lengths]
+
+
+def completed(observer: Observer) -> int:
+    return (observer.counts() or {}).get("completed", 0)
+
+
+def all_completed(observer: Observer, jobs: int) -> bool:
+    return observer.counts() == {"completed": jobs}
+
+
+def records_of(observer: Observer, ids: list[int]) -> list[JobRecord]:
+    return [
+        wait_for(f"job {i} to be read", lambda i=i: observer.read(lambda queue: queue.get(i)))
+        for i in ids
+    ]
+
+
+def judged(journal: Path, deaths: Deaths, records: list[JobRecord]) -> Report:
+    entries = read_journal(journal)
+    report = check(entries, records, deaths.exits_for(entries))
+    print(report.summary())  # shown with -s, or when the test fails
+    assert report.ok, report.summary()
+    assert report.jobs == len(records)
+    # A worker killed between its claim and its first journal line ran an attempt the
+    # database counted and the journal never saw; never the other way round.
+    assert report.attempts_counted >= report.attempts_run, report.summary()
+    return report
+
+
+def worker_pids(running: Supervisor) -> set[int]:
+    try:
+        return {w.pid for w in running.workers()}
+    except psutil.Error:
+        return set()
+
+
+def busy(running: list[Supervisor]) -> set[int]:
+    return {pid for s in running for pid in busy_workers(s.pid)}
+
+
+def ended(entries: list[dict[str, Any]], start: Mapping[str, Any]) -> bool:
+    key = (start["job"], start["attempt"], start["pid"])
+    return any((e["job"], e["attempt"], e["pid"]) == key for e in entries if e["event"] == "end")
+
+
+def kill_a_busy_worker(
+    observer: Observer,
+    journal: Path,
+    deaths: Deaths,
+    running: list[Supervisor],
+    rng: random.Random,
+) -> Mapping[str, Any]:
+    """SIGKILL a worker (of any of `running`) inside a job's handle(), then see the master
+    fail that attempt at once: by the text a dying worker's attempt gets from its master,
+    not the lease-expiry text of maintenance, which could only act a lease later."""
+    while True:
+        victims = wait_for(
+            "a worker inside a job",
+            lambda: in_handle(read_journal(journal), busy(running), at_least=0.3),
+            timeout=30,
+        )
+        victim = rng.choice(victims)
+        deaths.kill(victim["pid"])
+        assert deaths.wait_gone([victim["pid"]], timeout=5), f"worker {victim['pid']} survived"
+        if not ended(read_journal(journal), victim):
+            break
+        # The job ended first after all (a loaded machine): that kill hit an idle worker.
+    job, pid = victim["job"], victim["pid"]
+    failed_by_master = f"The worker died (worker {pid}, signal SIGKILL)"
+
+    def failed() -> JobRecord | None:
+        record = observer.read(lambda queue: queue.get(job))
+        return record if record and failed_by_master in (record.last_error or "") else None
+
+    record = wait_for(f"attempt {victim['attempt']} of job {job} to be failed", failed, 15)
+    assert record.attempts >= victim["attempt"]
+    assert record.status is not jobq.Status.FAILED, "a killed attempt must be retried"
+    return victim
+
+
+# -- workers and a whole supervisor SIGKILLed --------------------------------------------------
+
+
+def test_killed_workers_and_a_killed_supervisor_lose_nothing(dsn: str, tmp_path: Path) -> None:
+    """Two supervisors share the database. Busy workers of both are SIGKILLed, ten times:
+    each attempt is failed at once by its master and retried. Then one supervisor is
+    SIGKILLed: its busy workers die with it, and the other supervisor's maintenance gives
+    their jobs back after one lease."""
+    rng = random.Random(7)
+    journal = tmp_path / "journal"
+    ids = enqueue(dsn, mixed_lengths(300, rng), journal)
+    observer = Observer(dsn)
+    with (
+        Deaths() as deaths,
+        supervisor(dsn, "--workers", "3", *SETTINGS) as doomed,
+        supervisor(dsn, "--workers", "3", *SETTINGS) as survivor,
+    ):
+        deaths.family(doomed.pid)
+        deaths.family(survivor.pid)
+        kills = []
+        for n in range(1, 11):
+            # Spread over the run rather than all at its start.
+            wait_for(f"{20 * n} jobs done", lambda n=n: completed(observer) >= 20 * n, 60)
+            kills.append(kill_a_busy_worker(observer, journal, deaths, [doomed, survivor], rng))
+
+        # Once one of its workers is well inside a job, so the kill takes that job down.
+        wait_for(
+            "a worker of the doomed supervisor inside a job",
+            lambda: in_handle(read_journal(journal), worker_pids(doomed), at_least=0.5),
+            timeout=60,
+        )
+        deaths.refresh()
+        family = [doomed.pid, *(p.pid for p in psutil.Process(doomed.pid).children(True))]
+        doomed.signal(signal.SIGKILL)
+        # PR_SET_PDEATHSIG: the kernel takes every child with the master, at once.
+        assert deaths.wait_gone(family, timeout=5), "a child outlived its SIGKILLed master"
+        entries = read_journal(journal)
+        held = [e for e in entries if e["event"] == "start" and e["pid"] in family]
+        held = [e for e in held if not ended(entries, e)]
+        assert held, "the supervisor was killed holding no job in handle()"
+
+        wait_for("every job to complete", lambda: all_completed(observer, len(ids)), 90)
+        assert survivor.process.poll() is None, survivor.log
+        assert observer.read(lambda queue: queue.run_maintenance()) == {
+            "requeued": 0,
+            "failed": 0,
+            "expired": 0,
+        }
+        survivor.signal(signal.SIGTERM)
+        assert survivor.wait(30) == 0, survivor.log
+        assert doomed.wait(5) == -signal.SIGKILL
+
+        records = records_of(observer, ids)
+        report = judged(journal, deaths, records)
+    observer.close()
+    assert report.attempts_run >= len(ids) + len(kills) + len(held)
+    by_id = {record.id: record for record in records}
+    for start in held:
+        # Nobody failed it: maintenance recovered it once its lease had run out.
+        record = by_id[start["job"]]
+        assert record.last_error == LEASE_EXPIRED, record
+        assert record.attempts > start["attempt"], record
+
+
+# -- the database server restarted --------------------------------------------------------------
+
+
+@pytest.mark.databases("postgresql", "mariadb")
+def test_workers_ride_out_a_database_restart(
+    restartable_server: LocalServer, restartable_dsn: str, tmp_path: Path
+) -> None:
+    """The server is restarted while jobs run. Workers reconnect; attempts whose
+    acknowledgement failed come back after their lease; the supervisor does not take the
+    outage for a crash loop; every job completes."""
+    rng = random.Random(11)
+    journal = tmp_path / "journal"
+    lengths = mixed_lengths(100, rng)
+    lengths[30] = lengths[45] = 7.0  # longer than the 6 s lease: renewals span the restart
+    ids = enqueue(restartable_dsn, lengths, journal)
+    observer = Observer(restartable_dsn)
+    with (
+        Deaths() as deaths,
+        supervisor(restartable_dsn, "--workers", "4", *SETTINGS) as running,
+    ):
+        deaths.family(running.pid)
+        wait_for(
+            "work under way, with a worker inside a long job",
+            lambda: (
+                completed(observer) >= 25
+                and in_handle(read_journal(journal), worker_pids(running), at_least=1.0)
+            ),
+            timeout=60,
+        )
+        before = worker_pids(running)
+        restarting = time.monotonic()  # CLOCK_MONOTONIC: the journal's clock too
+        observer.close()
+        restartable_server.restart()
+
+        wait_for("every job to complete", lambda: all_completed(observer, len(ids)), 90)
+        # Still the same master, running: an outage is not a crash loop.
+        assert running.process.poll() is None, running.log
+        assert "crash_loop" not in running.log and "keep exiting" not in running.log
+        assert any(text in running.log for text in RIDING_OUT), running.log
+        # Some worker that was there before the restart ran jobs after it: it reconnected.
+        after = {e["pid"] for e in read_journal(journal) if e["mono"] > restarting}
+        assert before & after, f"no worker of {before} ran a job after the restart"
+        assert observer.read(lambda queue: queue.run_maintenance()) is not None
+        running.signal(signal.SIGTERM)
+        assert running.wait(30) == 0, running.log
+
+        records = records_of(observer, ids)
+        judged(journal, deaths, records)
+    observer.close()
+    # An attempt whose acknowledgement failed was left to its lease, then run again.
+    unacknowledged = [(int(j), int(a)) for a, j in UNACKNOWLEDGED.findall(running.log)]
+    by_id = {record.id: record for record in records}
+    for job, attempt in unacknowledged:
+        record = by_id[job]
+        # (Had the acknowledgement been applied and only its reply lost, the job would
+        # simply be completed by that attempt.)
+        assert record.attempts == attempt or record.last_error == LEASE_EXPIRED, record
+
+
+# -- the soak, short --------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(240)
+def test_short_soak() -> None:
+    """`python -m chaos --jobs 1000 --seconds 60`: every fault at random for about a minute,
+    then the checker. The full soak is `make chaos`."""
+    result = subprocess.run(
+        [sys.executable, "-m", "chaos", "--jobs", "1000", "--seconds", "60"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    print(result.stdout)
+    # The first line names the seed, which replays the same faults and jobs.
+    head, tail = result.stdout[:300], result.stdout[-6000:]
+    assert result.returncode == 0, f"{head}\n...\n{tail}\n{result.stderr[-6000:]}"
+    assert "overlaps: 0" in result.stdout
+    assert "lost: 0" in result.stdout

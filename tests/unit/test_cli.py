@@ -1,0 +1,21 @@
+"""The command line without running it: the README's option table and the test app's job names."""
+
+from __future__ import annotations
+
+import jobq
+from jobq.options import markdown_table
+from tests.support.apps import jobs_app
+from tests.support.apps.jobs_app import AppendLine
+from tests.support.paths import REPO
+
+
+def test_the_test_app_is_the_one_the_worker_imports() -> None:
+    # The worker imports this module as `jobs_app`, these tests as
+    # `tests.support.apps.jobs_app`: the names stored with jobs must not depend on which.
+    assert AppendLine.job_name == "jobs_app.AppendLine"
+    assert jobq.job.registered("jobs_app.AppendLine") is jobs_app.AppendLine
+
+
+def test_the_readme_option_table_is_the_declared_one() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert markdown_table() in readme
