@@ -33,11 +33,11 @@ from typing import Any
 import psutil
 
 from .dsn import scrub
-from .job import Job
 from .queue import LEASE_EXPIRED, Queue
 from .records import JobRecord, Status
 from .retry import RetryPolicy
-from .testing.history import journal_attempt, read_journal
+from .testing.history import read_journal
+from .testing.jobs import JournaledSleep
 
 JOB_SECONDS = 8.0
 LEASE = 6.0
@@ -62,20 +62,11 @@ TERMINAL = (Status.COMPLETED, Status.FAILED, Status.EXPIRED)
 LOG_ARGS = ("--log-format", "json", "--log-level", "INFO")
 
 
-class BuildReport(Job):
+class BuildReport(JournaledSleep):
     """Sleeps longer than the demo's lease, journaling each start and end."""
 
     job_name = "jobq.demo.BuildReport"
     type = "jobq-demo"  # the demo always enqueues under a type of its own run instead
-
-    def __init__(self, seconds: float, journal: str) -> None:
-        self.seconds = seconds
-        self.journal = journal
-
-    def handle(self) -> None:
-        journal_attempt(self.journal, "start")
-        time.sleep(self.seconds)
-        journal_attempt(self.journal, "end")
 
 
 def attempts_of(path: Path, job_id: int) -> list[dict[str, Any]]:

@@ -1,1 +1,2 @@
-"""Tools for testing systems built on jobq: an attempt journal and a history checker."""
+"""Tools for testing systems built on jobq: an attempt journal, a history checker, and a job
+that journals its attempts."""

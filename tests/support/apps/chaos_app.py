@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from typing import NoReturn
 
 import jobq
 from jobq.testing.history import journal_attempt
+from jobq.testing.jobs import JournaledSleep
 
 # Retried at once would be fine for jobq, but the checker learns when a killed worker died by
 # watching it from the test process: a retry that waits half a second can never start before
@@ -25,23 +25,12 @@ from jobq.testing.history import journal_attempt
 CHAOS_RETRY = jobq.RetryPolicy(max_attempts=25, backoff=0.5, max_backoff=1.0, jitter=False)
 
 
-class Chaos(jobq.Job):
+class Chaos(JournaledSleep):
     """Sleeps `seconds` between its journaled start and end."""
 
     job_name = "Chaos"
     type = "chaos"
     retry = CHAOS_RETRY
-
-    def __init__(self, seconds: float, journal: str) -> None:
-        self.seconds = seconds
-        self.journal = journal
-
-    def handle(self) -> None:
-        # The length goes into the journal so a fault injector can pick a worker that is
-        # sure to be inside handle() for a while yet.
-        journal_attempt(self.journal, "start", seconds=self.seconds)
-        time.sleep(self.seconds)
-        journal_attempt(self.journal, "end")
 
 
 PROCESSES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attempt_processes.py")

@@ -10,21 +10,12 @@ import time
 from pathlib import Path
 
 import jobq
-from jobq.testing.history import journal_attempt
+from jobq.testing.jobs import JournaledSleep
 
 
-class Work(jobq.Job):
+class Work(JournaledSleep):
     job_name = "Work"
     type = "work"
-
-    def __init__(self, seconds: float, journal: str) -> None:
-        self.seconds = seconds
-        self.journal = journal
-
-    def handle(self) -> None:
-        journal_attempt(self.journal, "start")
-        time.sleep(self.seconds)
-        journal_attempt(self.journal, "end")
 
 
 class Orphan(jobq.Job):

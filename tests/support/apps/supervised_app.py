@@ -15,11 +15,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 import jobq
 from jobq.testing.history import journal_attempt
+from jobq.testing.jobs import JournaledSleep
 
 # When this module was (re)imported: a worker forked after a HUP runs freshly imported code.
 IMPORTED = time.monotonic()
@@ -50,18 +52,12 @@ def journal(path: str, event: str, **fields: object) -> None:
     journal_attempt(path, event, imported=IMPORTED, **fields)
 
 
-class Sleep(jobq.Job):
+class Sleep(JournaledSleep):
     job_name = "Sleep"
     type = "sleep"
 
-    def __init__(self, seconds: float, journal: str) -> None:
-        self.seconds = seconds
-        self.journal = journal
-
-    def handle(self) -> None:
-        journal(self.journal, "start")
-        time.sleep(self.seconds)
-        journal(self.journal, "end")
+    def journal_fields(self) -> dict[str, Any]:
+        return {"imported": IMPORTED}
 
 
 class Hold(jobq.Job):
