@@ -161,7 +161,7 @@ class Pgqueuer(Peer):
 
     def install(self) -> None:
         async def go() -> None:
-            import asyncpg  # type: ignore[import-untyped]
+            import asyncpg
             from pgqueuer import AsyncpgDriver, Queries
 
             connection = await asyncpg.connect(self.dsn)

@@ -11,7 +11,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 from pgqueuer import AsyncpgDriver, PgQueuer
 from pgqueuer.models import Job
 

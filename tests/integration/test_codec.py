@@ -12,7 +12,7 @@ import pytest
 
 import jobq
 from jobq import JsonCodec, Status
-from tests.support.codec_jobs import RAN, Keep, NeedsTwo, Strict
+from tests.support.codec_jobs import RAN, Keep, Strict
 
 RICH_STATE: dict[str, Any] = {
     "text": "plain",
@@ -188,7 +188,7 @@ def test_a_payload_over_the_limit_is_refused_at_enqueue(dsn: str) -> None:
     with jobq.Queue.connect(dsn) as queue:
         queue.install()
         with pytest.raises(ValueError, match="over jobq's limit of 8 MiB"):
-            queue.enqueue(NeedsTwo("x" * MAX_PAYLOAD_BYTES, 2))
+            queue.enqueue(Keep(padding="x" * MAX_PAYLOAD_BYTES))
         assert queue.counts() == {}
-        queue.enqueue(NeedsTwo("x" * (MAX_PAYLOAD_BYTES - 100), 2))
+        queue.enqueue(Keep(padding="x" * (MAX_PAYLOAD_BYTES - 100)))
         assert queue.counts() == {"pending": 1}

@@ -33,8 +33,10 @@ def payload_of(queue: jobq.Queue, job_id: int) -> str:
 
 
 @pytest.mark.parametrize("chunk_rows", [1000, 7], ids=["one chunk", "several chunks"])
-def test_ids_come_back_in_the_order_given(queue: jobq.Queue, chunk_rows: int) -> None:
-    queue.backend.chunk_rows = chunk_rows
+def test_ids_come_back_in_the_order_given(
+    queue: jobq.Queue, chunk_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue.backend, "chunk_rows", chunk_rows)
     ids = queue.enqueue_many([Record(i) for i in range(50)])
     assert len(set(ids)) == 50
     assert [payload_of(queue, job_id) for job_id in ids] == [
@@ -101,9 +103,9 @@ def test_bad_input_is_refused_before_any_job_is_written(
 
 @pytest.mark.parametrize("chunk_rows", [1000, 7], ids=["one chunk", "several chunks"])
 def test_a_rollback_of_the_producers_transaction_drops_them_all(
-    queue: jobq.Queue, dsn: str, db_kind: str, chunk_rows: int
+    queue: jobq.Queue, dsn: str, db_kind: str, chunk_rows: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    queue.backend.chunk_rows = chunk_rows
+    monkeypatch.setattr(queue.backend, "chunk_rows", chunk_rows)
     app = drivers.connect(dsn, db_kind, autocommit=False)
     try:
         queue.enqueue_many([Noop() for _ in range(30)], connection=app)
@@ -119,10 +121,12 @@ def test_a_rollback_of_the_producers_transaction_drops_them_all(
 
 
 @pytest.mark.databases("postgresql")
-def test_one_wake_up_per_type_on_commit(queue: jobq.Queue, dsn: str) -> None:
+def test_one_wake_up_per_type_on_commit(
+    queue: jobq.Queue, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from jobq.backends.postgresql import NOTIFY_CHANNEL
 
-    queue.backend.chunk_rows = 7
+    monkeypatch.setattr(queue.backend, "chunk_rows", 7)
     with drivers.connect(dsn, "postgresql", autocommit=True) as listener:
         listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
         app = drivers.connect(dsn, "postgresql", autocommit=False)

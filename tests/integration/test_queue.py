@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -47,7 +47,7 @@ def fresh_record() -> None:
     Record.seen.clear()
 
 
-def claim_one(queue: jobq.Queue, job_type: str | None = None) -> jobq.ClaimedJob:
+def claim_one(queue: jobq.Queue, job_type: str | Sequence[str] | None = None) -> jobq.ClaimedJob:
     claim = queue.claim(job_type)
     assert claim is not None
     return claim
@@ -78,13 +78,14 @@ def test_install_is_idempotent(queue: jobq.Queue) -> None:
     assert queue.counts() == {"pending": 1}
 
 
-def test_install_says_what_it_did(dsn: str) -> None:
+def test_install_says_what_it_did(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with jobq.Queue.connect(dsn) as queue:
         backend = queue.backend
         known = type(backend).migrations
         assert queue.install() == (0, len(known))
         # One migration more than the database has: an upgrade by one version.
-        backend.migrations = [*known, ["CREATE TABLE jobq_test_upgrade (x INTEGER)"]]
+        upgrade = [*known, ["CREATE TABLE jobq_test_upgrade (x INTEGER)"]]
+        monkeypatch.setattr(backend, "migrations", upgrade)
         assert queue.install() == (len(known), len(known) + 1)
         assert queue.install() == (len(known) + 1, len(known) + 1)
 

@@ -41,10 +41,3 @@ class Named(jobq.Job):
 
     def handle(self) -> None:
         pass
-
-
-class NeedsTwo(jobq.Job):
-    job_name = "tests.NeedsTwo"
-
-    def __init__(self, first: int, second: int, third: int = 3) -> None:
-        self.first, self.second, self.third = first, second, third

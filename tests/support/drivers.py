@@ -18,7 +18,7 @@ def connect(dsn: str, db_kind: str, *, autocommit: bool) -> Any:
     if db_kind == "mariadb":
         return pymysql.connect(**connect_args(dsn), autocommit=autocommit)
     return sqlite3.connect(
-        path_of(dsn), isolation_level=None if autocommit else "", check_same_thread=False
+        path_of(dsn), isolation_level=None if autocommit else "DEFERRED", check_same_thread=False
     )
 
 

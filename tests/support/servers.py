@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pymysql
@@ -226,29 +227,34 @@ def fresh_name() -> str:
 @contextlib.contextmanager
 def fresh_postgresql_database(server: ServerInfo) -> Iterator[str]:
     name = fresh_name()
-    params = {"host": server.host, "port": server.port, "user": server.user, "dbname": "postgres"}
-    with psycopg.connect(**params, autocommit=True) as conn:
+    admin = f"host={server.host} port={server.port} user={server.user} dbname=postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
         yield f"postgresql://{server.user}@{server.host}:{server.port}/{name}"
     finally:
         # FORCE so connections a failed test leaked do not make the drop fail.
-        with psycopg.connect(**params, autocommit=True) as conn:
+        with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
 
 
+def mariadb_admin(server: ServerInfo) -> pymysql.Connection[Any]:
+    return pymysql.connect(
+        host=server.host, port=server.port, user=server.user, password="", autocommit=True
+    )
+
+
 @contextlib.contextmanager
 def fresh_mariadb_database(server: ServerInfo) -> Iterator[str]:
     name = fresh_name()
-    params = {"host": server.host, "port": server.port, "user": server.user, "password": ""}
-    with pymysql.connect(**params, autocommit=True) as conn, conn.cursor() as cur:
+    with mariadb_admin(server) as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
     try:
         yield f"mysql://{server.user}@{server.host}:{server.port}/{name}"
     finally:
-        with pymysql.connect(**params, autocommit=True) as conn, conn.cursor() as cur:
+        with mariadb_admin(server) as conn, conn.cursor() as cur:
             # MariaDB has no DROP ... FORCE, and a leaked open transaction would block the drop
             # on a metadata lock (lock_wait_timeout is a year), so kill its sessions first.
             cur.execute(

@@ -11,8 +11,9 @@ import jobq
 T = TypeVar("T")
 
 
-def wait_for(what: str, condition: Callable[[], T], timeout: float = 15.0) -> T:
-    """Poll `condition` until it returns something truthy; fail the test after `timeout`."""
+def wait_for(what: str, condition: Callable[[], T | None], timeout: float = 15.0) -> T:
+    """Poll `condition` until it returns something truthy, and return that; fail the test
+    after `timeout`. A condition may answer None for "not yet", and the result is never None."""
     deadline = time.monotonic() + timeout
     while True:
         result = condition()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,7 +65,7 @@ class Case:
             self.deaths.watch(pid)
         return pids
 
-    def entries(self) -> list[dict[str, object]]:
+    def entries(self) -> list[dict[str, Any]]:
         return [e for e in read_journal(self.journal) if e["job"] == self.job_id]
 
     def wait_gone(self, pids: list[int], timeout: float, running: Supervisor) -> None:

@@ -189,6 +189,12 @@ def test_a_metrics_address_that_cannot_be_served_is_refused_cleanly(dsn: str, fa
 # -- bugs found by these tests, now fixed ------------------------------------------------
 
 
+def both_counted(port: int) -> dict[tuple[tuple[str, str], ...], float] | None:
+    """jobq_jobs_failed_total by its labels, once it counts two attempts."""
+    found = scrape(port).values("jobq_jobs_failed_total")
+    return found if sum(found.values()) == 2 else None
+
+
 @pytest.mark.databases("sqlite")
 def test_an_attempt_ended_by_system_exit_and_retried_is_counted_as_retried(
     dsn: str, tmp_path: Path
@@ -201,14 +207,7 @@ def test_an_attempt_ended_by_system_exit_and_retried_is_counted_as_retried(
         with supervisor(dsn, *args) as running:
             port = metrics_port(running)
             wait_for("both attempts to fail", lambda: queue.counts() == {"failed": 1})
-            failed = wait_for(
-                "both attempts to be counted",
-                lambda: (
-                    (found := scrape(port).values("jobq_jobs_failed_total"))
-                    and sum(found.values()) == 2
-                    and found
-                ),
-            )
+            failed = wait_for("both attempts to be counted", lambda: both_counted(port))
             running.signal(signal.SIGTERM)
             assert running.wait(30) == 0, running.log
     by_outcome = {dict(labels)["outcome"]: n for labels, n in failed.items()}

@@ -25,7 +25,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from jobq.backends.postgresql import READY
+from jobq.backends.postgresql_schema import READY
 from jobq.cli import supervise_parser
 from jobq.supervisor.helpers import HOUSEKEEPER_GRACE
 from jobq.supervisor.master import LOOP_TICK

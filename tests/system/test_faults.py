@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -67,15 +68,21 @@ def completed(observer: Observer) -> int:
     return (observer.counts() or {}).get("completed", 0)
 
 
+def completed_at_least(observer: Observer, jobs: int) -> bool:
+    return completed(observer) >= jobs
+
+
 def all_completed(observer: Observer, jobs: int) -> bool:
     return observer.counts() == {"completed": jobs}
 
 
 def records_of(observer: Observer, ids: list[int]) -> list[JobRecord]:
-    return [
-        wait_for(f"job {i} to be read", lambda i=i: observer.read(lambda queue: queue.get(i)))
-        for i in ids
-    ]
+    def record(job_id: int) -> JobRecord:
+        return wait_for(
+            f"job {job_id} to be read", lambda: observer.read(lambda queue: queue.get(job_id))
+        )
+
+    return [record(job_id) for job_id in ids]
 
 
 def judged(journal: Path, deaths: Deaths, records: list[JobRecord]) -> Report:
@@ -163,7 +170,7 @@ def test_killed_workers_and_a_killed_supervisor_lose_nothing(dsn: str, tmp_path:
         kills = []
         for n in range(1, 11):
             # Spread over the run rather than all at its start.
-            wait_for(f"{20 * n} jobs done", lambda n=n: completed(observer) >= 20 * n, 60)
+            wait_for(f"{20 * n} jobs done", partial(completed_at_least, observer, 20 * n), 60)
             kills.append(kill_a_busy_worker(observer, journal, deaths, [doomed, survivor], rng))
 
         # Once one of its workers is well inside a job, so the kill takes that job down.

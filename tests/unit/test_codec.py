@@ -16,12 +16,19 @@ from hypothesis import given, settings
 
 import jobq
 from jobq import DecodeError, JsonCodec
-from tests.support.codec_jobs import Keep, Named, NeedsTwo, Strict
+from tests.support.codec_jobs import Keep, Named, Strict
 from tests.support.strategies import states
 
 
 class Opaque:
     pass
+
+
+class NeedsTwo(jobq.Job):
+    job_name = "tests.NeedsTwo"
+
+    def __init__(self, first: int, second: int, third: int = 3) -> None:
+        self.first, self.second, self.third = first, second, third
 
 
 @settings(max_examples=200, deadline=None, database=None)

@@ -39,7 +39,14 @@ quarters = st.integers(min_value=-8, max_value=240).map(lambda n: n / 4)
 
 
 def config(lease: float, values: dict[str, float]) -> SupervisorConfig:
-    return SupervisorConfig(dsn="sqlite:///unused.sqlite3", lease=lease, **values)
+    return SupervisorConfig(
+        dsn="sqlite:///unused.sqlite3",
+        lease=lease,
+        renew_interval=values["renew_interval"],
+        renew_timeout=values["renew_timeout"],
+        kill_grace=values["kill_grace"],
+        safety_margin=values["safety_margin"],
+    )
 
 
 def exact_budget(values: dict[str, Decimal]) -> Decimal:

@@ -24,7 +24,7 @@ def count_depth_work(path: str) -> None:
     from functools import wraps
 
     from jobq import protocol
-    from jobq.supervisor import helpers, housekeeper
+    from jobq.supervisor import forking, helpers, housekeeper
 
     send = helpers.Helpers.send
     depth = housekeeper.depth
@@ -35,7 +35,7 @@ def count_depth_work(path: str) -> None:
 
     @wraps(send)
     def counting_send(
-        self: helpers.Helpers, process: helpers.Forked, message: protocol.Message
+        self: helpers.Helpers, process: forking.Forked, message: protocol.Message
     ) -> None:
         if isinstance(message, protocol.MeasureDepth):
             tally("request")
