@@ -31,7 +31,7 @@ from tests.support.waiting import wait_for
 
 KINDS = ("plain", "subprocess", "daemon", "gil")
 # The retry waits half a second, so that its start comes after the moment the watcher saw
-# attempt 1's processes die, however busy the machine (see tests/chaos_app.py).
+# attempt 1's processes die, however busy the machine (see tests/support/apps/chaos_app.py).
 RETRY = jobq.RetryPolicy(max_attempts=3, backoff=0.5, max_backoff=0.5, jitter=False)
 LEASE = 6.0
 

@@ -41,7 +41,7 @@ CORRUPTED = [
     ),
 ]
 
-# How each Raise job's attempt must be described (tests/chaos_app.py RAISERS).
+# How each Raise job's attempt must be described (tests/support/apps/chaos_app.py RAISERS).
 RAISED = {
     "ValueError": ["ValueError: a bad value"],
     "RecursionError": ["RecursionError: maximum recursion depth exceeded"],

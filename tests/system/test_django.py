@@ -1,4 +1,4 @@
-"""jobq.contrib.django in a real Django project (tests/djangoproject): Django's own test
+"""jobq.contrib.django in a real Django project (tests/support/djangoproject): Django's own test
 runner on a test database that the migrations gave jobq's tables, and jobs using the ORM in
 forked workers under `manage.py jobq supervise`, through a database that ends its sessions."""
 

@@ -1,9 +1,9 @@
 """Faults injected while real supervisors run real work, every run judged by the history
 checker: no two attempts of one job overlapped, and no job was lost.
 
-Each attempt journals its start and end (tests/chaos_app.py); an attempt killed before its
-end ended when its process was seen gone (chaos.observe.Deaths watches every process under
-the supervisors through pidfds). The jobs table is read once the run has drained and
+Each attempt journals its start and end (tests/support/apps/chaos_app.py); an attempt killed
+before its end ended when its process was seen gone (chaos.observe.Deaths watches every
+process under the supervisors through pidfds). The jobs table is read once the run has drained and
 maintenance has run.
 
 Covered elsewhere, not repeated here: the master's database link blackholed or slowed, and a

@@ -1,4 +1,4 @@
-"""Run by Django's own test runner (`manage.py test orders`), from tests/test_django.py: the
+"""Run by Django's own test runner (`manage.py test orders`), from tests/system/test_django.py: the
 test database gets jobq's tables from the migrations, and enqueue follows Django's
 transactions."""
 
