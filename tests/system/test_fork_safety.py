@@ -11,11 +11,11 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import jobq
+from jobq.testing.history import read_journal
 from tests.support import drivers
 from tests.support.apps.supervised_app import Hold
 from tests.support.supervising import FAST, events, supervisor, wait_for_events
@@ -48,10 +48,6 @@ def queue(dsn: str) -> Iterator[jobq.Queue]:
         yield queue
 
 
-def read_lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
 @pytest.mark.databases("postgresql", "sqlite")
 def test_connections_an_app_opens_at_import_are_never_shared_between_workers(
     queue: jobq.Queue, dsn: str, db_kind: str, tmp_path: Path
@@ -82,7 +78,7 @@ def test_connections_an_app_opens_at_import_are_never_shared_between_workers(
         running.signal(signal.SIGTERM)
         assert running.wait() == 0
         master = running.pid
-    entries = read_lines(journal)
+    entries = read_journal(journal)
     reads = [e for e in entries if e["event"] == "read"]
     assert sorted(e["row"] for e in reads) == sorted(tokens), "a job ran twice or not at all"
     assert all(

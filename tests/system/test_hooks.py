@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import jobq
+from jobq.testing.history import read_journal
 from tests.support.apps import APPS
 from tests.support.supervising import FAST, supervisor
 from tests.support.waiting import wait_for
@@ -30,10 +29,6 @@ def queue(dsn: str) -> Iterator[jobq.Queue]:
     with jobq.Queue.connect(dsn, lease_duration=6) as queue:
         queue.install()
         yield queue
-
-
-def read_lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 @pytest.mark.databases("sqlite", "postgresql")
@@ -54,7 +49,7 @@ def test_hooks_run_in_each_worker_around_each_job(
         workers = {p.pid for p in running.workers()}
         running.signal(signal.SIGTERM)
         assert running.wait() == 0
-    entries = read_lines(journal)
+    entries = read_journal(journal)
     # Once in each worker, after its fork (the master's check of the app starts no worker).
     assert {e["pid"] for e in entries if e["event"] == "worker_start"} == workers
     for job_id in [*plain, messy]:
@@ -97,5 +92,5 @@ def test_jobq_work_runs_the_hooks_too(queue: jobq.Queue, dsn: str, tmp_path: Pat
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    events = [e["event"] for e in read_lines(journal)]
+    events = [e["event"] for e in read_journal(journal)]
     assert events == ["worker_start", "before", "handle", "after"]
