@@ -485,21 +485,23 @@ def test_prune_deletes_only_old_finished_jobs(queue: jobq.Queue) -> None:
 
 
 def test_renew_many_extends_only_leases_still_held(open_queue: OpenQueue) -> None:
-    queue = open_queue(lease=0.3)
+    # Only the lease that must run out is short: a loaded machine may take longer than it
+    # between two statements, and the other claims must still be held when renewed.
+    short, long_queue = open_queue(lease=0.3), open_queue(lease=60)
     for _ in range(4):
-        queue.enqueue(Noop(), retry=NO_WAIT)
-    held, ended, done, taken = (claim_one(queue) for _ in range(4))
-    long_queue = open_queue(lease=60)
+        long_queue.enqueue(Noop(), retry=NO_WAIT)
+    held, done, taken = (claim_one(long_queue) for _ in range(3))
+    ended = claim_one(short)
     assert long_queue.renew_many([]) == set()
     assert long_queue.renew_many([(held.id, held.token)]) == {held.id}
-    wait_lease_ended(queue, ended.id)
-    assert queue.complete(done) is True
+    wait_lease_ended(short, ended.id)
+    assert long_queue.complete(done) is True
     impostor = (taken.id, "f" * 32)
     pairs = [(c.id, c.token) for c in (held, ended, done)] + [impostor]
     assert long_queue.renew_many(pairs) == {held.id}
-    record = queue.get(ended.id)
+    record = long_queue.get(ended.id)
     assert record is not None and record.lease_until is not None
-    assert record.lease_until < queue.get(held.id).lease_until  # type: ignore[union-attr, operator]
+    assert record.lease_until < long_queue.get(held.id).lease_until  # type: ignore[union-attr, operator]
 
 
 def test_an_error_text_the_database_cannot_store_still_fails_the_attempt(
