@@ -1,5 +1,5 @@
-"""`manage.py jobq supervise|work|migrate|stats [options]`: jobq's own commands, on the
-database of JOBQ["DATABASE"], for this Django project.
+"""`manage.py jobq supervise|work|migrate|stats|jobs|... [options]`: jobq's own commands, on
+the database of JOBQ["DATABASE"], for this Django project.
 
 The command replaces itself (exec) with `jobq-supervise` or `jobq`, the DSN handed over in
 the environment (never on a command line, which `ps` shows). The new process never sets
@@ -18,9 +18,20 @@ from ... import settings
 
 COMMANDS = {
     "supervise": ["-m", "jobq.supervisor"],
-    "work": ["-m", "jobq", "work"],
-    "migrate": ["-m", "jobq", "migrate"],
-    "stats": ["-m", "jobq", "stats"],
+    **{
+        name: ["-m", "jobq", name]
+        for name in (
+            "work",
+            "migrate",
+            "stats",
+            "jobs",
+            "show",
+            "cancel",
+            "retry",
+            "pause",
+            "resume",
+        )
+    },
 }
 # manage.py's own options, already applied (to the environment) before this command runs.
 DJANGO_OPTIONS = ("--settings", "--pythonpath")
@@ -41,7 +52,7 @@ def passed_on(args: list[str]) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = "Run jobq's commands (supervise, work, migrate, stats) on this project's database."
+    help = f"Run jobq's commands ({', '.join(COMMANDS)}) on this project's database."
 
     def run_from_argv(self, argv: list[str]) -> None:
         # Everything after the subcommand is jobq's: Django's parser would refuse its options.
@@ -62,4 +73,4 @@ class Command(BaseCommand):
         os.execve(sys.executable, command, environment)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        raise CommandError("run as `manage.py jobq supervise|work|migrate|stats`")
+        raise CommandError(f"run as `manage.py jobq {'|'.join(COMMANDS)}`")
