@@ -124,7 +124,7 @@ def test_a_rollback_of_the_producers_transaction_drops_them_all(
 def test_one_wake_up_per_type_on_commit(
     queue: jobq.Queue, dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobq.backends.postgresql import NOTIFY_CHANNEL
+    from jobq.backends.postgresql_controls import NOTIFY_CHANNEL
 
     monkeypatch.setattr(queue.backend, "chunk_rows", 7)
     with drivers.connect(dsn, "postgresql", autocommit=True) as listener:

@@ -12,8 +12,7 @@ import pytest
 import jobq
 from jobq.cli import main
 from jobq.cli_controls import RECORD_KEYS
-
-from .support import Boom, Noop
+from tests.support.jobs import Boom, Noop
 
 ONCE = jobq.RetryPolicy(max_attempts=1)
 

@@ -15,8 +15,7 @@ import pytest
 import jobq
 from jobq.backends.base import Backend
 from jobq.cli import main
-
-from .support import Noop
+from tests.support.jobs import Noop
 
 # The columns of the first schema, which every later one keeps as they were.
 COLUMNS = (

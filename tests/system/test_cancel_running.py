@@ -16,10 +16,10 @@ import pytest
 import jobq
 from jobq.records import Status
 from jobq.testing.history import check, read_journal
+from tests.support.apps.supervised_app import Sleep
+from tests.support.supervising import FAST, metrics_port, scrape, supervisor
+from tests.support.waiting import wait_for
 
-from .supervised_app import Sleep
-from .supervising import FAST, metrics_port, scrape, supervisor
-from .support import wait_for
 from .test_attempt_fencing import KINDS, LEASE, enqueued, stop
 
 # SIGTERM first, SIGKILL half a second later (the most the timing rule leaves on FAST's
@@ -59,7 +59,9 @@ def test_a_running_job_cancelled_is_stopped_whole_and_ends_cancelled(
             scraped = wait_for(
                 "the cancelled attempt in the metrics",
                 lambda: (
-                    (s := scrape(port)).value("jobq_jobs_failed_total", outcome="cancelled") and s
+                    s
+                    if (s := scrape(port)).value("jobq_jobs_failed_total", outcome="cancelled")
+                    else None
                 ),
             )
             assert scraped.value("jobq_workers_killed_total", reason="cancelled") == 1

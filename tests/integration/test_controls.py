@@ -13,8 +13,8 @@ import pytest
 import jobq
 from jobq.controls import why_not_retried
 from jobq.worker.plain import PlainWorker
-
-from .support import Boom, Noop, wait_for
+from tests.support.jobs import Boom, Noop
+from tests.support.waiting import wait_for
 
 NOT_IDS: list[object] = ["1", -1, 0, 2**70, True, None, 1.0]
 
