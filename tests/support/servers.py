@@ -197,7 +197,9 @@ def started_mariadb(
     user = ["--user=root"] if IS_ROOT else []
     server: MariadbServer | None = None
     try:
-        common = ["--no-defaults", *user, f"--datadir={data}"]
+        # Its own temporary directory: in the shared /tmp, two servers set up at once (from
+        # separate process-id namespaces) can pick the same temporary table names and fail.
+        common = ["--no-defaults", *user, f"--datadir={data}", f"--tmpdir={base}"]
         auth = "--auth-root-authentication-method=normal"
         run(["mariadb-install-db", *common, auth, "--skip-test-db"])
         mariadbd = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
