@@ -10,7 +10,9 @@ Run as `python -m bench.floor DSN COUNT`; it prints the CPU seconds its loop use
 
 from __future__ import annotations
 
+import os
 import secrets
+import socket
 import sys
 import time
 
@@ -21,6 +23,9 @@ from jobq.backends.postgresql import complete_and_claim_statement
 from .context import PYTHON, Bench
 from .limit import DEFAULT_LEASE, drain_by
 from .results import Drain
+
+# Where each claim runs, which jobq records with it.
+HOST = socket.gethostname()
 
 # Tries per statement, as the pgbench limit's --max-tries.
 TRIES = 10
@@ -37,7 +42,7 @@ def loop(dsn: str, count: int) -> float:
         for _ in range(count):
             new_token = secrets.token_hex(16)
             params = {"id": job_id, "token": token, "new_token": new_token}
-            params |= {"lease": DEFAULT_LEASE, "types": []}
+            params |= {"lease": DEFAULT_LEASE, "types": [], "host": HOST, "pid": os.getpid()}
             for tries_left in reversed(range(TRIES)):
                 try:
                     cursor.execute(statement, params)

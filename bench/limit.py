@@ -58,6 +58,9 @@ def to_pgbench(statement: str, known: set[str]) -> str:
 
 TOKEN = "random(1000000000000000, 9999999999999999)"
 
+# Where a claim runs, which jobq records with it: set once per client with -D.
+RUNNER = ["-D", "host=pgbench", "-D", "pid=1"]
+
 # Limit variants: the name in the results, and whether it is the fused statement.
 FUSED = "pgbench"
 TWO_STATEMENTS = "two statements"
@@ -69,7 +72,7 @@ def script(lease: float = DEFAULT_LEASE) -> str:
     The token is random per claim, like jobq's secrets.token_hex(16); the claimed row's id
     comes back through \\gset, exactly as jobq reads it from RETURNING.
     """
-    claim = to_pgbench(claim_statement(False), {"token", "lease"})
+    claim = to_pgbench(claim_statement(False), {"token", "lease", "host", "pid"})
     ack = to_pgbench(PostgresBackend.sql_complete, {"id", "token"})
     return f"\\set token {TOKEN}\n\\set lease {lease!r}\n{claim} \\gset\n{ack};\n"
 
@@ -78,7 +81,9 @@ def fused_script(lease: float = DEFAULT_LEASE) -> str:
     """A pgbench script: acknowledge the previous claim and claim the next job, in jobq's one
     statement. The client starts with id 0 (-D), so its first run acknowledges nothing; its
     last claim is left in progress, as a worker's would be when the queue runs dry."""
-    fused = to_pgbench(complete_and_claim_statement(False), {"id", "token", "new_token", "lease"})
+    fused = to_pgbench(
+        complete_and_claim_statement(False), {"id", "token", "new_token", "lease", "host", "pid"}
+    )
     return (
         f"\\set new_token {TOKEN}\n\\set lease {lease!r}\n{fused} \\gset\n\\set token :new_token\n"
     )
@@ -102,7 +107,7 @@ def drain(bench: Bench, dsn: str, clients: int, jobs: int, variant: str = FUSED)
     path.write_text(fused_script() if fused else script())
     per_client = jobs // clients
     threads = min(clients, os.cpu_count() or 1)
-    start = ["-D", "id=0", "-D", "token=0"] if fused else []
+    start = [*RUNNER, *(["-D", "id=0", "-D", "token=0"] if fused else [])]
     cmd = [
         "pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(threads),
         "-t", str(per_client), "-f", str(path), *start, "--max-tries", "10",

@@ -19,7 +19,8 @@ from .results import Drain
 def test_the_pgbench_script_holds_jobqs_own_statements() -> None:
     script = limit.script(600.0).splitlines()
     claim = " ".join(claim_statement(False).split()).replace("%(token)s", ":token")
-    claim = claim.replace("%(lease)s", ":lease")
+    for name in ("lease", "host", "pid"):
+        claim = claim.replace(f"%({name})s", f":{name}")
     ack = " ".join(PostgresBackend.sql_complete.split())
     ack = ack.replace("%(id)s", ":id").replace("%(token)s", ":token")
     assert script[0].startswith("\\set token random(")
@@ -31,7 +32,7 @@ def test_the_pgbench_script_holds_jobqs_own_statements() -> None:
 def test_the_fused_pgbench_script_holds_jobqs_own_statement() -> None:
     script = limit.fused_script(600.0).splitlines()
     fused = " ".join(complete_and_claim_statement(False).split())
-    for name in ("id", "token", "new_token", "lease"):
+    for name in ("id", "token", "new_token", "lease", "host", "pid"):
         fused = fused.replace(f"%({name})s", f":{name}")
     assert script[0].startswith("\\set new_token random(")
     assert script[1] == "\\set lease 600.0"
