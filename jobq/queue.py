@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from . import backends
+from . import backends, scheduler
 from .backends.base import Backend, ExpiredLease, NewJob, expiry
 from .codec import Codec, JsonCodec
 from .dsn import default_dsn
@@ -24,6 +24,7 @@ from .job import Job, check_runnable_elsewhere
 from .listener import Listener
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import MAX_DELAY, RetryPolicy
+from .schedules import REGISTERED, Periodic
 
 log = logging.getLogger("jobq")
 
@@ -38,6 +39,9 @@ FINISHED = (Status.COMPLETED, Status.FAILED, Status.EXPIRED)
 # Larger payloads are refused at enqueue: a queue row is no place for bulk data, and MySQL's
 # default max_allowed_packet (16 MiB) would refuse the claim that reads it back.
 MAX_PAYLOAD_BYTES = 8 * 2**20
+
+# A unique_key fits the column and unique index of every database (VARCHAR(255) on MySQL).
+MAX_UNIQUE_KEY = 255
 
 # last_error keeps the end of a traceback, where the cause is.
 MAX_ERROR_LENGTH = 8000
@@ -109,6 +113,37 @@ def finished_statuses(statuses: Iterable[Status | str] | None) -> tuple[Status, 
     if not chosen:
         raise ValueError(f"prune needs at least one status of {names}")
     return tuple(Status(status) for status in chosen)
+
+
+def check_unique_key(key: object) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"unique_key must be a non-empty string or None, got {key!r}")
+    if len(key) > MAX_UNIQUE_KEY:
+        raise ValueError(
+            f"unique_key is {len(key)} characters long, over jobq's limit of {MAX_UNIQUE_KEY}: "
+            f"{key[:40]!r}…"
+        )
+    if "\x00" in key or not encodable(key):
+        raise ValueError(f"unique_key must be text without NUL bytes or lone surrogates: {key!r}")
+    return key
+
+
+UniqueKeys = Callable[[Job], str | None] | Sequence[str | None] | None
+
+
+def unique_keys(keys: UniqueKeys, jobs: Sequence[Job]) -> list[str | None]:
+    """enqueue_many's unique_key: a function of each job, or one key (or None) per job."""
+    if keys is None:
+        return [None] * len(jobs)
+    if callable(keys):
+        return [keys(job) for job in jobs]
+    if isinstance(keys, str) or len(keys) != len(jobs):
+        raise ValueError(
+            "enqueue_many's unique_key is a function of the job, or one key (or None) per job"
+        )
+    return list(keys)
 
 
 def encodable(text: str) -> bool:
@@ -269,16 +304,21 @@ class Queue:
         deadline: datetime | float | timedelta | None = None,
         retry: RetryPolicy | None = None,
         connection: Any = OWN_CONNECTION,
+        unique_key: str | None = None,
     ) -> int:
         """Store a job and return its id.
+
+        With `unique_key`, while a job with that key is pending or in progress, store
+        nothing and return that job's id instead (race-free: the database's unique index
+        decides). Up to 255 characters.
 
         With `connection` (a psycopg 3, PyMySQL or sqlite3 connection, or Django's
         `connection`/`connections[alias]`), the row is written on the application's own
         connection and so belongs to its transaction: a rollback drops the job.
         """
         when = Schedule.of(delay, scheduled_at, deadline)
-        row = self._new_job(job, type, when, retry)
-        return self.backend.insert(row, application_connection(connection))
+        row = self._new_job(job, type, when, retry, unique_key)
+        return self.backend.add(row, application_connection(connection))
 
     def enqueue_many(
         self,
@@ -289,21 +329,33 @@ class Queue:
         deadline: datetime | float | timedelta | None = None,
         retry: RetryPolicy | None = None,
         connection: Any = OWN_CONNECTION,
+        unique_key: UniqueKeys = None,
     ) -> list[int]:
         """Store many jobs, each as enqueue() would with these options, and return their ids
         in the order given: one round trip per chunk of rows, and one wake-up per type.
 
         Every job is checked before any is written. Without `connection` all are written in
         one transaction; with it, on the application's connection and in its transaction.
+        `unique_key`: a function giving each job's key (or None), or a key (or None) per
+        job; each keyed job is stored as enqueue(unique_key=...) stores it.
         """
         when = Schedule.of(delay, scheduled_at, deadline)
-        rows = [self._new_job(job, type, when, retry) for job in jobs]
+        given = list(jobs)
+        keys = unique_keys(unique_key, given)
+        rows = [
+            self._new_job(job, type, when, retry, key) for job, key in zip(given, keys, strict=True)
+        ]
         if not rows:
             return []
-        return self.backend.insert_many(rows, application_connection(connection))
+        return self.backend.add_many(rows, application_connection(connection))
 
     def _new_job(
-        self, job: Job, type: str | None, when: Schedule, retry: RetryPolicy | None
+        self,
+        job: Job,
+        type: str | None,
+        when: Schedule,
+        retry: RetryPolicy | None,
+        unique_key: str | None = None,
     ) -> NewJob:
         """The row for one job, checked as every enqueue checks it."""
         if not isinstance(job, Job):
@@ -331,7 +383,31 @@ class Queue:
             delay=when.delay,
             deadline=when.deadline,
             deadline_in=when.deadline_in,
+            unique_key=check_unique_key(unique_key),
         )
+
+    # -- periodic jobs ---------------------------------------------------------------------
+
+    def run_schedules(
+        self, schedules: Iterable[Periodic] | None = None, now: datetime | None = None
+    ) -> scheduler.Tick:
+        """Enqueue the due slot of each schedule (by default those jobq.schedule() declared),
+        each exactly once however many processes call this. `now` stands in for the
+        database's clock (to replay a moment). Returns what was taken and when to look again.
+        """
+        backend = self._consumer("run_schedules")
+        chosen = REGISTERED if schedules is None else schedules
+        return scheduler.run_due(backend, self._periodic_row, chosen, now)
+
+    def schedule_states(self, schedules: Iterable[Periodic] | None = None) -> list[scheduler.State]:
+        """Each schedule's spec, last slot taken, next slot and last job id."""
+        return scheduler.states(self.backend, REGISTERED if schedules is None else schedules)
+
+    def _periodic_row(self, periodic: Periodic, slot: datetime) -> NewJob:
+        # The job is scheduled at its slot: the row records which slot it was enqueued for.
+        # (priority is declared and kept on the schedule; rows take it once enqueue does.)
+        when = Schedule(scheduled_at=slot, delay=0.0, deadline=None, deadline_in=None)
+        return self._new_job(periodic.job, periodic.type, when, periodic.retry)
 
     # -- consuming -------------------------------------------------------------------------
 

@@ -72,3 +72,4 @@ class JobRecord:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    unique_key: str | None = None

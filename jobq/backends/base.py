@@ -19,6 +19,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 from ..records import ClaimedJob, JobRecord, Status
 from ..retry import RetryPolicy, stored_policy
 from .shapes import CHUNK_ROWS, chunks
+from .uniqueness import Uniqueness
 
 log = logging.getLogger("jobq")
 
@@ -52,6 +53,8 @@ class NewJob(NamedTuple):
     delay: float
     deadline: datetime | None
     deadline_in: float | None
+    # At most one pending or in_progress job holds a key (see Backend.add).
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class ExpiredLease:
     type: str
 
 
-class Backend(ABC):
+class Backend(Uniqueness, ABC):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -335,6 +338,7 @@ class Backend(ABC):
             created_at=self.to_datetime(row[14]),
             updated_at=self.to_datetime(row[15]),
             finished_at=optional(row[16]),
+            unique_key=row[17],
         )
 
     def counts(self, job_type: str | None) -> dict[tuple[str, Status], int]:
@@ -371,6 +375,7 @@ class Backend(ABC):
             "delay": self.seconds(job.delay),
             "deadline": None if job.deadline is None else self.moment(job.deadline),
             "deadline_in": None if job.deadline_in is None else self.seconds(job.deadline_in),
+            "unique_key": job.unique_key,
         }
 
     def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob:

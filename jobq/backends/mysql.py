@@ -22,6 +22,8 @@ from ..dsn import redact
 from ..errors import ConfigurationError
 from ..records import ClaimedJob, Status
 from .base import Backend, NewJob
+from .mysql_uniqueness import MIGRATION as UNIQUENESS
+from .mysql_uniqueness import ON_TAKEN_KEY, MysqlUniqueness
 from .shapes import earliest, type_params
 
 NOW = "UTC_TIMESTAMP(6)"
@@ -102,7 +104,7 @@ def claim_select(type_count: int) -> str:
 INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
     "%(max_backoff{i})s, %(jitter{i})s, coalesce(%(scheduled_at{i})s, {delay}), "
-    "coalesce(%(deadline{i})s, {deadline_in}), {now}, {now})"
+    "coalesce(%(deadline{i})s, {deadline_in}), {now}, {now}, %(unique_key{i})s)"
 )
 
 
@@ -120,7 +122,7 @@ def insert_statement(rows: int) -> str:
     )
     return f"""
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
-            jitter, scheduled_at, deadline, created_at, updated_at)
+            jitter, scheduled_at, deadline, created_at, updated_at, unique_key)
         VALUES {values}
     """
 
@@ -154,9 +156,9 @@ def connect_args(dsn: str) -> dict[str, Any]:
     return args
 
 
-class MysqlBackend(Backend):
+class MysqlBackend(MysqlUniqueness, Backend):
     kind = "mysql"
-    migrations = MIGRATIONS
+    migrations = (*MIGRATIONS, UNIQUENESS)
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         super().__init__(connection, owns_connection=owns_connection)
@@ -237,6 +239,11 @@ class MysqlBackend(Backend):
     def insert(self, job: NewJob, connection: Any = None) -> int:
         with (connection or self.connection).cursor() as cursor:
             cursor.execute(insert_statement(1), numbered([self.insert_params(job)]))
+            return int(cursor.lastrowid)
+
+    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
+        with (connection or self.connection).cursor() as cursor:
+            cursor.execute(insert_statement(1) + ON_TAKEN_KEY, numbered([self.insert_params(job)]))
             return int(cursor.lastrowid)
 
     def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
@@ -402,7 +409,7 @@ class MysqlBackend(Backend):
     sql_get = """
         SELECT id, type, class_name, payload, status, attempts, max_attempts, backoff,
                max_backoff, jitter, last_error, scheduled_at, deadline, lease_until,
-               created_at, updated_at, finished_at
+               created_at, updated_at, finished_at, unique_key
         FROM jobq_jobs WHERE id = %(id)s
     """
 

@@ -18,6 +18,8 @@ from ..errors import ConfigurationError
 from ..records import ClaimedJob
 from .base import Backend, NewJob, expiry
 from .postgresql_schema import MIGRATIONS, READY
+from .postgresql_uniqueness import MIGRATION as UNIQUENESS
+from .postgresql_uniqueness import PostgresUniqueness
 from .shapes import chunks, earliest, type_params
 
 # Wakes idle workers: the payload is the job's type.
@@ -61,16 +63,20 @@ def claim_statement(type_count: int, token_param: str = "token") -> str:
 INSERT = """
     WITH job AS (
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
-            jitter, scheduled_at, deadline)
+            jitter, scheduled_at, deadline, unique_key)
         SELECT type, class_name, payload, max_attempts, backoff, max_backoff, jitter,
             coalesce(scheduled_at, now() + make_interval(secs => delay)),
-            coalesce(deadline, now() + make_interval(secs => deadline_in))
+            coalesce(deadline, now() + make_interval(secs => deadline_in)), unique_key
         FROM ROWS FROM (json_to_recordset(%(rows)s::json) AS (type text, class_name text,
             payload text, max_attempts int, backoff float8, max_backoff float8, jitter bool,
-            scheduled_at timestamptz, delay float8, deadline timestamptz, deadline_in float8))
+            scheduled_at timestamptz, delay float8, deadline timestamptz, deadline_in float8,
+            unique_key text))
             WITH ORDINALITY AS new (type, class_name, payload, max_attempts, backoff,
-                max_backoff, jitter, scheduled_at, delay, deadline, deadline_in, position)
+                max_backoff, jitter, scheduled_at, delay, deadline, deadline_in, unique_key,
+                position)
         ORDER BY position
+        -- Only a row with a unique_key can conflict: its key's active job exists.
+        ON CONFLICT DO NOTHING
         RETURNING id, type
     )
     SELECT array_agg(id), (
@@ -116,9 +122,9 @@ def pool_mode(dsn: str) -> tuple[str, bool]:
     return urlunsplit(parts._replace(query=rest)), modes[-1] == "transaction"
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(PostgresUniqueness, Backend):
     kind = "postgresql"
-    migrations = MIGRATIONS
+    migrations = (*MIGRATIONS, UNIQUENESS)
 
     def __init__(
         self,
@@ -204,6 +210,12 @@ class PostgresBackend(Backend):
             row = cursor.fetchone()
         assert row is not None
         return int(row[0][0])
+
+    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
+        with self.send_chunk([job], connection or self.connection) as cursor:
+            row = cursor.fetchone()
+        assert row is not None
+        return None if row[0] is None else int(row[0][0])
 
     def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
         # Pipelined: Python writes the next chunk's rows while the database inserts this one.
@@ -361,7 +373,7 @@ class PostgresBackend(Backend):
     sql_get = """
         SELECT id, type, class_name, payload, status, attempts, max_attempts, backoff,
                max_backoff, jitter, last_error, scheduled_at, deadline, lease_until,
-               created_at, updated_at, finished_at
+               created_at, updated_at, finished_at, unique_key
         FROM jobq_jobs WHERE id = %(id)s
     """
 

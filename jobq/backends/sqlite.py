@@ -19,6 +19,8 @@ from ..errors import ConfigurationError, NoSchema
 from ..records import ClaimedJob
 from .base import Backend, NewJob
 from .shapes import earliest, type_params
+from .sqlite_uniqueness import MIGRATION as UNIQUENESS
+from .sqlite_uniqueness import SqliteUniqueness
 
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
@@ -106,7 +108,7 @@ def claim_statement(type_count: int) -> str:
 
 # Positional parameters, in the order of insert_params: SQLite looks each named parameter up
 # in a list of the statement's names, which made a chunk of 2,000 rows take half a second.
-INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?))"
+INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?)"
 
 
 def path_of(dsn: str) -> str:
@@ -119,9 +121,9 @@ def path_of(dsn: str) -> str:
     return path[3:]
 
 
-class SqliteBackend(Backend):
+class SqliteBackend(SqliteUniqueness, Backend):
     kind = "sqlite"
-    migrations = MIGRATIONS
+    migrations = (*MIGRATIONS, UNIQUENESS)
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
         self.check_version()
@@ -237,15 +239,21 @@ class SqliteBackend(Backend):
     def insert(self, job: NewJob, connection: Any = None) -> int:
         return self.insert_chunk([job], connection)[0]
 
-    # Eleven parameters a row, under SQLite's limit of 32,766 a statement.
+    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
+        ids = self.insert_chunk([job], connection)
+        return ids[0] if ids else None
+
+    # Twelve parameters a row, under SQLite's limit of 32,766 a statement.
     chunk_rows = 2000
 
     def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
         values = ", ".join([INSERT_ROW] * len(jobs))
         sql = f"""
             INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
-                max_backoff, jitter, scheduled_at, deadline)
-            VALUES {values} RETURNING id
+                max_backoff, jitter, scheduled_at, deadline, unique_key)
+            VALUES {values}
+            ON CONFLICT DO NOTHING -- only a row with a unique_key can conflict
+            RETURNING id
         """
         params = [value for job in jobs for value in self.insert_params(job).values()]
         cursor = (connection or self.connection).execute(sql, params)
@@ -339,7 +347,7 @@ class SqliteBackend(Backend):
     sql_get = """
         SELECT id, type, class_name, payload, status, attempts, max_attempts, backoff,
                max_backoff, jitter, last_error, scheduled_at, deadline, lease_until,
-               created_at, updated_at, finished_at
+               created_at, updated_at, finished_at, unique_key
         FROM jobq_jobs WHERE id = :id
     """
 
