@@ -8,6 +8,7 @@ from .listener import Listener
 from .queue import Queue, current_claim
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import RetryPolicy
+from .schedules import schedule
 
 __version__ = "0.1.0"
 
@@ -31,4 +32,5 @@ __all__ = [
     "before_job",
     "current_claim",
     "on_worker_start",
+    "schedule",
 ]

@@ -161,6 +161,14 @@ class Settled:
     outcome: str
 
 
+@dataclass(frozen=True)
+class Scheduled:
+    """Slots the housekeeper took: (schedule, outcome) pairs, for the metrics."""
+
+    kind: ClassVar[str] = "scheduled"
+    slots: list[tuple[str, str]]
+
+
 Message = (
     Ready
     | Claimed
@@ -173,6 +181,7 @@ Message = (
     | Depth
     | Maintained
     | Settled
+    | Scheduled
 )
 
 KINDS: dict[str, type[Message]] = {
@@ -189,6 +198,7 @@ KINDS: dict[str, type[Message]] = {
         Depth,
         Maintained,
         Settled,
+        Scheduled,
     )
 }
 

@@ -9,8 +9,9 @@ nothing. The guard is the only record, so restarts and pruned jobs change nothin
 
 Time is the database's: every process compares slots to one clock.
 
-- Only the latest due slot is taken: after downtime, one run, not a burst (and none at all
-  for a schedule with catch_up=False, if that slot is more than a minute late).
+- Slots are taken in order while they are on time (up to 10 s late), so a process that is
+  a little late takes every slot. Of slots missed (later than that: downtime), only the
+  latest runs, not a burst; with catch_up=False, none does.
 - With overlap=False, a slot whose previous job is still pending or in progress is taken
   but skipped, and counted.
 - A schedule seen for the first time, or whose spec changed, starts from its next slot.
@@ -28,7 +29,7 @@ from functools import partial
 
 from .backends.base import Backend, NewJob
 from .backends.uniqueness import Guard
-from .schedules import MISSED_AFTER, Periodic
+from .schedules import ON_TIME, Periodic
 
 log = logging.getLogger("jobq")
 
@@ -100,15 +101,29 @@ def run_due(
                     extra={"event": "schedule_changed", "schedule": periodic.name},
                 )
         elif due > guard.slot:
-            taken = backend.retrying(
-                "schedule", partial(take, backend, make_row, periodic, guard, due, tick.now)
-            )
-            if taken is not None:
-                tick.taken.append((periodic.name, *taken))
+            take_due(backend, make_row, periodic, guard, due, tick)
         following = periodic.following(tick.now)
         if tick.next_slot is None or following < tick.next_slot:
             tick.next_slot = following
     return tick
+
+
+def take_due(
+    backend: Backend, make_row: MakeRow, periodic: Periodic, guard: Guard, due: datetime, tick: Tick
+) -> None:
+    """Take the slots after the guard's, up to `due`: each one while they are on time, and of
+    missed ones only the latest."""
+    while guard.slot < due:
+        slot = periodic.following(guard.slot)
+        if tick.now - slot > ON_TIME:
+            slot = due
+        taken = backend.retrying(
+            "schedule", partial(take, backend, make_row, periodic, guard, slot, tick.now)
+        )
+        if taken is None:
+            return  # another process is taking this schedule's slots
+        tick.taken.append((periodic.name, *taken))
+        guard = Guard(guard.name, periodic.spec, slot, taken[1] or guard.job_id)
 
 
 def take(
@@ -125,7 +140,7 @@ def take(
         if not backend.advance_guard(guard, periodic.spec, due):
             return None
         outcome = Slot.ENQUEUED
-        if not periodic.catch_up and now - due > MISSED_AFTER:
+        if not periodic.catch_up and now - due > ON_TIME:
             outcome = Slot.MISSED
         elif not periodic.overlap and guard.job_id and backend.is_active(guard.job_id):
             outcome = Slot.OVERLAP

@@ -31,9 +31,10 @@ from .retry import MAX_DELAY, RetryPolicy
 # The schedules table's primary key is VARCHAR(200) on MySQL.
 MAX_NAME = 200
 
-# Without catch-up, a slot found later than this is a missed one and is skipped. Schedules are
-# looked at every second or so, so only downtime (or a stalled database) makes a slot this late.
-MISSED_AFTER = timedelta(seconds=60)
+# A slot taken up to this long after its moment is on time; a later one was missed. Processes
+# look at the schedules when each slot comes, so only downtime (or a stalled database, or a
+# machine so loaded that every process is late) makes a slot this late.
+ON_TIME = timedelta(seconds=10)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -123,8 +124,8 @@ def schedule(
     per slot however many supervisors and `jobq work` processes run.
 
     overlap=False skips a slot while the job of the previous one is pending or running.
-    catch_up=False skips a slot found more than a minute late (after downtime) instead of
-    running it; either way, only the latest missed slot can run, never a burst.
+    Slots missed (not taken within 10 s, after downtime) never come as a burst: only the
+    latest one runs, or with catch_up=False none.
     """
     return REGISTERED.add(
         periodic(name, job, cron, timezone, every, type, retry, priority, overlap, catch_up)

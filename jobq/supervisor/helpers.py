@@ -49,7 +49,7 @@ class Helpers:
             body = partial(renewer.serve, config.dsn, config.lease, config.renew_timeout)
         elif helper is Helper.HOUSEKEEPER:
             interval = config.maintenance_interval
-            body = partial(housekeeper.serve, config.dsn, config.lease, interval)
+            body = partial(housekeeper.serve, config.dsn, config.lease, interval, config.app)
         else:
             body = partial(keeper.serve, self.fences, config.safety_margin, os.getpid())
         # The keeper outlives the master on purpose: it kills what the workers started.
@@ -146,3 +146,5 @@ class Helpers:
             self.depth_read()
         elif isinstance(message, protocol.Settled):
             metrics.failed.labels(message.type, message.outcome).inc()
+        elif isinstance(message, protocol.Scheduled):
+            metrics.on_scheduled(message.slots)
