@@ -10,6 +10,7 @@ import pytest
 
 import jobq
 from jobq.schedules import Periodic, Schedules, periodic
+from jobq.supervisor.metrics import Metrics
 
 from .support import Noop
 
@@ -119,3 +120,14 @@ def test_a_changed_spec_is_a_different_spec() -> None:
         == declare(every=timedelta(seconds=30)).spec
         != declare(every=31).spec
     )
+
+
+def test_the_supervisor_counts_slots_by_schedule_and_outcome() -> None:
+    metrics = Metrics("sqlite", 60, 10)
+    metrics.on_scheduled([("heartbeat", "skipped_overlap"), ("heartbeat", "skipped_overlap")])
+
+    def value(outcome: str) -> float | None:
+        labels = {"schedule": "heartbeat", "outcome": outcome}
+        return metrics.registry.get_sample_value("jobq_schedule_slots_total", labels)
+
+    assert (value("skipped_overlap"), value("enqueued"), value("skipped_missed")) == (2, 0, 0)

@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +158,32 @@ def test_jobq_schedules_lists_each_schedule(queue: jobq.Queue, dsn: str) -> None
     table = subprocess.run(command, cwd=TESTS, capture_output=True, text=True, timeout=60)
     assert table.returncode == 0, table.stderr
     assert "every-second" in table.stdout and "last_job_id" in table.stdout
+
+
+def test_jobq_work_enqueues_the_slots_and_runs_their_jobs(queue: jobq.Queue, dsn: str) -> None:
+    command = [sys.executable, "-m", "jobq", "work", "--dsn", dsn, "--app", "schedules_app"]
+    run = subprocess.run(
+        [*command, "--type", "tick", "--max-jobs", "2", "--poll-interval", "0.2"],
+        cwd=TESTS,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert queue.counts("tick") == {"completed": 2}
+
+
+def test_a_bad_schedule_is_refused_when_the_app_is_imported(tmp_path: Path, dsn: str) -> None:
+    (tmp_path / "badly_scheduled.py").write_text(
+        "import jobq\n"
+        "class Ping(jobq.Job):\n"
+        "    job_name = 'badly_scheduled.Ping'\n"
+        "jobq.schedule('ping', Ping(), cron='0 25 * * *')\n"
+    )
+    command = ["schedules", "--dsn", dsn, "--app", "badly_scheduled"]
+    for entry in (["-m", "jobq", *command], ["-m", "jobq.supervisor", *command[1:]]):
+        run = subprocess.run(
+            [sys.executable, *entry], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 2, run.stderr
+        assert "jobq.schedule('ping'): invalid cron '0 25 * * *'" in run.stderr

@@ -79,7 +79,12 @@ def test_enqueue_many_takes_a_key_per_job_or_a_function(queue: jobq.Queue) -> No
         [Record(1), Record(2), Record(3), Record(4)], unique_key=["a", None, "b", "b"]
     )
     assert ids[0] == held and ids[2] == ids[3] and len({held, ids[1], ids[2]}) == 3
-    again = queue.enqueue_many([Record(5), Record(6)], unique_key=lambda job: f"b{job.value % 2}")
+
+    def parity(job: jobq.Job) -> str:
+        assert isinstance(job, Record) and isinstance(job.value, int)
+        return f"b{job.value % 2}"
+
+    again = queue.enqueue_many([Record(5), Record(6)], unique_key=parity)
     assert queue.counts() == {"pending": 5}
     assert again == queue.enqueue_many([Record(7), Record(8)], unique_key=["b1", "b0"])
 
