@@ -60,3 +60,22 @@ def test_three_supervisors_take_every_slot_once_across_a_restart(
     assert len(set(taken)) == len(taken), "a slot was enqueued twice"
     gaps = [b - a for a, b in itertools.pairwise(taken)]
     assert set(gaps) == {timedelta(seconds=1)}, f"slots missed: {taken}"
+
+
+def housekeepers(running: Supervisor) -> list[int]:
+    return [pid for pid, title in running.titles().items() if title.endswith("housekeeper")]
+
+
+@pytest.mark.databases("sqlite")
+def test_a_reload_starts_a_housekeeper_that_imports_the_new_code(
+    queue: jobq.Queue, dsn: str
+) -> None:
+    with supervisor(dsn, *ARGS) as running:
+        old = wait_for("the housekeeper", lambda: housekeepers(running))
+        running.signal(signal.SIGHUP)
+        wait_for("a new housekeeper, alone", lambda: housekeepers(running) not in ([], old))
+        wait_for("the old one gone", lambda: not set(old) & set(housekeepers(running)))
+        count = len(slots(queue))
+        wait_for("slots taken after the reload", lambda: len(slots(queue)) > count + 1)
+        drain(running)
+    assert "The housekeeper exited" not in running.log
