@@ -25,6 +25,7 @@ from .listener import Listener
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import MAX_DELAY, RetryPolicy
 from .schedules import REGISTERED, Periodic
+from .unique_keys import UniqueKeys, check_unique_key, unique_keys
 
 log = logging.getLogger("jobq")
 
@@ -39,9 +40,6 @@ FINISHED = (Status.COMPLETED, Status.FAILED, Status.EXPIRED)
 # Larger payloads are refused at enqueue: a queue row is no place for bulk data, and MySQL's
 # default max_allowed_packet (16 MiB) would refuse the claim that reads it back.
 MAX_PAYLOAD_BYTES = 8 * 2**20
-
-# A unique_key fits the column and unique index of every database (VARCHAR(255) on MySQL).
-MAX_UNIQUE_KEY = 255
 
 # last_error keeps the end of a traceback, where the cause is.
 MAX_ERROR_LENGTH = 8000
@@ -113,37 +111,6 @@ def finished_statuses(statuses: Iterable[Status | str] | None) -> tuple[Status, 
     if not chosen:
         raise ValueError(f"prune needs at least one status of {names}")
     return tuple(Status(status) for status in chosen)
-
-
-def check_unique_key(key: object) -> str | None:
-    if key is None:
-        return None
-    if not isinstance(key, str) or not key:
-        raise ValueError(f"unique_key must be a non-empty string or None, got {key!r}")
-    if len(key) > MAX_UNIQUE_KEY:
-        raise ValueError(
-            f"unique_key is {len(key)} characters long, over jobq's limit of {MAX_UNIQUE_KEY}: "
-            f"{key[:40]!r}…"
-        )
-    if "\x00" in key or not encodable(key):
-        raise ValueError(f"unique_key must be text without NUL bytes or lone surrogates: {key!r}")
-    return key
-
-
-UniqueKeys = Callable[[Job], str | None] | Sequence[str | None] | None
-
-
-def unique_keys(keys: UniqueKeys, jobs: Sequence[Job]) -> list[str | None]:
-    """enqueue_many's unique_key: a function of each job, or one key (or None) per job."""
-    if keys is None:
-        return [None] * len(jobs)
-    if callable(keys):
-        return [keys(job) for job in jobs]
-    if isinstance(keys, str) or len(keys) != len(jobs):
-        raise ValueError(
-            "enqueue_many's unique_key is a function of the job, or one key (or None) per job"
-        )
-    return list(keys)
 
 
 def encodable(text: str) -> bool:
