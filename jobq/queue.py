@@ -285,7 +285,13 @@ class Queue:
         """
         when = Schedule.of(delay, scheduled_at, deadline)
         row = self._new_job(job, type, when, retry, unique_key)
-        return self.backend.add(row, application_connection(connection))
+        target = application_connection(connection)
+        if target is not None:
+            return self.backend.add(row, target)
+        # Producers racing for one key can deadlock on MySQL/MariaDB (InnoDB's locks on a
+        # duplicate key): on our own connection, nothing else was in the transaction it rolled
+        # back, so it is simply run again.
+        return self.backend.retrying("enqueue", lambda: self.backend.add(row))
 
     def enqueue_many(
         self,
@@ -314,7 +320,10 @@ class Queue:
         ]
         if not rows:
             return []
-        return self.backend.add_many(rows, application_connection(connection))
+        target = application_connection(connection)
+        if target is not None:
+            return self.backend.add_many(rows, target)
+        return self.backend.retrying("enqueue_many", lambda: self.backend.add_many(rows))
 
     def _new_job(
         self,

@@ -60,7 +60,9 @@ def claim_statement(type_count: int, token_param: str = "token") -> str:
     """
 
 
-INSERT = """
+# {taken}: what a row whose unique_key is taken does (only rows with a key say anything, so
+# plain rows keep a plain insert, without the speculative insertion of ON CONFLICT).
+INSERT_ROWS = """
     WITH job AS (
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
             jitter, scheduled_at, deadline, unique_key)
@@ -75,8 +77,7 @@ INSERT = """
                 max_backoff, jitter, scheduled_at, delay, deadline, deadline_in, unique_key,
                 position)
         ORDER BY position
-        -- Only a row with a unique_key can conflict: its key's active job exists.
-        ON CONFLICT DO NOTHING
+        {taken}
         RETURNING id, type
     )
     SELECT array_agg(id), (
@@ -84,6 +85,8 @@ INSERT = """
     )
     FROM job
 """
+INSERT = INSERT_ROWS.format(taken="")
+INSERT_UNIQUE = INSERT_ROWS.format(taken="ON CONFLICT DO NOTHING")
 
 
 @cache
@@ -212,7 +215,7 @@ class PostgresBackend(PostgresUniqueness, Backend):
         return int(row[0][0])
 
     def insert_unique(self, job: NewJob, connection: Any) -> int | None:
-        with self.send_chunk([job], connection or self.connection) as cursor:
+        with self.send_chunk([job], connection or self.connection, INSERT_UNIQUE) as cursor:
             row = cursor.fetchone()
         assert row is not None
         return None if row[0] is None else int(row[0][0])
@@ -234,7 +237,9 @@ class PostgresBackend(PostgresUniqueness, Backend):
     def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
         return self.insert_chunks(jobs, connection)
 
-    def send_chunk(self, jobs: Sequence[NewJob], connection: Any) -> psycopg.Cursor[Any]:
+    def send_chunk(
+        self, jobs: Sequence[NewJob], connection: Any, statement: str = INSERT
+    ) -> psycopg.Cursor[Any]:
         # The rows as one JSON parameter: a statement of two parameters however many rows,
         # which prepares once, and whose parameter Python's C encoder writes. (As arrays, one
         # per column, psycopg dumped them element by element: slower than the insert itself.)
@@ -242,7 +247,7 @@ class PostgresBackend(PostgresUniqueness, Backend):
         # rolled-back enqueue wakes nobody.
         rows = json.dumps([self.insert_params(job) for job in jobs], default=datetime.isoformat)
         cursor: psycopg.Cursor[Any] = connection.cursor()
-        cursor.execute(INSERT, {"rows": rows, "channel": NOTIFY_CHANNEL})
+        cursor.execute(statement, {"rows": rows, "channel": NOTIFY_CHANNEL})
         return cursor
 
     def claim(

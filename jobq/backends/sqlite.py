@@ -240,19 +240,19 @@ class SqliteBackend(SqliteUniqueness, Backend):
         return self.insert_chunk([job], connection)[0]
 
     def insert_unique(self, job: NewJob, connection: Any) -> int | None:
-        ids = self.insert_chunk([job], connection)
+        ids = self.insert_chunk([job], connection, taken="ON CONFLICT DO NOTHING")
         return ids[0] if ids else None
 
     # Twelve parameters a row, under SQLite's limit of 32,766 a statement.
     chunk_rows = 2000
 
-    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any, taken: str = "") -> list[int]:
+        """`taken`: what a row whose unique_key is taken does (only rows with a key say)."""
         values = ", ".join([INSERT_ROW] * len(jobs))
         sql = f"""
             INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
                 max_backoff, jitter, scheduled_at, deadline, unique_key)
-            VALUES {values}
-            ON CONFLICT DO NOTHING -- only a row with a unique_key can conflict
+            VALUES {values} {taken}
             RETURNING id
         """
         params = [value for job in jobs for value in self.insert_params(job).values()]
