@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from .errors import ConfigurationError
-from .job import Job
+from .job import Job, check_runnable_elsewhere
 from .retry import MAX_DELAY, RetryPolicy
 
 # The schedules table's primary key is VARCHAR(200) on MySQL.
@@ -61,7 +61,9 @@ class Periodic:
         if self.cron is not None:
             return f"cron {self.cron} {self.timezone.key}"
         assert self.every_us is not None
-        return f"every {self.every_us / 1e6:g}s"
+        # Exact, so that any change of interval is a change of spec.
+        whole, fraction = divmod(self.every_us, 1_000_000)
+        return f"every {whole}s" if not fraction else f"every {self.every_us / 1e6!r}s"
 
     def latest(self, now: datetime) -> datetime:
         """The latest slot at or before `now` (an aware datetime), in UTC."""
@@ -153,6 +155,10 @@ def periodic(
         )
     if not isinstance(job, Job):
         raise ConfigurationError(f"{where}: the job must be a jobq.Job instance, got {job!r}")
+    try:
+        check_runnable_elsewhere(job.__class__)
+    except TypeError as error:
+        raise ConfigurationError(f"{where}: {error}") from None
     if (cron is None) == (every is None):
         raise ConfigurationError(f"{where}: give either cron= or every=, not both or neither")
     if retry is not None and not isinstance(retry, RetryPolicy):
