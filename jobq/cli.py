@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from . import hooks, logs, options, schema
-from .app import import_app, start_worker
+from .app import import_app, load_app, start_worker
 from .backends import for_dsn
 from .dsn import default_dsn, scrub
 from .errors import ConfigurationError, JobqError, NoSchema
@@ -133,6 +133,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
+    # Schedules' jobs may be a Django project's: set it up as a worker would.
+    load_app(args.app)
     with open_queue(args) as queue:
         found = queue.schedule_states()
     rows = [

@@ -1,4 +1,4 @@
-"""`manage.py jobq supervise|work|migrate|stats [options]`: jobq's own commands, on the
+"""`manage.py jobq supervise|work|migrate|stats|schedules [options]`: jobq's own commands, on the
 database of JOBQ["DATABASE"], for this Django project.
 
 The command replaces itself (exec) with `jobq-supervise` or `jobq`, the DSN handed over in
@@ -21,6 +21,7 @@ COMMANDS = {
     "work": ["-m", "jobq", "work"],
     "migrate": ["-m", "jobq", "migrate"],
     "stats": ["-m", "jobq", "stats"],
+    "schedules": ["-m", "jobq", "schedules"],
 }
 # manage.py's own options, already applied (to the environment) before this command runs.
 DJANGO_OPTIONS = ("--settings", "--pythonpath")
@@ -41,7 +42,7 @@ def passed_on(args: list[str]) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = "Run jobq's commands (supervise, work, migrate, stats) on this project's database."
+    help = "Run jobq's commands (supervise, work, migrate, stats, schedules) on this project's database."
 
     def run_from_argv(self, argv: list[str]) -> None:
         # Everything after the subcommand is jobq's: Django's parser would refuse its options.
@@ -62,4 +63,4 @@ class Command(BaseCommand):
         os.execve(sys.executable, command, environment)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        raise CommandError("run as `manage.py jobq supervise|work|migrate|stats`")
+        raise CommandError("run as `manage.py jobq supervise|work|migrate|stats|schedules`")
