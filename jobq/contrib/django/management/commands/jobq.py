@@ -42,7 +42,10 @@ def passed_on(args: list[str]) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = "Run jobq's commands (supervise, work, migrate, stats, schedules) on this project's database."
+    help = (
+        "Run jobq's commands (supervise, work, migrate, stats, schedules) on this project's "
+        "database."
+    )
 
     def run_from_argv(self, argv: list[str]) -> None:
         # Everything after the subcommand is jobq's: Django's parser would refuse its options.
