@@ -25,9 +25,6 @@ from .renewer import close_quietly
 
 log = logging.getLogger("jobq")
 
-# After a failed look at the schedules, the next one comes this much later.
-SCHEDULE_RETRY = 1.0
-
 
 def serve(dsn: str, lease: float, interval: float, app: str | None, sock: socket.socket) -> int:
     """Work until the master says drain (after the failures it sent before) or goes away."""
@@ -40,16 +37,22 @@ def serve(dsn: str, lease: float, interval: float, app: str | None, sock: socket
     while True:
         wait = max(0.0, min(next_maintenance, next_schedule) - time.monotonic())
         readable, _, _ = select.select([sock], [], [], wait)
-        message = protocol.receive(sock) if readable else None
-        if readable and not isinstance(message, protocol.FailAttempt | protocol.MeasureDepth):
+        now = time.monotonic()
+        # A due slot comes before the messages waiting: a stream of them cannot starve it.
+        scheduling = now >= next_schedule
+        message = protocol.receive(sock) if readable and not scheduling else None
+        work = protocol.FailAttempt | protocol.MeasureDepth
+        if readable and not scheduling and not isinstance(message, work):
             break  # drain, or the master closed the socket
-        scheduling = message is None and time.monotonic() >= next_schedule
-        if scheduling:
-            next_schedule = time.monotonic() + SCHEDULE_RETRY
-        elif message is None:
+        if message is None:
+            if not scheduling and now < next_maintenance:
+                continue
             # Before connecting: a database that cannot be reached is tried again next
             # interval, not in a tight loop that floods the log.
-            next_maintenance = time.monotonic() + interval
+            if scheduling:
+                next_schedule = now + interval
+            else:
+                next_maintenance = now + interval
         try:
             if connection is None:
                 connection = Queue.connect(dsn, lease_duration=lease)
