@@ -8,6 +8,7 @@ from .listener import Listener
 from .queue import Queue, cancel_requested, current_claim
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import RetryPolicy
+from .schedules import schedule
 
 __version__ = "0.1.0"
 
@@ -32,4 +33,5 @@ __all__ = [
     "cancel_requested",
     "current_claim",
     "on_worker_start",
+    "schedule",
 ]

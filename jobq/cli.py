@@ -10,13 +10,14 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from . import cli_controls, hooks, logs, options, schema
-from .app import import_app, start_worker
+from .app import import_app, load_app, start_worker
 from .backends import for_dsn
 from .dsn import default_dsn, scrub
 from .errors import CommandError, ConfigurationError, JobqError, NoSchema
 from .options import Option
 from .queue import FINISHED, Queue
 from .records import Status
+from .schedules import REGISTERED
 from .supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing
 from .supervisor.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 from .supervisor.master import Master
@@ -104,6 +105,7 @@ def cmd_work(args: argparse.Namespace) -> int:
             args.types,
             poll_interval=args.poll_interval,
             max_jobs=args.max_jobs,
+            schedules=list(REGISTERED),
         )
         worker.install_signal_handlers()
         worker.run()
@@ -123,6 +125,35 @@ def cmd_stats(args: argparse.Namespace) -> int:
     print(f"{'type':<{width}}  " + "  ".join(f"{c:>11}" for c in columns))
     for name in sorted(table):
         print(f"{name:<{width}}  " + "  ".join(f"{table[name].get(c, 0):>11}" for c in columns))
+    return 0
+
+
+def cmd_schedules(args: argparse.Namespace) -> int:
+    # Schedules' jobs may be a Django project's: set it up as a worker would.
+    load_app(args.app)
+    with open_queue(args) as queue:
+        found = queue.schedule_states()
+    rows = [
+        {
+            "name": state.name,
+            "schedule": state.spec,
+            "last_slot": None if state.last_slot is None else state.last_slot.isoformat(),
+            "next_slot": state.next_slot.isoformat(),
+            "last_job_id": state.last_job_id,
+        }
+        for state in found
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("jobq: the application declares no schedules (did you give --app?)")
+        return 0
+    columns = list(rows[0])
+    table = [[("-" if row[c] is None else str(row[c])) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(line[i]) for line in table)) for i, c in enumerate(columns)]
+    for line in [columns, *table]:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
     return 0
 
 
@@ -180,6 +211,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stats = command("stats", cmd_stats, "Count jobs by type and status.", options.TYPES)
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    schedules = command(
+        "schedules",
+        cmd_schedules,
+        "List the periodic jobs the application declares: each one's cron or interval, last "
+        "and next slot, and last job id.",
+        options.APP,
+    )
+    schedules.add_argument("--json", action="store_true", help="print JSON instead of a table")
     command(
         "prune",
         cmd_prune,

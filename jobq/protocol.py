@@ -165,6 +165,14 @@ class Settled:
     outcome: str
 
 
+@dataclass(frozen=True)
+class Scheduled:
+    """Slots the housekeeper took: (schedule, outcome) pairs, for the metrics."""
+
+    kind: ClassVar[str] = "scheduled"
+    slots: list[tuple[str, str]]
+
+
 Message = (
     Ready
     | Claimed
@@ -177,6 +185,7 @@ Message = (
     | Depth
     | Maintained
     | Settled
+    | Scheduled
 )
 
 KINDS: dict[str, type[Message]] = {
@@ -193,6 +202,7 @@ KINDS: dict[str, type[Message]] = {
         Depth,
         Maintained,
         Settled,
+        Scheduled,
     )
 }
 

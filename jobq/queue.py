@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from . import backends, controls
+from . import backends, controls, scheduler
 from .backends.base import Backend, ExpiredLease, NewJob, Renewal, Runner, expiry
 from .codec import Codec, JsonCodec
 from .dsn import default_dsn
@@ -26,6 +26,8 @@ from .job import Job, check_runnable_elsewhere, check_type_name
 from .listener import Listener
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import MAX_DELAY, RetryPolicy
+from .schedules import REGISTERED, Periodic
+from .unique_keys import UniqueKeys, check_unique_key, unique_keys
 
 log = logging.getLogger("jobq")
 
@@ -276,17 +278,28 @@ class Queue:
         retry: RetryPolicy | None = None,
         connection: Any = OWN_CONNECTION,
         priority: int = 0,
+        unique_key: str | None = None,
     ) -> int:
         """Store a job and return its id. Of the jobs ready to run, those of the highest
         `priority` (-1000 to 1000) run first, in schedule order among equals.
+
+        With `unique_key`, while a job with that key is pending or in progress, store
+        nothing and return that job's id instead (race-free: the database's unique index
+        decides). Up to 255 characters.
 
         With `connection` (a psycopg 3, PyMySQL or sqlite3 connection, or Django's
         `connection`/`connections[alias]`), the row is written on the application's own
         connection and so belongs to its transaction: a rollback drops the job.
         """
         when = Schedule.of(delay, scheduled_at, deadline)
-        row = self._new_job(job, type, when, retry, controls.checked_priority(priority))
-        return self.backend.insert(row, application_connection(connection))
+        row = self._new_job(job, type, when, retry, controls.checked_priority(priority), unique_key)
+        target = application_connection(connection)
+        if target is not None:
+            return self.backend.add(row, target)
+        # Producers racing for one key can deadlock on MySQL/MariaDB (InnoDB's locks on a
+        # duplicate key): on our own connection, nothing else was in the transaction it rolled
+        # back, so it is simply run again.
+        return self.backend.retrying("enqueue", lambda: self.backend.add(row))
 
     def enqueue_many(
         self,
@@ -298,22 +311,39 @@ class Queue:
         retry: RetryPolicy | None = None,
         connection: Any = OWN_CONNECTION,
         priority: int = 0,
+        unique_key: UniqueKeys = None,
     ) -> list[int]:
         """Store many jobs, each as enqueue() would with these options, and return their ids
         in the order given: one round trip per chunk of rows, and one wake-up per type.
 
         Every job is checked before any is written. Without `connection` all are written in
         one transaction; with it, on the application's connection and in its transaction.
+        `unique_key`: a function giving each job's key (or None), or a key (or None) per
+        job; each keyed job is stored as enqueue(unique_key=...) stores it.
         """
         when = Schedule.of(delay, scheduled_at, deadline)
         level = controls.checked_priority(priority)
-        rows = [self._new_job(job, type, when, retry, level) for job in jobs]
+        given = list(jobs)
+        keys = unique_keys(unique_key, given)
+        rows = [
+            self._new_job(job, type, when, retry, level, key)
+            for job, key in zip(given, keys, strict=True)
+        ]
         if not rows:
             return []
-        return self.backend.insert_many(rows, application_connection(connection))
+        target = application_connection(connection)
+        if target is not None:
+            return self.backend.add_many(rows, target)
+        return self.backend.retrying("enqueue_many", lambda: self.backend.add_many(rows))
 
     def _new_job(
-        self, job: Job, type: str | None, when: Schedule, retry: RetryPolicy | None, priority: int
+        self,
+        job: Job,
+        type: str | None,
+        when: Schedule,
+        retry: RetryPolicy | None,
+        priority: int,
+        unique_key: str | None = None,
     ) -> NewJob:
         """The row for one job, checked as every enqueue checks it."""
         if not isinstance(job, Job):
@@ -342,7 +372,30 @@ class Queue:
             deadline=when.deadline,
             deadline_in=when.deadline_in,
             priority=priority,
+            unique_key=check_unique_key(unique_key),
         )
+
+    # -- periodic jobs ---------------------------------------------------------------------
+
+    def run_schedules(
+        self, schedules: Iterable[Periodic] | None = None, now: datetime | None = None
+    ) -> scheduler.Tick:
+        """Enqueue the due slot of each schedule (by default those jobq.schedule() declared),
+        each exactly once however many processes call this. `now` stands in for the
+        database's clock (to replay a moment). Returns what was taken and when to look again.
+        """
+        backend = self._consumer("run_schedules")
+        chosen = REGISTERED if schedules is None else schedules
+        return scheduler.run_due(backend, self._periodic_row, chosen, now)
+
+    def schedule_states(self, schedules: Iterable[Periodic] | None = None) -> list[scheduler.State]:
+        """Each schedule's spec, last slot taken, next slot and last job id."""
+        return scheduler.states(self.backend, REGISTERED if schedules is None else schedules)
+
+    def _periodic_row(self, periodic: Periodic, slot: datetime) -> NewJob:
+        # The job is scheduled at its slot: the row records which slot it was enqueued for.
+        when = Schedule(scheduled_at=slot, delay=0.0, deadline=None, deadline_in=None)
+        return self._new_job(periodic.job, periodic.type, when, periodic.retry, periodic.priority)
 
     # -- consuming -------------------------------------------------------------------------
 

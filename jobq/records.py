@@ -78,3 +78,4 @@ class JobRecord:
     host: str | None = None  # where the job runs, while it is in progress
     pid: int | None = None
     cancel_requested_at: datetime | None = None  # when an operator cancelled it as it ran
+    unique_key: str | None = None  # held while the job is pending or in progress

@@ -20,6 +20,7 @@ from ..records import ClaimedJob, Status
 from ..retry import RetryPolicy
 from .controls import Controls, policy_of
 from .shapes import CHUNK_ROWS, chunks
+from .uniqueness import Uniqueness
 
 log = logging.getLogger("jobq")
 
@@ -49,6 +50,8 @@ class NewJob(NamedTuple):
     deadline: datetime | None
     deadline_in: float | None
     priority: int
+    # At most one pending or in_progress job holds a key (see Backend.add).
+    unique_key: str | None = None
 
 
 class Runner(NamedTuple):
@@ -79,7 +82,7 @@ class ExpiredLease:
     cancelled: bool  # an operator asked to cancel it: it ends cancelled, not retried
 
 
-class Backend(Controls):
+class Backend(Uniqueness, Controls):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -373,6 +376,7 @@ class Backend(Controls):
             "deadline": None if job.deadline is None else self.moment(job.deadline),
             "deadline_in": None if job.deadline_in is None else self.seconds(job.deadline_in),
             "priority": job.priority,
+            "unique_key": job.unique_key,
         }
 
     def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob:

@@ -17,7 +17,7 @@ from ..retry import RetryPolicy, stored_policy
 RECORD_COLUMNS = (
     "id, type, class_name, payload, status, attempts, max_attempts, backoff, max_backoff, "
     "jitter, last_error, scheduled_at, deadline, lease_until, created_at, updated_at, "
-    "finished_at, priority, host, pid, cancel_requested_at"
+    "finished_at, priority, host, pid, cancel_requested_at, unique_key"
 )
 
 # The statuses an operator may retry from.
@@ -87,6 +87,7 @@ class Controls(ABC):
             host=row[18] if running else None,
             pid=None if not running or row[19] is None else int(row[19]),
             cancel_requested_at=optional(row[20]),
+            unique_key=row[21],
         )
 
     def get(self, job_id: int) -> JobRecord | None:

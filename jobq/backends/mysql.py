@@ -24,6 +24,8 @@ from ..records import ClaimedJob, Status
 from .base import Backend, NewJob, Renewal, Runner
 from .mysql_controls import MysqlControls
 from .mysql_schema import MIGRATIONS, NOW
+from .mysql_uniqueness import MIGRATION as UNIQUENESS
+from .mysql_uniqueness import ON_TAKEN_KEY, MysqlUniqueness
 from .shapes import earliest, type_params
 
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
@@ -70,7 +72,7 @@ def claim_select(type_count: int) -> str:
 INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
     "%(max_backoff{i})s, %(jitter{i})s, coalesce(%(scheduled_at{i})s, {delay}), "
-    "coalesce(%(deadline{i})s, {deadline_in}), %(priority{i})s, {now}, {now})"
+    "coalesce(%(deadline{i})s, {deadline_in}), %(priority{i})s, {now}, {now}, %(unique_key{i})s)"
 )
 
 
@@ -88,7 +90,7 @@ def insert_statement(rows: int) -> str:
     )
     return f"""
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
-            jitter, scheduled_at, deadline, priority, created_at, updated_at)
+            jitter, scheduled_at, deadline, priority, created_at, updated_at, unique_key)
         VALUES {values}
     """
 
@@ -122,9 +124,9 @@ def connect_args(dsn: str) -> dict[str, Any]:
     return args
 
 
-class MysqlBackend(MysqlControls, Backend):
+class MysqlBackend(MysqlUniqueness, MysqlControls, Backend):
     kind = "mysql"
-    migrations = MIGRATIONS
+    migrations = (*MIGRATIONS, UNIQUENESS)
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         super().__init__(connection, owns_connection=owns_connection)
@@ -205,6 +207,11 @@ class MysqlBackend(MysqlControls, Backend):
     def insert(self, job: NewJob, connection: Any = None) -> int:
         with (connection or self.connection).cursor() as cursor:
             cursor.execute(insert_statement(1), numbered([self.insert_params(job)]))
+            return int(cursor.lastrowid)
+
+    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
+        with (connection or self.connection).cursor() as cursor:
+            cursor.execute(insert_statement(1) + ON_TAKEN_KEY, numbered([self.insert_params(job)]))
             return int(cursor.lastrowid)
 
     def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:

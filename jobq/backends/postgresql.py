@@ -19,6 +19,8 @@ from ..records import ClaimedJob
 from .base import Backend, NewJob, Renewal, Runner, expiry
 from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
 from .postgresql_schema import MIGRATIONS, READY
+from .postgresql_uniqueness import MIGRATION as UNIQUENESS
+from .postgresql_uniqueness import PostgresUniqueness
 from .shapes import chunks, earliest, type_params
 
 CLAIM_COLUMNS = (
@@ -57,21 +59,25 @@ def claim_statement(type_count: int, token_param: str = "token") -> str:
     """
 
 
-INSERT = """
+# {taken}: what a row whose unique_key is taken does (only rows with a key say anything, so
+# plain rows keep a plain insert, without the speculative insertion of ON CONFLICT).
+INSERT_ROWS = """
     WITH job AS (
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
-            jitter, scheduled_at, deadline, priority)
+            jitter, scheduled_at, deadline, priority, unique_key)
         SELECT type, class_name, payload, max_attempts, backoff, max_backoff, jitter,
             coalesce(scheduled_at, now() + make_interval(secs => delay)),
-            coalesce(deadline, now() + make_interval(secs => deadline_in)), priority
+            coalesce(deadline, now() + make_interval(secs => deadline_in)), priority, unique_key
         FROM ROWS FROM (json_to_recordset(%(rows)s::json) AS (type text, class_name text,
             payload text, max_attempts int, backoff float8, max_backoff float8, jitter bool,
             scheduled_at timestamptz, delay float8, deadline timestamptz, deadline_in float8,
-            priority smallint))
+            priority smallint, unique_key text))
             WITH ORDINALITY AS new (type, class_name, payload, max_attempts, backoff,
                 max_backoff, jitter, scheduled_at, delay, deadline, deadline_in, priority,
+                unique_key,
                 position)
         ORDER BY position
+        {taken}
         RETURNING id, type
     )
     SELECT array_agg(id), (
@@ -79,6 +85,8 @@ INSERT = """
     )
     FROM job
 """
+INSERT = INSERT_ROWS.format(taken="")
+INSERT_UNIQUE = INSERT_ROWS.format(taken="ON CONFLICT DO NOTHING")
 
 
 @cache
@@ -117,9 +125,9 @@ def pool_mode(dsn: str) -> tuple[str, bool]:
     return urlunsplit(parts._replace(query=rest)), modes[-1] == "transaction"
 
 
-class PostgresBackend(PostgresControls, Backend):
+class PostgresBackend(PostgresUniqueness, PostgresControls, Backend):
     kind = "postgresql"
-    migrations = MIGRATIONS
+    migrations = (*MIGRATIONS, UNIQUENESS)
 
     def __init__(
         self,
@@ -206,6 +214,12 @@ class PostgresBackend(PostgresControls, Backend):
         assert row is not None
         return int(row[0][0])
 
+    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
+        with self.send_chunk([job], connection or self.connection, INSERT_UNIQUE) as cursor:
+            row = cursor.fetchone()
+        assert row is not None
+        return None if row[0] is None else int(row[0][0])
+
     def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
         # Pipelined: Python writes the next chunk's rows while the database inserts this one.
         connection = connection or self.connection
@@ -223,7 +237,9 @@ class PostgresBackend(PostgresControls, Backend):
     def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
         return self.insert_chunks(jobs, connection)
 
-    def send_chunk(self, jobs: Sequence[NewJob], connection: Any) -> psycopg.Cursor[Any]:
+    def send_chunk(
+        self, jobs: Sequence[NewJob], connection: Any, statement: str = INSERT
+    ) -> psycopg.Cursor[Any]:
         # The rows as one JSON parameter: a statement of two parameters however many rows,
         # which prepares once, and whose parameter Python's C encoder writes. (As arrays, one
         # per column, psycopg dumped them element by element: slower than the insert itself.)
@@ -231,7 +247,7 @@ class PostgresBackend(PostgresControls, Backend):
         # rolled-back enqueue wakes nobody.
         rows = json.dumps([self.insert_params(job) for job in jobs], default=datetime.isoformat)
         cursor: psycopg.Cursor[Any] = connection.cursor()
-        cursor.execute(INSERT, {"rows": rows, "channel": NOTIFY_CHANNEL})
+        cursor.execute(statement, {"rows": rows, "channel": NOTIFY_CHANNEL})
         return cursor
 
     def claim(

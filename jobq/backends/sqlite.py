@@ -21,6 +21,8 @@ from .base import Backend, NewJob, Renewal, Runner
 from .shapes import earliest, type_params
 from .sqlite_controls import SqliteControls
 from .sqlite_schema import MIGRATIONS, NOW
+from .sqlite_uniqueness import MIGRATION as UNIQUENESS
+from .sqlite_uniqueness import SqliteUniqueness
 
 CLAIM_COLUMNS = (
     "id, type, class_name, payload, attempts, lease_until, "
@@ -72,7 +74,7 @@ def claim_statement(type_count: int) -> str:
 
 # Positional parameters, in the order of insert_params: SQLite looks each named parameter up
 # in a list of the statement's names, which made a chunk of 2,000 rows take half a second.
-INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?)"
+INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?)"
 
 
 def path_of(dsn: str) -> str:
@@ -85,9 +87,9 @@ def path_of(dsn: str) -> str:
     return path[3:]
 
 
-class SqliteBackend(SqliteControls, Backend):
+class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     kind = "sqlite"
-    migrations = MIGRATIONS
+    migrations = (*MIGRATIONS, UNIQUENESS)
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
         self.check_version()
@@ -203,15 +205,21 @@ class SqliteBackend(SqliteControls, Backend):
     def insert(self, job: NewJob, connection: Any = None) -> int:
         return self.insert_chunk([job], connection)[0]
 
-    # Twelve parameters a row, under SQLite's limit of 32,766 a statement.
+    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
+        ids = self.insert_chunk([job], connection, taken="ON CONFLICT DO NOTHING")
+        return ids[0] if ids else None
+
+    # Thirteen parameters a row, under SQLite's limit of 32,766 a statement.
     chunk_rows = 2000
 
-    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any, taken: str = "") -> list[int]:
+        """`taken`: what a row whose unique_key is taken does (only rows with a key say)."""
         values = ", ".join([INSERT_ROW] * len(jobs))
         sql = f"""
             INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
-                max_backoff, jitter, scheduled_at, deadline, priority)
-            VALUES {values} RETURNING id
+                max_backoff, jitter, scheduled_at, deadline, priority, unique_key)
+            VALUES {values} {taken}
+            RETURNING id
         """
         params = [value for job in jobs for value in self.insert_params(job).values()]
         cursor = (connection or self.connection).execute(sql, params)

@@ -37,6 +37,8 @@ class Helpers:
         self.shared = shared
         self.fences = fences
         self.processes: dict[Helper, Forked] = {}
+        # Replaced helpers finishing what they were sent before they exit; reaped quietly.
+        self.retiring: list[Forked] = []
         self.database_problem: str | None = "not checked yet"
         self.database_seen = False  # it answered once: later failures are outages
         # Called when the housekeeper's queue-depth figures arrive (the endpoint's release).
@@ -49,7 +51,7 @@ class Helpers:
             body = partial(renewer.serve, config.dsn, config.lease, config.renew_timeout)
         elif helper is Helper.HOUSEKEEPER:
             interval = config.maintenance_interval
-            body = partial(housekeeper.serve, config.dsn, config.lease, interval)
+            body = partial(housekeeper.serve, config.dsn, config.lease, interval, config.app)
         else:
             body = partial(keeper.serve, self.fences, config.safety_margin, os.getpid())
         # The keeper outlives the master on purpose: it kills what the workers started.
@@ -68,8 +70,25 @@ class Helpers:
             process.close()
         self.start(helper)
 
+    def refresh(self, helper: Helper) -> None:
+        """Start a fresh helper, and let the old one finish what it was sent, then exit:
+        after a reload, the housekeeper imports the new code, schedules included."""
+        process = self.processes.pop(helper, None)
+        if process is not None:
+            with contextlib.suppress(KeyError):
+                # What it still reports is only metrics: not worth two housekeepers' messages.
+                self.shared.selector.unregister(process.sock)
+            self.send(process, protocol.Drain())
+            self.retiring.append(process)
+        self.start(helper)
+
     def reaped(self, pid: int, how: str) -> Helper | None:
         """If `pid`, reaped, was a helper, start another; which helper it was."""
+        for process in self.retiring:
+            if process.pid == pid:
+                self.retiring.remove(process)
+                process.close()
+                return None
         for helper, process in self.processes.items():
             if process.pid == pid:
                 log.warning(
@@ -97,8 +116,8 @@ class Helpers:
         if keeping is not None:
             keeping.sock.close()  # its cue: it kills every attempt still held, and exits
             select.select([keeping.pidfd], [], [], HOUSEKEEPER_GRACE)
-        for helper in Helper:
-            process = self.processes.pop(helper, None)
+        retiring, self.retiring = self.retiring, []
+        for process in [*retiring, *(self.processes.pop(h, None) for h in Helper)]:
             if process is not None:
                 process.signal(signal.SIGKILL)
                 os.waitpid(process.pid, 0)
@@ -146,3 +165,5 @@ class Helpers:
             self.depth_read()
         elif isinstance(message, protocol.Settled):
             metrics.failed.labels(message.type, message.outcome).inc()
+        elif isinstance(message, protocol.Scheduled):
+            metrics.on_scheduled(message.slots)

@@ -1,6 +1,12 @@
 """The housekeeper: a process of the master's with its own connection, for the master's
-other database work. It runs maintenance on an interval and fails the attempts of workers
-that died holding them. None of this can delay a renewal, which has a process of its own."""
+other database work. It runs maintenance on an interval, fails the attempts of workers
+that died holding them, and enqueues the periodic jobs' due slots. None of this can delay a
+renewal, which has a process of its own.
+
+The schedules are declared in the application, which the master never imports (see
+appcheck.py): the housekeeper imports it itself, after its fork, as a worker does. A
+housekeeper started again (after a crash) imports it afresh.
+"""
 
 from __future__ import annotations
 
@@ -12,32 +18,51 @@ import time
 from setproctitle import setproctitle
 
 from .. import protocol
+from ..app import load_app
 from ..queue import FAILURE_OUTCOMES, Queue
+from ..schedules import REGISTERED, Periodic
 from .renewer import close_quietly
 
 log = logging.getLogger("jobq")
 
 
-def serve(dsn: str, lease: float, interval: float, sock: socket.socket) -> int:
+def serve(dsn: str, lease: float, interval: float, app: str | None, sock: socket.socket) -> int:
     """Work until the master says drain (after the failures it sent before) or goes away."""
     setproctitle("jobq-supervise: housekeeper")
     sock.setblocking(True)
+    schedules = declared(app)
     connection: Queue | None = None
     next_maintenance = time.monotonic()
+    next_schedule = time.monotonic() if schedules else float("inf")
     while True:
-        wait = max(0.0, next_maintenance - time.monotonic())
+        wait = max(0.0, min(next_maintenance, next_schedule) - time.monotonic())
         readable, _, _ = select.select([sock], [], [], wait)
-        message = protocol.receive(sock) if readable else None
-        if readable and not isinstance(message, protocol.FailAttempt | protocol.MeasureDepth):
+        now = time.monotonic()
+        # A due slot comes before the messages waiting: a stream of them cannot starve it.
+        scheduling = now >= next_schedule
+        message = protocol.receive(sock) if readable and not scheduling else None
+        work = protocol.FailAttempt | protocol.MeasureDepth
+        if readable and not scheduling and not isinstance(message, work):
             break  # drain, or the master closed the socket
         if message is None:
+            if not scheduling and now < next_maintenance:
+                continue
             # Before connecting: a database that cannot be reached is tried again next
             # interval, not in a tight loop that floods the log.
-            next_maintenance = time.monotonic() + interval
+            if scheduling:
+                next_schedule = now + interval
+            else:
+                next_maintenance = now + interval
         try:
             if connection is None:
                 connection = Queue.connect(dsn, lease_duration=lease)
-            if isinstance(message, protocol.FailAttempt):
+            if scheduling:
+                tick = connection.run_schedules(schedules)
+                next_schedule = time.monotonic() + tick.wait()
+                if tick.taken:
+                    slots = [(name, str(outcome)) for name, outcome, _ in tick.taken]
+                    protocol.send(sock, protocol.Scheduled(slots))
+            elif isinstance(message, protocol.FailAttempt):
                 claim = message.claim.claim()
                 status = connection._settle_failure(claim, message.error)
                 outcome = FAILURE_OUTCOMES[status]
@@ -53,10 +78,27 @@ def serve(dsn: str, lease: float, interval: float, sock: socket.socket) -> int:
             log.error("Supervisor database work failed: %s", error, extra={"event": "db_error"})
             close_quietly(connection)
             connection = None
-            if message is None:
+            if message is None and not scheduling:
                 protocol.send(sock, protocol.Maintained(None, f"{type(error).__name__}: {error}"))
     close_quietly(connection)
     return 0
+
+
+def declared(app: str | None) -> list[Periodic]:
+    """The application's schedules. An application that fails to import here (the master
+    checked that it imports) costs its schedules, not the housekeeper's other work."""
+    if not app:
+        return []
+    try:
+        load_app(app)
+    except BaseException:
+        log.exception(
+            "The housekeeper could not import --app %s: periodic jobs are not enqueued",
+            app,
+            extra={"event": "schedules_unavailable"},
+        )
+        return []
+    return list(REGISTERED)
 
 
 def depth(connection: Queue) -> protocol.Depth:

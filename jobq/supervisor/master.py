@@ -342,6 +342,7 @@ class Master:
         if self.shared.phase is Phase.RUNNING:
             self.pool.generation += 1
             log.info("Reloading: replacing workers one at a time", extra={"event": "reload"})
+            self.helpers.refresh(Helper.HOUSEKEEPER)  # it imports the app for the schedules
 
     def handle_ttin(self) -> None:
         self.pool.target += 1

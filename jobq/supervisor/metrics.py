@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .. import __version__
+from ..scheduler import Slot
 from .states import StopReason, WorkerState
 
 # "unacknowledged": the worker could not record the outcome (the database went away); the
@@ -31,6 +32,7 @@ RUN_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 
 # A scrape shows queue-depth figures read at most this long before it.
 DEPTH_FRESH = 2.0
 ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+SLOT_OUTCOMES = tuple(str(outcome) for outcome in Slot)
 # jobq_workers' states: a worker that is still starting is neither.
 COUNTED_STATES = (WorkerState.BUSY, WorkerState.IDLE)
 
@@ -183,6 +185,14 @@ class Metrics:
             ["outcome"],
             registry=registry,
         )
+        self.schedule_slots = Counter(
+            "jobq_schedule_slots",
+            "Slots of periodic jobs this supervisor took, by schedule and outcome: enqueued, "
+            "skipped_overlap (the previous job was still active) or skipped_missed (found too "
+            "late, without catch-up)",
+            ["schedule", "outcome"],
+            registry=registry,
+        )
         self.depth = QueueDepth()
         registry.register(self.depth)
         Info("jobq_supervisor", "This supervisor's version and settings", registry=registry).info(
@@ -238,6 +248,14 @@ class Metrics:
     def on_maintained(self, counts: dict[str, int]) -> None:
         for outcome, n in counts.items():
             self.recovered.labels(outcome).inc(n)
+
+    def on_scheduled(self, slots: Iterable[tuple[str, str]]) -> None:
+        for name, outcome in slots:
+            # Every outcome's series starts at zero with the schedule's first slot, so that
+            # rate() sees the first skip.
+            for known in SLOT_OUTCOMES:
+                self.schedule_slots.labels(name, known)
+            self.schedule_slots.labels(name, outcome).inc()
 
     def on_depth(
         self,

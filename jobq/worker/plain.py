@@ -5,6 +5,9 @@ maintenance_interval, so a stream of jobs does not pay for it on every claim.
 
 It never renews a lease, so a job must finish within one; jobq-supervise is the worker that
 renews. A stop request (SIGTERM/SIGINT) lets the running job finish and then returns.
+
+Between jobs it also enqueues the due slots of the schedules the application declared
+(scheduler.py makes each slot run once, whatever else enqueues them).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from ..queue import Queue
+from ..schedules import Periodic
 
 log = logging.getLogger("jobq")
 
@@ -29,12 +33,15 @@ class PlainWorker:
         poll_interval: float = 1.0,
         maintenance_interval: float = 30.0,
         max_jobs: int | None = None,
+        schedules: Sequence[Periodic] = (),
     ) -> None:
         self.queue = queue
         self.types = tuple(types)
         self.poll_interval = poll_interval
         self.maintenance_interval = maintenance_interval
         self.max_jobs = max_jobs
+        self.schedules = tuple(schedules)
+        self.next_schedule = time.monotonic() if schedules else float("inf")
         self.stopping = threading.Event()
 
     def install_signal_handlers(self) -> None:
@@ -59,10 +66,19 @@ class PlainWorker:
                 # A stop requested during maintenance must not start another job.
                 if self.stopping.is_set():
                     break
+            self.run_schedules()
             if self.queue.process_next(self.types):
                 ran += 1
             else:
-                self.stopping.wait(self.poll_interval)
+                self.stopping.wait(min(self.poll_interval, self.until_schedule()))
                 # Idle, as process_jobs would: look for abandoned leases at every poll.
                 next_maintenance = 0.0
         return ran
+
+    def run_schedules(self) -> None:
+        if time.monotonic() >= self.next_schedule:
+            tick = self.queue.run_schedules(self.schedules)
+            self.next_schedule = time.monotonic() + tick.wait()
+
+    def until_schedule(self) -> float:
+        return max(0.0, self.next_schedule - time.monotonic())

@@ -24,6 +24,7 @@ COMMANDS = {
             "work",
             "migrate",
             "stats",
+            "schedules",
             "jobs",
             "show",
             "cancel",

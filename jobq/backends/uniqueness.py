@@ -1,0 +1,164 @@
+"""What the database keeps unique for jobq: one active job per unique_key, and one taker per
+schedule slot. Part of every backend (Backend inherits it); each backend sets the statements.
+
+Both rest on the database's own uniqueness, never on a read-then-write: a unique index on
+the key of pending and in_progress jobs (a partial index, or on MySQL/MariaDB a generated
+column that is NULL for finished jobs), and a guard row per schedule that a slot's taker
+moves forward with a compare-and-set, in the transaction that enqueues the slot's job.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from itertools import groupby
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from .base import NewJob
+
+# How often add() inserts again when the key's holder finished before it could be read.
+KEY_TRIES = 5
+
+
+class Guard(NamedTuple):
+    """A schedule's guard row: the last slot it took, and from which spec."""
+
+    name: str
+    spec: str
+    slot: datetime
+    job_id: int | None
+
+
+class Rows(Protocol):
+    """What these methods use of the backend they are part of."""
+
+    connection: Any
+    sql_unique_holder: ClassVar[str]
+    sql_clock: ClassVar[str]
+    sql_guards: ClassVar[str]
+    sql_create_guard: ClassVar[str]
+    sql_advance_guard: ClassVar[str]
+    sql_guard_job: ClassVar[str]
+    sql_is_active: ClassVar[str]
+
+    def execute(self, sql: str, params: Any = None, connection: Any = None) -> int: ...
+    def fetchone(self, sql: str, params: Any = None) -> Any: ...
+    def fetchall(self, sql: str, params: Any = None) -> list[Any]: ...
+    def to_datetime(self, value: Any) -> datetime: ...
+    def moment(self, value: datetime) -> Any: ...
+    def transaction(self) -> AbstractContextManager[None]: ...
+    def insert(self, job: NewJob, connection: Any = None) -> int: ...
+    def insert_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[int]: ...
+    def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]: ...
+    def insert_unique(self, job: NewJob, connection: Any) -> int | None: ...
+    def unique_holder(self, key: str, connection: Any) -> int | None: ...
+    def key_params(self, key: str) -> dict[str, Any]: ...
+    def add(self, job: NewJob, connection: Any = None) -> int: ...
+    def add_runs(self, jobs: Sequence[NewJob], connection: Any) -> list[int]: ...
+
+
+class Uniqueness:
+    def add(self: Rows, job: NewJob, connection: Any = None) -> int:
+        """Insert a job, or with a unique_key that an active job holds, return that job's id.
+
+        Never a read-then-write: the insert itself defers to the unique index, and only when
+        it inserted nothing is the holder read (on the same connection, so in the caller's
+        transaction). Should the holder finish in between, the key is free: insert again.
+        """
+        key = job.unique_key
+        if key is None:
+            return self.insert(job, connection)
+        for _ in range(KEY_TRIES):
+            found = self.insert_unique(job, connection)
+            if found is None:
+                found = self.unique_holder(key, connection)
+            if found is not None:
+                return found
+        raise RuntimeError(f"unique_key {key!r}: its holder kept finishing; enqueue again")
+
+    def add_many(self: Rows, jobs: Sequence[NewJob], connection: Any = None) -> list[int]:
+        """insert_many(), where rows with a unique_key are each added as add() does, in the
+        order given: a key repeated in the batch gives its first row's id."""
+        if all(job.unique_key is None for job in jobs):
+            return self.insert_many(jobs, connection)
+        if connection is not None:
+            return self.add_runs(jobs, connection)
+        with self.transaction():
+            return self.add_runs(jobs, self.connection)
+
+    def add_runs(self: Rows, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+        ids: list[int] = []
+        for keyed, run in groupby(jobs, key=lambda job: job.unique_key is not None):
+            rows = list(run)
+            if keyed:
+                ids += [self.add(job, connection) for job in rows]
+            else:
+                ids += self.insert_chunks(rows, connection)
+        return ids
+
+    @abstractmethod
+    def insert_unique(self: Rows, job: NewJob, connection: Any) -> int | None:
+        """Insert a job with a unique_key unless an active job holds the key, without ever
+        failing on it (a failed statement would abort a PostgreSQL caller's transaction).
+        Returns the new job's id, or the holder's where the statement tells it, else None."""
+
+    # The active job holding the key %(key)s / :key.
+    sql_unique_holder: ClassVar[str]
+
+    def unique_holder(self: Rows, key: str, connection: Any) -> int | None:
+        cursor = (connection or self.connection).cursor()
+        try:
+            cursor.execute(self.sql_unique_holder, self.key_params(key))
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+        return None if row is None else int(row[0])
+
+    def key_params(self: Rows, key: str) -> dict[str, Any]:
+        return {"key": key}
+
+    # -- schedules' guard rows (see scheduler.py) ---------------------------------------------
+
+    sql_clock: ClassVar[str]
+    sql_guards: ClassVar[str]
+    # Each takes name, spec, slot; advance also last_spec and last_slot, and applies only
+    # while the row still holds those: the compare-and-set that makes a slot taken once.
+    sql_create_guard: ClassVar[str]
+    sql_advance_guard: ClassVar[str]
+    sql_guard_job: ClassVar[str]
+    sql_is_active: ClassVar[str]
+
+    def clock(self: Rows) -> datetime:
+        """The database's now."""
+        return self.to_datetime(self.fetchone(self.sql_clock)[0])
+
+    def guards(self: Rows) -> dict[str, Guard]:
+        return {
+            row[0]: Guard(row[0], row[1], self.to_datetime(row[2]), row[3])
+            for row in self.fetchall(self.sql_guards)
+        }
+
+    def create_guard(self: Rows, name: str, spec: str, slot: datetime) -> None:
+        """The guard row of a schedule seen for the first time; nothing if one exists."""
+        self.execute(self.sql_create_guard, {"name": name, "spec": spec, "slot": self.moment(slot)})
+
+    def advance_guard(self: Rows, guard: Guard, spec: str, slot: datetime) -> bool:
+        """Move the guard to `slot` if it still holds what `guard` read; whether it did."""
+        params = {
+            "name": guard.name,
+            "spec": spec,
+            "slot": self.moment(slot),
+            "last_spec": guard.spec,
+            "last_slot": self.moment(guard.slot),
+        }
+        return self.execute(self.sql_advance_guard, params) == 1
+
+    def guard_job(self: Rows, name: str, job_id: int) -> None:
+        self.execute(self.sql_guard_job, {"name": name, "job_id": job_id})
+
+    def is_active(self: Rows, job_id: int) -> bool:
+        """Whether the job is pending or in progress (a pruned job is neither)."""
+        return self.fetchone(self.sql_is_active, {"id": job_id}) is not None

@@ -1,0 +1,19 @@
+"""An application with a periodic job, for tests that run real supervisors and `jobq work`:
+loaded as `--app schedules_app` (the tests put this folder on PYTHONPATH)."""
+
+from __future__ import annotations
+
+import jobq
+
+
+class Tick(jobq.Job):
+    job_name = "schedules_app.Tick"
+    type = "tick"
+
+    def handle(self) -> None:
+        pass
+
+
+# overlap=True: every slot gets its job even while an earlier one waits for a worker.
+jobq.schedule("every-second", Tick(), every=1, overlap=True)
+jobq.schedule("nightly", Tick(), cron="30 2 * * *", timezone="Europe/Berlin")
