@@ -14,8 +14,9 @@ from .app import import_app, load_app, start_worker
 from .backends import for_dsn
 from .dsn import default_dsn, scrub
 from .errors import CommandError, ConfigurationError, JobqError, NoSchema
+from .maintenance import FINISHED
 from .options import Option
-from .queue import FINISHED, Queue
+from .queue import Queue
 from .records import Status
 from .schedules import REGISTERED
 from .supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from .dsn import scrub
 
-# Fields that jobq attaches to its log records (see queue.job_extra).
+# Fields that jobq attaches to its log records (see outcomes.job_extra).
 JOB_FIELDS = ("event", "job_id", "job_type", "attempt")
 # Fields of the master's records about one of its workers: its pid, and how it exited. Only
 # the JSON format writes them: a plain line has them in its message already.

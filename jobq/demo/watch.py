@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..queue import LEASE_EXPIRED, Queue
+from ..outcomes import LEASE_EXPIRED
+from ..queue import Queue
 from ..records import JobRecord, Status
 from ..testing.history import read_journal
 from .processes import Started

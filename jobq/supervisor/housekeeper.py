@@ -19,7 +19,8 @@ from setproctitle import setproctitle
 
 from .. import protocol
 from ..app import load_app
-from ..queue import FAILURE_OUTCOMES, Queue
+from ..outcomes import FAILURE_OUTCOMES
+from ..queue import Queue
 from ..schedules import REGISTERED, Periodic
 from .renewer import close_quietly
 

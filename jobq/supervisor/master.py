@@ -23,7 +23,7 @@ from setproctitle import setproctitle
 from .. import protocol
 from ..backends import SCHEMES
 from ..dsn import scheme_of
-from ..queue import job_extra
+from ..outcomes import job_extra
 from . import appcheck
 from .config import SupervisorConfig
 from .endpoint import Endpoint

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import psutil
 
 from .. import protocol
-from ..queue import job_extra
+from ..outcomes import job_extra
 from ..records import ClaimedJob
 from ..worker import attempt, child
 from ..worker.fence import FenceTable, Hold, Slot, token_key

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobq
-from jobq.queue import MAX_PAYLOAD_BYTES
+from jobq.new_jobs import MAX_PAYLOAD_BYTES
 from tests.support import drivers
 from tests.support.jobs import Noop, Record
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 import jobq
-import jobq.queue
+import jobq.maintenance
 from tests.support.jobs import Boom, Noop
 from tests.support.waiting import wait_for
 
@@ -24,7 +24,7 @@ def queue(dsn: str) -> Iterator[jobq.Queue]:
 def test_prune_deletes_in_batches_until_none_is_left(
     queue: jobq.Queue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(jobq.queue, "PRUNE_BATCH", 3)
+    monkeypatch.setattr(jobq.maintenance, "PRUNE_BATCH", 3)
     statements: list[int] = []
     prune = queue.backend.prune
 

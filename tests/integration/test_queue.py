@@ -12,7 +12,7 @@ import pytest
 
 import jobq
 from jobq.backends.base import Backend, Runner
-from jobq.queue import LEASE_EXPIRED_BEFORE_START
+from jobq.outcomes import LEASE_EXPIRED_BEFORE_START
 from tests.support.jobs import Boom, Noop, Record
 from tests.support.waiting import wait_for, wait_lease_ended
 

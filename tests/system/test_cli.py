@@ -17,7 +17,7 @@ import pytest
 
 import jobq
 from jobq import RetryPolicy, Status
-from jobq.queue import LEASE_EXPIRED_BEFORE_START
+from jobq.outcomes import LEASE_EXPIRED_BEFORE_START
 from tests.support.apps import APPS
 from tests.support.apps.jobs_app import AppendLine, Explode, WaitForRelease
 

@@ -29,7 +29,7 @@ import pytest
 
 import jobq
 from chaos.observe import Deaths, Observer, busy_workers, in_handle
-from jobq.queue import LEASE_EXPIRED
+from jobq.outcomes import LEASE_EXPIRED
 from jobq.records import JobRecord
 from jobq.testing.history import Report, check, read_journal
 from tests.support.apps.chaos_app import Chaos

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 import jobq
-from jobq.queue import LEASE_EXPIRED
+from jobq.outcomes import LEASE_EXPIRED
 from jobq.records import JobRecord, Status
 from tests.support.apps.supervised_app import Hold
 from tests.support.proxy import Proxy, address_of, proxied_dsn

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import jobq
 import tests.support.apps.chaos_app  # noqa: F401 - registers Chaos, Raise and Padded, decoded by name
 from jobq import protocol
-from jobq.queue import next_step
+from jobq.outcomes import next_step
 from jobq.records import ClaimedJob
 from jobq.retry import MAX_DELAY
 from jobq.supervisor.config import MINIMUMS, SupervisorConfig, fitted_timing

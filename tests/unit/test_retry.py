@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobq import RetryPolicy, Status
-from jobq.queue import next_step
+from jobq.outcomes import next_step
 from jobq.retry import MAX_DELAY
 
 # No example database: the suite leaves no files behind in the checkout.

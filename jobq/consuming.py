@@ -1,0 +1,298 @@
+"""Consuming: claim a job for one attempt, run it, and record how it ended, conditional on
+the attempt's id and token; and renew the leases of attempts still running."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from . import maintenance
+from .backends.base import Backend, Renewal, expiry
+from .codec import Codec
+from .errors import Unacknowledged
+from .hooks import JobHooks
+from .job import check_type_name
+from .listener import Listener
+from .outcomes import (
+    CANCELLED_WHILE_RUNNING,
+    FAILURE_OUTCOMES,
+    LEASE_EXPIRED_BEFORE_START,
+    describe,
+    job_extra,
+    next_step,
+    printable,
+)
+from .records import ClaimedJob, Outcome, Status
+from .running import runner, running, running_on
+
+log = logging.getLogger("jobq")
+
+Types = str | Iterable[str] | None
+
+
+def never() -> bool:
+    return False
+
+
+def type_list(types: Types) -> tuple[str, ...]:
+    if types is None:
+        return ()
+    # Each type costs a claim one probe: a repeated one would only cost it twice.
+    names = (types,) if isinstance(types, str) else tuple(dict.fromkeys(types))
+    for name in names:
+        check_type_name(name)
+    return names
+
+
+class Consuming:
+    """The Queue's consumer side. It needs only the queue's settings below, which the
+    Queue sets up."""
+
+    backend: Backend
+    codec: Codec
+    listener: Listener
+    lease_duration: float
+    hooks: JobHooks | None
+
+    def _consumer(self, operation: str) -> Backend:
+        """The backend, once it is known to be fit for a consumer operation."""
+        problem = self.backend.transaction_problem()
+        if problem:
+            raise RuntimeError(
+                f"{operation} needs a connection in autocommit mode with no open transaction: "
+                f"{problem}"
+            )
+        return self.backend
+
+    def process_jobs(self, limit: int, type: Types = None) -> int:
+        """Run maintenance once, then up to `limit` jobs one at a time; returns attempts run."""
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"limit must be an int, got {limit!r}")
+        if limit < 0:
+            raise ValueError(f"limit must not be negative, got {limit}")
+        if limit == 0:
+            return 0
+        types = type_list(type)
+        maintenance.recover_and_expire(self._consumer("maintenance"))
+        ran = 0
+        claim = self.claim(types)
+        while claim is not None:
+            ran += 1
+            _, claim = self.run_and_claim(claim, types, more=None if ran < limit else never)
+            if claim is None and ran < limit:
+                # A failed attempt claims nothing with its acknowledgement.
+                claim = self.claim(types)
+        return ran
+
+    def process_next(self, type: Types = None) -> bool:
+        """Claim and run one job, without maintenance; False when none was ready."""
+        claim = self.claim(type)
+        if claim is None:
+            return False
+        self.run(claim)
+        return True
+
+    def claim(self, type: Types = None) -> ClaimedJob | None:
+        """Take one ready job for one attempt. No maintenance, no listener call."""
+        backend = self._consumer("claim")
+        types = type_list(type)
+        token = secrets.token_hex(16)
+
+        def attempt() -> ClaimedJob | None:
+            lease = self.lease_duration
+            return backend.claim(types, token, lease, expiry(lease), runner())
+
+        return backend.retrying("claim", attempt)
+
+    def run(self, claim: ClaimedJob) -> Outcome:
+        """Run a claimed job to its acknowledgement: decode, check the lease, handle, ack.
+
+        Only decoding and handle() fail the attempt. A BaseException from handle() (SystemExit,
+        KeyboardInterrupt) fails it too, then propagates.
+        """
+        return self.run_and_claim(claim, more=never)[0]
+
+    def run_and_claim(
+        self,
+        claim: ClaimedJob,
+        type: Types = None,
+        more: Callable[[], bool] | None = None,
+    ) -> tuple[Outcome, ClaimedJob | None]:
+        """run(), and when the job completed, claim the next job of `type` in the same commit
+        as the acknowledgement (see complete_and_claim). `more`, if given, is asked once the
+        job's code is done: False acknowledges alone. Returns the outcome and the new claim,
+        if any.
+        """
+        outcome, next_claim = self._attempt(claim, type_list(type), more)
+        if self.hooks is not None:
+            self.hooks.after_job(claim, outcome)
+        return outcome, next_claim
+
+    def _attempt(
+        self, claim: ClaimedJob, types: tuple[str, ...], more: Callable[[], bool] | None
+    ) -> tuple[Outcome, ClaimedJob | None]:
+        try:
+            job = self.codec.decode(claim.class_name, claim.payload)
+        except Exception as error:
+            log.error("Could not decode job: %s", error, extra=job_extra(claim, "decode_failed"))
+            return self._failed(claim, error), None
+        log.info("Running job %d", claim.id, extra=job_extra(claim, "running"))
+        self.listener.on_claimed(claim)
+        if time.monotonic() >= claim.expires_monotonic:
+            log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
+            return self._failed(claim, LEASE_EXPIRED_BEFORE_START), None
+        token, on = running.set(claim), running_on.set(self)
+        try:
+            if self.hooks is not None:
+                self.hooks.before_job(claim)
+            job.handle()
+        except Exception as error:
+            log.warning(
+                "Job %d failed: %s", claim.id, printable(error), extra=job_extra(claim, "failed")
+            )
+            return self._failed(claim, error), None
+        except BaseException as error:
+            self._failed(claim, error)
+            raise
+        finally:
+            running.reset(token)
+            running_on.reset(on)
+        self.listener.on_settling(claim)
+        try:
+            if more is None or more():
+                outcome, next_claim = self._complete_and_claim(claim, types)
+            else:
+                outcome, next_claim = self._complete(claim), None
+        except Exception as failure:
+            raise Unacknowledged(claim, None) from failure
+        self.listener.on_settled(claim, outcome)
+        return outcome, next_claim
+
+    def _failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
+        self.listener.on_settling(claim)
+        try:
+            settled = self._settle_failure(claim, error)
+        except Exception as failure:
+            raise Unacknowledged(claim, error) from failure
+        outcome = FAILURE_OUTCOMES[settled]
+        self.listener.on_settled(claim, outcome)
+        return outcome
+
+    def _acknowledge(self, unacknowledged: Unacknowledged) -> Outcome:
+        """Record, on this queue's connection, an outcome another connection could not."""
+        claim, error = unacknowledged.claim, unacknowledged.error
+        if error is None:
+            outcome = self._complete(claim)
+        else:
+            outcome = FAILURE_OUTCOMES[self._settle_failure(claim, error)]
+        self.listener.on_settled(claim, outcome)
+        return outcome
+
+    def complete(self, claim: ClaimedJob) -> bool:
+        return self._complete(claim) is Outcome.COMPLETED
+
+    def _complete(self, claim: ClaimedJob) -> Outcome:
+        backend = self._consumer("complete")
+        done = backend.retrying("complete", lambda: backend.complete(claim.id, claim.token))
+        return self._completed(claim, done)
+
+    def complete_and_claim(
+        self, claim: ClaimedJob, type: Types = None
+    ) -> tuple[bool, ClaimedJob | None]:
+        """complete(), and claim the next job of `type` in the same commit: one round trip
+        per job where the database takes both in one statement, one commit everywhere.
+        Returns whether the completion applied, and the new claim (None: nothing was ready).
+        If this raises, neither happened, or the outcome is unknown: the attempt's lease
+        settles it, and a claim made unseen comes back after its own lease."""
+        outcome, next_claim = self._complete_and_claim(claim, type_list(type))
+        return outcome is Outcome.COMPLETED, next_claim
+
+    def _complete_and_claim(
+        self, claim: ClaimedJob, types: tuple[str, ...]
+    ) -> tuple[Outcome, ClaimedJob | None]:
+        backend = self._consumer("complete")
+        token = secrets.token_hex(16)
+        done, next_claim = backend.retrying(
+            "complete",
+            lambda: backend.complete_and_claim(
+                claim.id, claim.token, types, token, self.lease_duration, runner()
+            ),
+        )
+        return self._completed(claim, done), next_claim
+
+    def _completed(self, claim: ClaimedJob, done: bool) -> Outcome:
+        """Log and tell the listener how a completion went. A completion refused because the
+        job was cancelled as it ran ends the job cancelled: the cancel committed first."""
+        if done:
+            log.info("Job %d completed", claim.id, extra=job_extra(claim, "completed"))
+            self.listener.on_completed(claim)
+            return Outcome.COMPLETED
+        if self._end_cancelled(claim, "it completed, after the cancel"):
+            return Outcome.CANCELLED
+        self._ownership_lost(claim, "completion")
+        return Outcome.LOST
+
+    def _end_cancelled(self, claim: ClaimedJob, how: str) -> bool:
+        """End an attempt whose acknowledgement was refused because an operator cancelled
+        its job; False if the attempt had simply lost the job."""
+        backend = self.backend
+        error = CANCELLED_WHILE_RUNNING.format(how)
+        ended = backend.retrying(
+            "cancel", lambda: backend.end_cancelled(claim.id, claim.token, error)
+        )
+        if ended:
+            log.info("Job %d cancelled", claim.id, extra=job_extra(claim, "cancelled"))
+        return ended
+
+    def fail(self, claim: ClaimedJob, error: BaseException | str) -> bool:
+        """Record the attempt as failed; its retry policy decides whether the job runs again."""
+        return self._settle_failure(claim, error) is not None
+
+    def _settle_failure(self, claim: ClaimedJob, error: BaseException | str) -> Status | None:
+        """fail(), returning the job's new status (None when ownership was lost)."""
+        backend = self._consumer("fail")
+        status, delay = next_step(claim.retry, claim.attempt)
+        message = describe(error)
+        settled = backend.retrying(
+            "fail",
+            lambda: backend.settle(claim.id, claim.token, status, message, delay, False),
+        )
+        if settled is None and self._end_cancelled(claim, message):
+            settled = Status.CANCELLED
+        elif settled is None:
+            self._ownership_lost(claim, "failure")
+        else:
+            self.listener.on_failed(claim, error)
+        return settled
+
+    def _ownership_lost(self, claim: ClaimedJob, before: str) -> None:
+        log.warning(f"Job ownership lost before {before}", extra=job_extra(claim, "lost"))
+        self.listener.on_ownership_lost(claim)
+
+    def renew(self, claim: ClaimedJob) -> ClaimedJob | None:
+        """Extend the lease to now + lease_duration; None once the lease ended or was taken."""
+        backend = self._consumer("renew")
+
+        def attempt() -> ClaimedJob | None:
+            expires = expiry(self.lease_duration)
+            until = backend.renew(claim.id, claim.token, self.lease_duration)
+            return None if until is None else claim.renewed(until, expires)
+
+        return backend.retrying("renew", attempt)
+
+    def renew_many(self, claims: Sequence[tuple[int, str]]) -> set[int]:
+        """Extend many attempts' leases in one statement; returns the ids still owned."""
+        return self._renewal_round(claims).extended
+
+    def _renewal_round(self, claims: Sequence[tuple[int, str]]) -> Renewal:
+        """renew_many(), and which of the attempts it extended an operator cancelled.
+
+        This is the supervisor's renewal round: the caller anchors its own deadlines at the
+        moment it called, which the lease can only outlast.
+        """
+        backend = self._consumer("renew")
+        if not claims:
+            return Renewal(set(), set())
+        return backend.retrying("renew", lambda: backend.renew_many(claims, self.lease_duration))

@@ -1,0 +1,76 @@
+"""What an operator and the supervisor's metrics read of the queue, and the controls over
+its jobs (the rules are in controls.py)."""
+
+from __future__ import annotations
+
+from . import controls
+from .backends.base import Backend
+from .records import JobRecord, Status
+
+
+class Operating:
+    """The Queue's inspecting and operating side: each call reads or changes jobs through
+    the backend."""
+
+    backend: Backend
+
+    def _depth(self) -> dict[tuple[str, str], int]:
+        """{(type, status): number of jobs}, for the supervisor's metrics."""
+        return {(name, str(status)): n for (name, status), n in self.backend.counts(None).items()}
+
+    def get(self, job_id: int) -> JobRecord | None:
+        return self.backend.get(job_id)
+
+    # -- operating (the rules are in controls.py) ---------------------------------------------
+
+    def jobs(
+        self,
+        status: Status | str | None = None,
+        type: str | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[JobRecord]:
+        """Jobs newest first, of one status and type if given; the next page starts below
+        the last id of this one (before_id)."""
+        return controls.jobs(self.backend, status, type, limit, before_id)
+
+    def cancel(self, job_id: int) -> bool:
+        """Cancel a pending job at once; a job in progress has its attempt stopped and ends
+        cancelled (see the README). False for an unknown id or a finished job."""
+        return controls.cancel(self.backend, job_id)
+
+    def retry(self, job_id: int) -> bool:
+        """Make a failed, expired or cancelled job pending now, with one more attempt
+        allowed. False for an unknown id, another status, or a deadline that has passed
+        (controls.why_not_retried says which)."""
+        return controls.retry(self.backend, job_id)
+
+    def pause(self, type: str) -> bool:
+        """No worker claims jobs of this type until resume(); running ones finish. False if
+        it was paused already."""
+        return controls.pause(self.backend, type)
+
+    def resume(self, type: str) -> bool:
+        """Let workers claim this type again, waking idle ones; False if it was not paused."""
+        return controls.resume(self.backend, type)
+
+    def paused(self) -> set[str]:
+        return self.backend.paused()
+
+    def counts(self, type: str | None = None) -> dict[str, int]:
+        """{status: number of jobs}, of one type or of all."""
+        totals: dict[str, int] = {}
+        for (_, status), n in self.backend.counts(type).items():
+            totals[str(status)] = totals.get(str(status), 0) + n
+        return totals
+
+    def oldest_ready(self) -> dict[str, float]:
+        """{type: seconds the oldest ready job of that type has been waiting}."""
+        return self.backend.oldest_ready()
+
+    def counts_by_type(self) -> dict[str, dict[str, int]]:
+        """{type: {status: number of jobs}}."""
+        table: dict[str, dict[str, int]] = {}
+        for (name, status), n in self.backend.counts(None).items():
+            table.setdefault(name, {})[str(status)] = n
+        return table

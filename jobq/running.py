@@ -1,0 +1,43 @@
+"""What a running job can ask about its own attempt, and where an attempt runs."""
+
+from __future__ import annotations
+
+import os
+import socket
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+from .backends.base import Runner
+from .records import ClaimedJob
+
+if TYPE_CHECKING:
+    from .consuming import Consuming
+
+# Claims record where their attempt runs: this host, and the claiming process.
+HOST = socket.gethostname()
+
+
+# The attempt whose handle() is running, for code deep inside a job (see current_claim),
+# and the queue it was claimed from (see cancel_requested).
+running: ContextVar[ClaimedJob | None] = ContextVar("jobq_running", default=None)
+running_on: ContextVar[Consuming | None] = ContextVar("jobq_running_on", default=None)
+
+
+def current_claim() -> ClaimedJob | None:
+    """The attempt being run, from inside a job's handle(): its id makes a natural
+    idempotency key for work that must not happen twice."""
+    return running.get()
+
+
+def cancel_requested() -> bool:
+    """From inside a job's handle(): whether an operator asked to cancel this job. A job that
+    can stop early polls this now and then (each call is one small query) and returns; under
+    jobq-supervise the worker is stopped for it anyway, within a renewal interval."""
+    claim, queue = running.get(), running_on.get()
+    if claim is None or queue is None:
+        raise RuntimeError("cancel_requested() is for a job's handle(), while it runs")
+    return queue.backend.cancel_requested(claim.id, claim.token)
+
+
+def runner() -> Runner:
+    return Runner(HOST, os.getpid())
