@@ -19,6 +19,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 from ..records import ClaimedJob, Status
 from ..retry import RetryPolicy
 from .controls import Controls, policy_of
+from .installing import Installing
 from .shapes import CHUNK_ROWS, chunks
 from .uniqueness import Uniqueness
 
@@ -82,7 +83,7 @@ class ExpiredLease:
     cancelled: bool  # an operator asked to cancel it: it ends cancelled, not retried
 
 
-class Backend(Uniqueness, Controls):
+class Backend(Uniqueness, Controls, Installing):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -133,48 +134,6 @@ class Backend(Uniqueness, Controls):
                 )
                 time.sleep(0.02 * attempt + random.random() * 0.03)
         raise AssertionError("unreachable")
-
-    # -- schema --------------------------------------------------------------------------
-
-    migrations: ClassVar[Sequence[Sequence[str]]]
-    # Each backend's statements for the table recording the schema's version: creating it,
-    # and asking (without writing anything) whether it exists.
-    sql_create_versions: ClassVar[str]
-    sql_versions_exist: ClassVar[str]
-
-    @abstractmethod
-    @contextmanager
-    def install_lock(self) -> Iterator[None]:
-        """Serialise concurrent installs of one database."""
-        yield
-
-    def schema_version(self) -> int:
-        """The version of jobq's schema in this database, 0 if it has none. Reads only, so
-        it may be asked of a database the user has not migrated."""
-        if not self.fetchone(self.sql_versions_exist)[0]:
-            return 0
-        return int(self.fetchone("SELECT max(version) FROM jobq_schema")[0] or 0)
-
-    @classmethod
-    @abstractmethod
-    def is_missing_table(cls, error: BaseException) -> bool:
-        """Whether a statement failed because one of jobq's tables does not exist."""
-
-    @abstractmethod
-    def record_version(self, version: int) -> None: ...
-
-    def install(self) -> tuple[int, int]:
-        """Apply the migrations not applied yet; returns (version before, version after)."""
-        with self.install_lock():
-            self.execute(self.sql_create_versions)
-            current = self.schema_version()
-            for version, statements in enumerate(self.migrations, start=1):
-                if version <= current:
-                    continue
-                for statement in statements:
-                    self.execute(statement)
-                self.record_version(version)
-        return current, len(self.migrations)
 
     # -- plain DB-API helpers --------------------------------------------------------------
 
