@@ -649,6 +649,14 @@ class Queue:
         """{type: seconds the oldest ready job of that type has been waiting}."""
         return self.backend.oldest_ready()
 
+    def completions_per_minute(self, minutes: int = 60) -> list[int]:
+        """Jobs completed in each of the last `minutes` minutes by the database's clock,
+        oldest first: the last entry is the minute now ending."""
+        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 0 < minutes <= 1440:
+            raise ValueError(f"minutes must be a whole number from 1 to 1440, got {minutes!r}")
+        by_age = self.backend.completions(minutes)
+        return [by_age.get(ago, 0) for ago in reversed(range(minutes))]
+
     def counts_by_type(self) -> dict[str, dict[str, int]]:
         """{type: {status: number of jobs}}."""
         table: dict[str, dict[str, int]] = {}

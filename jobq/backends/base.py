@@ -243,6 +243,9 @@ class Backend(ABC):
     sql_get: ClassVar[str]
     sql_counts: ClassVar[str]
     sql_oldest_ready: ClassVar[str]
+    # Completed jobs by whole minutes ago (0: the last minute), over the last %(minutes)s
+    # minutes: a range scan of the finished_at index.
+    sql_completions: ClassVar[str]
 
     @abstractmethod
     def to_datetime(self, value: Any) -> datetime:
@@ -345,6 +348,11 @@ class Backend(ABC):
     def oldest_ready(self) -> dict[str, float]:
         """Per type, how many seconds the oldest ready job has been ready."""
         return {name: float(age) for name, age in self.fetchall(self.sql_oldest_ready)}
+
+    def completions(self, minutes: int) -> dict[int, int]:
+        """{minutes ago: jobs completed then}, over the last `minutes` minutes."""
+        rows = self.fetchall(self.sql_completions, {"minutes": minutes})
+        return {int(ago): int(n) for ago, n in rows}
 
     def optional_datetime(self, value: Any) -> datetime | None:
         return None if value is None else self.to_datetime(value)

@@ -415,3 +415,9 @@ class MysqlBackend(Backend):
         SELECT type, TIMESTAMPDIFF(MICROSECOND, min(scheduled_at), {NOW}) / 1000000
         FROM jobq_jobs WHERE {READY} GROUP BY type
     """
+
+    sql_completions = f"""
+        SELECT TIMESTAMPDIFF(MINUTE, finished_at, {NOW}) AS ago, count(*) FROM jobq_jobs
+        WHERE finished_at > DATE_SUB({NOW}, INTERVAL %(minutes)s MINUTE) AND status = 'completed'
+        GROUP BY ago
+    """

@@ -374,3 +374,10 @@ class PostgresBackend(Backend):
         SELECT type, extract(epoch FROM now() - min(scheduled_at)) FROM jobq_jobs
         WHERE {READY} GROUP BY type
     """
+
+    sql_completions = """
+        SELECT floor(extract(epoch FROM now() - finished_at) / 60)::integer AS ago, count(*)
+        FROM jobq_jobs
+        WHERE finished_at > now() - make_interval(mins => %(minutes)s) AND status = 'completed'
+        GROUP BY ago
+    """

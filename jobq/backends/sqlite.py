@@ -351,3 +351,8 @@ class SqliteBackend(Backend):
     sql_oldest_ready = f"""
         SELECT type, {NOW} - min(scheduled_at) FROM jobq_jobs WHERE {READY} GROUP BY type
     """
+
+    sql_completions = f"""
+        SELECT CAST(({NOW} - finished_at) / 60 AS INTEGER) AS ago, count(*) FROM jobq_jobs
+        WHERE finished_at > {NOW} - :minutes * 60 AND status = 'completed' GROUP BY ago
+    """

@@ -1,0 +1,47 @@
+"""Completions per minute, from finished_at by the database's clock, on every database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import jobq
+
+from .support import Boom, Noop
+
+NO_RETRY = jobq.RetryPolicy(max_attempts=1)
+
+
+@pytest.fixture
+def queue(dsn: str) -> Iterator[jobq.Queue]:
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        yield queue
+
+
+def test_completed_jobs_count_in_the_minute_now_ending(queue: jobq.Queue) -> None:
+    queue.enqueue_many([Noop() for _ in range(3)])
+    queue.enqueue(Boom(), retry=NO_RETRY)
+    queue.process_jobs(10)
+
+    per_minute = queue.completions_per_minute(60)
+
+    assert len(per_minute) == 60
+    # A minute may just have turned between the last completion and the count.
+    assert per_minute[-1] + per_minute[-2] == 3, "failed jobs do not count"
+    assert sum(per_minute) == 3
+
+
+def test_no_completions_is_a_row_of_zeros(queue: jobq.Queue) -> None:
+    queue.enqueue(Noop())
+    assert queue.completions_per_minute(5) == [0] * 5
+
+
+@pytest.mark.databases("sqlite")
+@pytest.mark.parametrize("minutes", [0, -1, 1441, 2.5, True])
+def test_the_window_is_a_whole_number_of_minutes_up_to_a_day(
+    queue: jobq.Queue, minutes: object
+) -> None:
+    with pytest.raises(ValueError, match="minutes must be"):
+        queue.completions_per_minute(minutes)  # type: ignore[arg-type]
