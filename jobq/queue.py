@@ -111,6 +111,13 @@ def finished_statuses(statuses: Iterable[Status | str] | None) -> tuple[Status, 
     return tuple(Status(status) for status in chosen)
 
 
+def check_minutes(minutes: object) -> int:
+    """A window of the status page's figures: whole minutes, up to a day."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int) or not 0 < minutes <= 1440:
+        raise ValueError(f"minutes must be a whole number from 1 to 1440, got {minutes!r}")
+    return minutes
+
+
 def encodable(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -652,10 +659,17 @@ class Queue:
     def completions_per_minute(self, minutes: int = 60) -> list[int]:
         """Jobs completed in each of the last `minutes` minutes by the database's clock,
         oldest first: the last entry is the minute now ending."""
-        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 0 < minutes <= 1440:
-            raise ValueError(f"minutes must be a whole number from 1 to 1440, got {minutes!r}")
-        by_age = self.backend.completions(minutes)
+        by_age = self.backend.completions(check_minutes(minutes))
         return [by_age.get(ago, 0) for ago in reversed(range(minutes))]
+
+    def recent_counts_by_type(self, minutes: int = 60) -> dict[str, dict[str, int]]:
+        """{type: {status: number of jobs}}: every pending and in_progress job, and of the
+        finished ones those that finished in the last `minutes` minutes. Unlike
+        counts_by_type(), it reads indexes only, so it stays quick on a table of millions."""
+        table: dict[str, dict[str, int]] = {}
+        for (name, status), n in self.backend.recent_counts(check_minutes(minutes)).items():
+            table.setdefault(name, {})[str(status)] = n
+        return table
 
     def counts_by_type(self) -> dict[str, dict[str, int]]:
         """{type: {status: number of jobs}}."""

@@ -246,6 +246,10 @@ class Backend(ABC):
     # Completed jobs by whole minutes ago (0: the last minute), over the last %(minutes)s
     # minutes: a range scan of the finished_at index.
     sql_completions: ClassVar[str]
+    # (type, status, count) of every unfinished job, and of the jobs that finished in the
+    # last %(minutes)s minutes: the partial indexes of pending and running jobs, and a range
+    # of the finished_at index, where counting every status would read the whole table.
+    sql_recent_counts: ClassVar[str]
 
     @abstractmethod
     def to_datetime(self, value: Any) -> datetime:
@@ -353,6 +357,10 @@ class Backend(ABC):
         """{minutes ago: jobs completed then}, over the last `minutes` minutes."""
         rows = self.fetchall(self.sql_completions, {"minutes": minutes})
         return {int(ago): int(n) for ago, n in rows}
+
+    def recent_counts(self, minutes: int) -> dict[tuple[str, Status], int]:
+        rows = self.fetchall(self.sql_recent_counts, {"minutes": minutes})
+        return {(name, Status(status)): int(n) for name, status, n in rows}
 
     def optional_datetime(self, value: Any) -> datetime | None:
         return None if value is None else self.to_datetime(value)

@@ -421,3 +421,13 @@ class MysqlBackend(Backend):
         WHERE finished_at > DATE_SUB({NOW}, INTERVAL %(minutes)s MINUTE) AND status = 'completed'
         GROUP BY ago
     """
+
+    sql_recent_counts = f"""
+        SELECT type, 'pending', count(*) FROM jobq_jobs WHERE status = 'pending' GROUP BY type
+        UNION ALL
+        SELECT type, 'in_progress', count(*) FROM jobq_jobs WHERE status = 'in_progress'
+        GROUP BY type
+        UNION ALL
+        SELECT type, status, count(*) FROM jobq_jobs
+        WHERE finished_at > DATE_SUB({NOW}, INTERVAL %(minutes)s MINUTE) GROUP BY type, status
+    """
