@@ -5,7 +5,7 @@ from .errors import ConfigurationError, DecodeError, JobqError
 from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
 from .listener import Listener
-from .queue import Queue, current_claim
+from .queue import Queue, cancel_requested, current_claim
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import RetryPolicy
 
@@ -29,6 +29,7 @@ __all__ = [
     "__version__",
     "after_job",
     "before_job",
+    "cancel_requested",
     "current_claim",
     "on_worker_start",
 ]

@@ -9,11 +9,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from . import hooks, logs, options, schema
+from . import cli_controls, hooks, logs, options, schema
 from .app import import_app, start_worker
 from .backends import for_dsn
 from .dsn import default_dsn, scrub
-from .errors import ConfigurationError, JobqError, NoSchema
+from .errors import CommandError, ConfigurationError, JobqError, NoSchema
 from .options import Option
 from .queue import FINISHED, Queue
 from .records import Status
@@ -54,10 +54,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-class CommandError(JobqError):
-    """A failure already worded for the user, with any password taken out."""
 
 
 def is_driver_error(error: BaseException) -> bool:
@@ -137,6 +133,18 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def on_queue(
+    run: Callable[[Queue, argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """A command that runs on a queue opened from its DSN and app options."""
+
+    def command(args: argparse.Namespace) -> int:
+        with open_queue(args) as queue:
+            return run(queue, args)
+
+    return command
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     # Imported here, not at the top: only the demo's own workers (--app jobq.demo) should be
     # able to run its job class, not every `jobq work` on a production database.
@@ -179,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         OLDER_THAN,
         STATUSES,
     )
+    add_controls(command)
     demo_text = (
         "Show, with real worker processes, what jobq-supervise's lease renewal changes: an 8 s "
         "job on a 6 s lease under two plain `jobq work` workers, then under jobq-supervise. "
@@ -194,6 +203,49 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(run=cmd_demo, options=())
     return parser
+
+
+def add_controls(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """The operator's commands (cli_controls.py)."""
+    controls = cli_controls
+    json_help = "print JSON (stable keys) instead of text"
+    jobs = command(
+        "jobs",
+        on_queue(controls.cmd_jobs),
+        "List jobs, newest first.",
+        options.APP,
+        controls.STATUS,
+        controls.JOB_TYPE,
+        controls.LIMIT,
+    )
+    jobs.add_argument("--json", action="store_true", help=json_help)
+    show = command("show", on_queue(controls.cmd_show), "Show one job.", options.APP)
+    show.add_argument("id", metavar="ID", help="the job's id")
+    show.add_argument("--json", action="store_true", help=json_help)
+    cancel = command(
+        "cancel",
+        on_queue(controls.cmd_cancel),
+        "Cancel jobs: a pending one at once; a running one has its attempt stopped (under "
+        "jobq-supervise within a renewal interval) and ends cancelled, not retried.",
+        options.APP,
+    )
+    cancel.add_argument("ids", nargs="+", metavar="ID", help="a job's id")
+    retry = command(
+        "retry",
+        on_queue(controls.cmd_retry),
+        "Make failed, expired or cancelled jobs pending now, with one more attempt allowed: "
+        "those given by id, or every job with --status (and --type).",
+        options.APP,
+        controls.STATUS,
+        controls.JOB_TYPE,
+    )
+    retry.add_argument("ids", nargs="*", metavar="ID", help="a job's id")
+    for name, run, text in (
+        ("pause", controls.cmd_pause, "Stop workers claiming jobs of a type; running ones finish."),
+        ("resume", controls.cmd_resume, "Let workers claim jobs of a paused type again."),
+    ):
+        sub = command(name, on_queue(run), text, options.APP)
+        sub.add_argument("type", metavar="TYPE", help="the job type")
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:

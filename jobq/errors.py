@@ -20,6 +20,11 @@ class NoSchema(ConfigurationError):
     """The database lacks jobq's schema, or holds an older one: `jobq migrate` fixes it."""
 
 
+class CommandError(JobqError):
+    """A command line's failure already worded for the user, with any password taken out:
+    printed as one line, and the command exits 1."""
+
+
 class DecodeError(JobqError):
     """A payload that cannot become a registered Job: it fails the attempt, never the worker."""
 

@@ -103,3 +103,19 @@ def registered(name: str) -> type[Job] | None:
 def registered_types() -> set[str]:
     """The job types of every registered class."""
     return {cls.type for cls in _registry.values()}
+
+
+def check_type_name(name: object) -> None:
+    if not isinstance(name, str) or not name or len(name) > 255:
+        raise ValueError(f"a job type must be a non-empty string of up to 255 characters: {name!r}")
+    # Every database must store it as it is: none takes a NUL, none stores a lone surrogate.
+    if "\x00" in name or (not name.isascii() and not encodable(name)):
+        raise ValueError(f"a job type must be text without NUL bytes or lone surrogates: {name!r}")
+
+
+def encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import logs
 from .dsn import DEFAULT_DSN
-from .queue import check_type_name
+from .job import check_type_name
 from .retry import MAX_DELAY
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")

@@ -110,12 +110,14 @@ class Renew:
 
 @dataclass(frozen=True)
 class Renewed:
-    """The ids whose leases were extended, or the error that stopped the round."""
+    """The ids whose leases were extended, or the error that stopped the round; and of the
+    extended ones, those whose jobs an operator cancelled."""
 
     kind: ClassVar[str] = "renewed"
     round: int
     extended: list[int] | None
     error: str | None = None
+    cancelled: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,11 +138,13 @@ class MeasureDepth:
 
 @dataclass(frozen=True)
 class Depth:
-    """Jobs by (type, status, count), and per type the oldest ready job's age in seconds."""
+    """Jobs by (type, status, count), per type the oldest ready job's age in seconds, and
+    the paused types."""
 
     kind: ClassVar[str] = "depth"
     counts: list[tuple[str, str, int]]
     oldest: dict[str, float]
+    paused: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import secrets
+import socket
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -14,13 +16,13 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from . import backends
-from .backends.base import Backend, ExpiredLease, NewJob, expiry
+from . import backends, controls
+from .backends.base import Backend, ExpiredLease, NewJob, Renewal, Runner, expiry
 from .codec import Codec, JsonCodec
 from .dsn import default_dsn
 from .errors import Unacknowledged
 from .hooks import JobHooks
-from .job import Job, check_runnable_elsewhere
+from .job import Job, check_runnable_elsewhere, check_type_name
 from .listener import Listener
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import MAX_DELAY, RetryPolicy
@@ -33,7 +35,7 @@ MAINTENANCE_BATCH = 500
 # prune deletes this many rows per statement.
 PRUNE_BATCH = 1000
 
-FINISHED = (Status.COMPLETED, Status.FAILED, Status.EXPIRED)
+FINISHED = (Status.COMPLETED, Status.FAILED, Status.EXPIRED, Status.CANCELLED)
 
 # Larger payloads are refused at enqueue: a queue row is no place for bulk data, and MySQL's
 # default max_allowed_packet (16 MiB) would refuse the claim that reads it back.
@@ -48,11 +50,17 @@ DEFAULT_RETRY = RetryPolicy()
 
 LEASE_EXPIRED_BEFORE_START = "Lease expired before execution started"
 LEASE_EXPIRED = "Lease expired: the attempt was abandoned without an acknowledgement"
+CANCELLED_WHILE_RUNNING = "Cancelled by an operator while it ran; the attempt ended: {}"
+
+# Claims record where their attempt runs: this host, and the claiming process.
+HOST = socket.gethostname()
 
 Types = str | Iterable[str] | None
 
-# The attempt whose handle() is running, for code deep inside a job (see current_claim).
+# The attempt whose handle() is running, for code deep inside a job (see current_claim),
+# and the queue it was claimed from (see cancel_requested).
 running: ContextVar[ClaimedJob | None] = ContextVar("jobq_running", default=None)
+running_on: ContextVar[Queue | None] = ContextVar("jobq_running_on", default=None)
 
 
 class Own(Enum):
@@ -75,6 +83,20 @@ def current_claim() -> ClaimedJob | None:
     return running.get()
 
 
+def cancel_requested() -> bool:
+    """From inside a job's handle(): whether an operator asked to cancel this job. A job that
+    can stop early polls this now and then (each call is one small query) and returns; under
+    jobq-supervise the worker is stopped for it anyway, within a renewal interval."""
+    claim, queue = running.get(), running_on.get()
+    if claim is None or queue is None:
+        raise RuntimeError("cancel_requested() is for a job's handle(), while it runs")
+    return queue.backend.cancel_requested(claim.id, claim.token)
+
+
+def runner() -> Runner:
+    return Runner(HOST, os.getpid())
+
+
 def never() -> bool:
     return False
 
@@ -87,14 +109,6 @@ def type_list(types: Types) -> tuple[str, ...]:
     for name in names:
         check_type_name(name)
     return names
-
-
-def check_type_name(name: object) -> None:
-    if not isinstance(name, str) or not name or len(name) > 255:
-        raise ValueError(f"a job type must be a non-empty string of up to 255 characters: {name!r}")
-    # Every database must store it as it is: none takes a NUL, none stores a lone surrogate.
-    if "\x00" in name or (not name.isascii() and not encodable(name)):
-        raise ValueError(f"a job type must be text without NUL bytes or lone surrogates: {name!r}")
 
 
 def finished_statuses(statuses: Iterable[Status | str] | None) -> tuple[Status, ...]:
@@ -116,14 +130,6 @@ def check_minutes(minutes: object) -> int:
     if isinstance(minutes, bool) or not isinstance(minutes, int) or not 0 < minutes <= 1440:
         raise ValueError(f"minutes must be a whole number from 1 to 1440, got {minutes!r}")
     return minutes
-
-
-def encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def seconds_of(value: float | timedelta, what: str) -> float:
@@ -276,15 +282,17 @@ class Queue:
         deadline: datetime | float | timedelta | None = None,
         retry: RetryPolicy | None = None,
         connection: Any = OWN_CONNECTION,
+        priority: int = 0,
     ) -> int:
-        """Store a job and return its id.
+        """Store a job and return its id. Of the jobs ready to run, those of the highest
+        `priority` (-1000 to 1000) run first, in schedule order among equals.
 
         With `connection` (a psycopg 3, PyMySQL or sqlite3 connection, or Django's
         `connection`/`connections[alias]`), the row is written on the application's own
         connection and so belongs to its transaction: a rollback drops the job.
         """
         when = Schedule.of(delay, scheduled_at, deadline)
-        row = self._new_job(job, type, when, retry)
+        row = self._new_job(job, type, when, retry, controls.checked_priority(priority))
         return self.backend.insert(row, application_connection(connection))
 
     def enqueue_many(
@@ -296,6 +304,7 @@ class Queue:
         deadline: datetime | float | timedelta | None = None,
         retry: RetryPolicy | None = None,
         connection: Any = OWN_CONNECTION,
+        priority: int = 0,
     ) -> list[int]:
         """Store many jobs, each as enqueue() would with these options, and return their ids
         in the order given: one round trip per chunk of rows, and one wake-up per type.
@@ -304,13 +313,14 @@ class Queue:
         one transaction; with it, on the application's connection and in its transaction.
         """
         when = Schedule.of(delay, scheduled_at, deadline)
-        rows = [self._new_job(job, type, when, retry) for job in jobs]
+        level = controls.checked_priority(priority)
+        rows = [self._new_job(job, type, when, retry, level) for job in jobs]
         if not rows:
             return []
         return self.backend.insert_many(rows, application_connection(connection))
 
     def _new_job(
-        self, job: Job, type: str | None, when: Schedule, retry: RetryPolicy | None
+        self, job: Job, type: str | None, when: Schedule, retry: RetryPolicy | None, priority: int
     ) -> NewJob:
         """The row for one job, checked as every enqueue checks it."""
         if not isinstance(job, Job):
@@ -338,6 +348,7 @@ class Queue:
             delay=when.delay,
             deadline=when.deadline,
             deadline_in=when.deadline_in,
+            priority=priority,
         )
 
     # -- consuming -------------------------------------------------------------------------
@@ -388,7 +399,7 @@ class Queue:
 
         def attempt() -> ClaimedJob | None:
             lease = self.lease_duration
-            return backend.claim(types, token, lease, expiry(lease))
+            return backend.claim(types, token, lease, expiry(lease), runner())
 
         return backend.retrying("claim", attempt)
 
@@ -429,7 +440,7 @@ class Queue:
         if time.monotonic() >= claim.expires_monotonic:
             log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
             return self._failed(claim, LEASE_EXPIRED_BEFORE_START), None
-        token = running.set(claim)
+        token, on = running.set(claim), running_on.set(self)
         try:
             if self.hooks is not None:
                 self.hooks.before_job(claim)
@@ -444,15 +455,15 @@ class Queue:
             raise
         finally:
             running.reset(token)
+            running_on.reset(on)
         self.listener.on_settling(claim)
         try:
             if more is None or more():
-                done, next_claim = self.complete_and_claim(claim, types)
+                outcome, next_claim = self._complete_and_claim(claim, types)
             else:
-                done, next_claim = self.complete(claim), None
+                outcome, next_claim = self._complete(claim), None
         except Exception as failure:
             raise Unacknowledged(claim, None) from failure
-        outcome = Outcome.COMPLETED if done else Outcome.LOST
         self.listener.on_settled(claim, outcome)
         return outcome, next_claim
 
@@ -470,13 +481,16 @@ class Queue:
         """Record, on this queue's connection, an outcome another connection could not."""
         claim, error = unacknowledged.claim, unacknowledged.error
         if error is None:
-            outcome = Outcome.COMPLETED if self.complete(claim) else Outcome.LOST
+            outcome = self._complete(claim)
         else:
             outcome = FAILURE_OUTCOMES[self._settle_failure(claim, error)]
         self.listener.on_settled(claim, outcome)
         return outcome
 
     def complete(self, claim: ClaimedJob) -> bool:
+        return self._complete(claim) is Outcome.COMPLETED
+
+    def _complete(self, claim: ClaimedJob) -> Outcome:
         backend = self._consumer("complete")
         done = backend.retrying("complete", lambda: backend.complete(claim.id, claim.token))
         return self._completed(claim, done)
@@ -489,25 +503,45 @@ class Queue:
         Returns whether the completion applied, and the new claim (None: nothing was ready).
         If this raises, neither happened, or the outcome is unknown: the attempt's lease
         settles it, and a claim made unseen comes back after its own lease."""
+        outcome, next_claim = self._complete_and_claim(claim, type_list(type))
+        return outcome is Outcome.COMPLETED, next_claim
+
+    def _complete_and_claim(
+        self, claim: ClaimedJob, types: tuple[str, ...]
+    ) -> tuple[Outcome, ClaimedJob | None]:
         backend = self._consumer("complete")
-        types = type_list(type)
         token = secrets.token_hex(16)
         done, next_claim = backend.retrying(
             "complete",
             lambda: backend.complete_and_claim(
-                claim.id, claim.token, types, token, self.lease_duration
+                claim.id, claim.token, types, token, self.lease_duration, runner()
             ),
         )
         return self._completed(claim, done), next_claim
 
-    def _completed(self, claim: ClaimedJob, done: bool) -> bool:
-        """Log and tell the listener how a completion went; returns done."""
+    def _completed(self, claim: ClaimedJob, done: bool) -> Outcome:
+        """Log and tell the listener how a completion went. A completion refused because the
+        job was cancelled as it ran ends the job cancelled: the cancel committed first."""
         if done:
             log.info("Job %d completed", claim.id, extra=job_extra(claim, "completed"))
             self.listener.on_completed(claim)
-        else:
-            self._ownership_lost(claim, "completion")
-        return done
+            return Outcome.COMPLETED
+        if self._end_cancelled(claim, "it completed, after the cancel"):
+            return Outcome.CANCELLED
+        self._ownership_lost(claim, "completion")
+        return Outcome.LOST
+
+    def _end_cancelled(self, claim: ClaimedJob, how: str) -> bool:
+        """End an attempt whose acknowledgement was refused because an operator cancelled
+        its job; False if the attempt had simply lost the job."""
+        backend = self.backend
+        error = CANCELLED_WHILE_RUNNING.format(how)
+        ended = backend.retrying(
+            "cancel", lambda: backend.end_cancelled(claim.id, claim.token, error)
+        )
+        if ended:
+            log.info("Job %d cancelled", claim.id, extra=job_extra(claim, "cancelled"))
+        return ended
 
     def fail(self, claim: ClaimedJob, error: BaseException | str) -> bool:
         """Record the attempt as failed; its retry policy decides whether the job runs again."""
@@ -522,7 +556,9 @@ class Queue:
             "fail",
             lambda: backend.settle(claim.id, claim.token, status, message, delay, False),
         )
-        if settled is None:
+        if settled is None and self._end_cancelled(claim, message):
+            settled = Status.CANCELLED
+        elif settled is None:
             self._ownership_lost(claim, "failure")
         else:
             self.listener.on_failed(claim, error)
@@ -544,14 +580,18 @@ class Queue:
         return backend.retrying("renew", attempt)
 
     def renew_many(self, claims: Sequence[tuple[int, str]]) -> set[int]:
-        """Extend many attempts' leases in one statement; returns the ids still owned.
+        """Extend many attempts' leases in one statement; returns the ids still owned."""
+        return self._renewal_round(claims).extended
+
+    def _renewal_round(self, claims: Sequence[tuple[int, str]]) -> Renewal:
+        """renew_many(), and which of the attempts it extended an operator cancelled.
 
         This is the supervisor's renewal round: the caller anchors its own deadlines at the
         moment it called, which the lease can only outlast.
         """
         backend = self._consumer("renew")
         if not claims:
-            return set()
+            return Renewal(set(), set())
         return backend.retrying("renew", lambda: backend.renew_many(claims, self.lease_duration))
 
     def run_maintenance(self) -> dict[str, int]:
@@ -584,6 +624,12 @@ class Queue:
         """Settle one abandoned attempt by its job's policy; None if another process did."""
         backend = self.backend
         status, delay = next_step(lease.retry, lease.attempts)
+        if lease.cancelled:
+            error = CANCELLED_WHILE_RUNNING.format(LEASE_EXPIRED)
+            ended = backend.retrying(
+                "maintenance", lambda: backend.end_cancelled(lease.id, lease.token, error)
+            )
+            return Status.CANCELLED if ended else None
         settled = backend.retrying(
             "maintenance",
             lambda: backend.settle(lease.id, lease.token, status, LEASE_EXPIRED, delay, True),
@@ -645,6 +691,42 @@ class Queue:
     def get(self, job_id: int) -> JobRecord | None:
         return self.backend.get(job_id)
 
+    # -- operating (the rules are in controls.py) ---------------------------------------------
+
+    def jobs(
+        self,
+        status: Status | str | None = None,
+        type: str | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[JobRecord]:
+        """Jobs newest first, of one status and type if given; the next page starts below
+        the last id of this one (before_id)."""
+        return controls.jobs(self.backend, status, type, limit, before_id)
+
+    def cancel(self, job_id: int) -> bool:
+        """Cancel a pending job at once; a job in progress has its attempt stopped and ends
+        cancelled (see the README). False for an unknown id or a finished job."""
+        return controls.cancel(self.backend, job_id)
+
+    def retry(self, job_id: int) -> bool:
+        """Make a failed, expired or cancelled job pending now, with one more attempt
+        allowed. False for an unknown id, another status, or a deadline that has passed
+        (controls.why_not_retried says which)."""
+        return controls.retry(self.backend, job_id)
+
+    def pause(self, type: str) -> bool:
+        """No worker claims jobs of this type until resume(); running ones finish. False if
+        it was paused already."""
+        return controls.pause(self.backend, type)
+
+    def resume(self, type: str) -> bool:
+        """Let workers claim this type again, waking idle ones; False if it was not paused."""
+        return controls.resume(self.backend, type)
+
+    def paused(self) -> set[str]:
+        return self.backend.paused()
+
     def counts(self, type: str | None = None) -> dict[str, int]:
         """{status: number of jobs}, of one type or of all."""
         totals: dict[str, int] = {}
@@ -684,6 +766,7 @@ FAILURE_OUTCOMES = {
     Status.PENDING: Outcome.RETRIED,
     Status.FAILED: Outcome.FAILED,
     Status.EXPIRED: Outcome.EXPIRED,
+    Status.CANCELLED: Outcome.CANCELLED,
 }
 
 

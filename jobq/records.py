@@ -16,6 +16,7 @@ class Status(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     EXPIRED = "expired"
+    CANCELLED = "cancelled"
 
 
 class Outcome(StrEnum):
@@ -26,6 +27,7 @@ class Outcome(StrEnum):
     FAILED = "failed"  # failed with no attempts left: the job failed
     EXPIRED = "expired"  # failed, and no retry could start before the job's deadline
     LOST = "lost"  # the acknowledgement was refused: the attempt no longer owned the job
+    CANCELLED = "cancelled"  # an operator cancelled the job while this attempt ran
 
 
 @dataclass(frozen=True)
@@ -72,3 +74,7 @@ class JobRecord:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    priority: int = 0  # higher runs first
+    host: str | None = None  # where the job runs, while it is in progress
+    pid: int | None = None
+    cancel_requested_at: datetime | None = None  # when an operator cancelled it as it ran

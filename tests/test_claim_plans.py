@@ -1,5 +1,5 @@
 """A claim reads a ready index in order, never the whole table, whatever else is queued and
-whatever the database's statistics say.
+whatever the database's statistics say, with priorities in use and a type paused.
 
 Each claim, of any type, one type or several, walks an index that is already in schedule
 order and stops at its first row: not past finished rows, not past ready rows of other types,
@@ -27,14 +27,20 @@ from jobq.backends.shapes import type_params
 from .support import Noop
 
 FINISHED_ROWS = 1500
-# Ready jobs of another type, scheduled before every job the typed claims look for.
+# Ready jobs of another type, scheduled before every job the typed claims look for, at
+# several priorities.
 OTHER_ROWS = 3000
+PRIORITIES = (-5, 0, 7)
+# Ready jobs of a paused type, at the highest priority: claims of any type step over them.
+PAUSED_ROWS = 200
 # The row a claim updates is found by primary key, and so is the one the fused statement
 # acknowledges, unless the planner reads the latter from the small index of jobs in progress.
 OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases")
 STATISTICS = ("current", "stale", "absent")
 # Claims of any type (none), of one type, and of several: one that has jobs, one without.
 TYPES = [(), ("email",), ("email", "missing")]
+# Where a claim says its attempt runs.
+HERE = {"host": "here", "pid": 1}
 
 ANALYZE = {"postgresql": "ANALYZE jobq_jobs", "mariadb": "ANALYZE TABLE jobq_jobs"}
 NO_AUTOMATIC_STATISTICS = {
@@ -61,7 +67,11 @@ def crowded(request: pytest.FixtureRequest, dsn: str, db_kind: str) -> Iterator[
         queue.enqueue_many([Noop() for _ in range(FINISHED_ROWS)])
         backend.execute("UPDATE jobq_jobs SET status = 'completed' WHERE type = 'noop'")
         earlier = datetime.now(UTC) - timedelta(hours=1)
-        queue.enqueue_many([Noop() for _ in range(OTHER_ROWS)], type="other", scheduled_at=earlier)
+        for priority in PRIORITIES:
+            others = [Noop() for _ in range(OTHER_ROWS // len(PRIORITIES))]
+            queue.enqueue_many(others, type="other", scheduled_at=earlier, priority=priority)
+        queue.enqueue_many([Noop() for _ in range(PAUSED_ROWS)], type="held", priority=1000)
+        queue.pause("held")
         if statistics == "current":
             backend.execute(analyze)
         yield queue
@@ -97,7 +107,7 @@ def table_scans(
 @pytest.mark.databases("postgresql")
 @pytest.mark.parametrize("types", TYPES, ids=["any", "one", "several"])
 def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple[str, ...]) -> None:
-    params = {"id": 1, "token": "t", "new_token": "u", "lease": 60.0, **type_params(types)}
+    params = {"id": 1, "token": "t", "new_token": "u", "lease": 60.0, **HERE, **type_params(types)}
     for statement in (
         postgresql.claim_statement(len(types)),
         postgresql.complete_and_claim_statement(len(types)),
@@ -115,7 +125,7 @@ def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple
 @pytest.mark.parametrize("typed", [False, True], ids=["any", "typed"])
 def test_postgresql_probes_walk_a_ready_index_in_order(crowded: jobq.Queue, typed: bool) -> None:
     """The probe's statement, planned as its function plans it."""
-    which = "type = %(type)s" if typed else postgresql_schema.ANY_TYPE
+    which = "type = %(type)s" if typed else postgresql_schema.UNPAUSED
     index = "jobq_jobs_ready_by_type" if typed else "jobq_jobs_ready_any"
     with crowded.backend.transaction():
         for name, value in postgresql_schema.PROBE_SETTINGS.items():
@@ -133,19 +143,27 @@ def test_postgresql_probes_walk_a_ready_index_in_order(crowded: jobq.Queue, type
 def test_sqlite_claims_walk_a_ready_index_in_order(
     crowded: jobq.Queue, types: tuple[str, ...]
 ) -> None:
-    params = {"token": "t", "lease": 60.0, **type_params(types)}
+    params = {"token": "t", "lease": 60.0, **HERE, **type_params(types)}
     rows = crowded.backend.fetchall(
         "EXPLAIN QUERY PLAN " + sqlite.claim_statement(len(types)), params
     )
     index = "jobq_jobs_ready_by_type" if types else "jobq_jobs_ready"
     text = "\n".join(map(str, rows))
-    searches = [row for row in rows if row[3].startswith("SEARCH jobq_jobs USING INDEX")]
-    assert len(searches) == max(len(types), 1), text
+    # A typed probe searches its type's part of the index; the untyped one walks the whole
+    # index in order (its first column is the priority), and stops at its first ready row.
+    reads = [
+        row
+        for row in rows
+        if row[3].split(" ")[:2] in (["SEARCH", "jobq_jobs"], ["SCAN", "jobq_jobs"])
+    ]
+    probes = [row for row in reads if "USING INTEGER PRIMARY KEY" not in row[3]]
+    assert len(probes) == max(len(types), 1), text
     sorted_below = {row[1] for row in rows if "TEMP B-TREE" in row[3]}
-    for _, parent, _, detail in searches:
-        assert detail.startswith(f"SEARCH jobq_jobs USING INDEX {index} "), text
+    for _, parent, _, detail in probes:
+        assert detail.startswith(
+            (f"SEARCH jobq_jobs USING INDEX {index} ", f"SCAN jobq_jobs USING INDEX {index}")
+        ), text
         assert parent not in sorted_below, text
-    assert not any(row[3].startswith("SCAN jobq_jobs") for row in rows), text
 
 
 @pytest.mark.databases("mariadb")
@@ -161,23 +179,7 @@ def test_mariadb_claims_walk_a_ready_index_in_order(
     assert len(probes) == max(len(types), 1), rows
     for row in probes:
         assert row[5] == index, rows
-        assert row[3] == "range", rows
+        # An ordered walk of the index: from a range of it, or from its rows of one status
+        # (and type) in index order.
+        assert row[3] in ("range", "ref"), rows
         assert "filesort" not in str(row[9]), rows
-
-
-def test_an_install_of_the_first_schema_version_is_upgraded(dsn: str) -> None:
-    with jobq.Queue.connect(dsn) as queue:
-        backend = queue.backend
-        with backend.install_lock():
-            assert backend.schema_version() == 0
-            backend.execute(backend.sql_create_versions)
-            for statement in backend.migrations[0]:
-                backend.execute(statement)
-            backend.record_version(1)
-        kept = queue.enqueue(Noop(), type="email")
-        queue.install()
-        assert backend.schema_version() == len(backend.migrations)
-        queue.install()  # and again: nothing left to do
-        assert backend.schema_version() == len(backend.migrations)
-        claim = queue.claim(["other", "email"])
-        assert claim is not None and claim.id == kept

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobq
-from jobq.backends.base import Backend
+from jobq.backends.base import Backend, Runner
 from jobq.queue import LEASE_EXPIRED_BEFORE_START
 
 from .support import Boom, Noop, Record, wait_for, wait_lease_ended
@@ -189,9 +189,10 @@ def test_the_fused_statement_does_what_one_transaction_of_both_statements_does(
     for _ in range(3):
         queue.enqueue(Noop())
     claim = claim_one(queue)
-    fused = backend.complete_and_claim(claim.id, claim.token, (), "a" * 32, 60.0)
+    here = Runner("host", 1)
+    fused = backend.complete_and_claim(claim.id, claim.token, (), "a" * 32, 60.0, here)
     assert fused[1] is not None
-    generic = Backend.complete_and_claim(backend, fused[1].id, "a" * 32, (), "b" * 32, 60.0)
+    generic = Backend.complete_and_claim(backend, fused[1].id, "a" * 32, (), "b" * 32, 60.0, here)
     assert generic[1] is not None
     assert (fused[0], generic[0]) == (True, True)
     assert (generic[1].id, generic[1].attempt) == (fused[1].id + 1, 1)

@@ -9,15 +9,16 @@ from __future__ import annotations
 import logging
 import random
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
-from ..records import ClaimedJob, JobRecord, Status
-from ..retry import RetryPolicy, stored_policy
+from ..records import ClaimedJob, Status
+from ..retry import RetryPolicy
+from .controls import Controls, policy_of
 from .shapes import CHUNK_ROWS, chunks
 
 log = logging.getLogger("jobq")
@@ -25,11 +26,6 @@ log = logging.getLogger("jobq")
 T = TypeVar("T")
 
 TRIES = 5
-
-
-def policy_of(columns: Sequence[Any]) -> RetryPolicy:
-    """The retry policy from its four columns, as any of the drivers returns them."""
-    return stored_policy(int(columns[0]), float(columns[1]), float(columns[2]), bool(columns[3]))
 
 
 def expiry(lease: float) -> float:
@@ -52,6 +48,23 @@ class NewJob(NamedTuple):
     delay: float
     deadline: datetime | None
     deadline_in: float | None
+    priority: int
+
+
+class Runner(NamedTuple):
+    """Where an attempt runs, as its claim records it: the queue core says, since a backend
+    knows nothing of processes."""
+
+    host: str
+    pid: int
+
+
+class Renewal(NamedTuple):
+    """A renewal round's answer: the leases it extended, and of those the attempts an
+    operator asked to cancel."""
+
+    extended: set[int]
+    cancelled: set[int]
 
 
 @dataclass(frozen=True)
@@ -63,9 +76,10 @@ class ExpiredLease:
     attempts: int
     retry: RetryPolicy
     type: str
+    cancelled: bool  # an operator asked to cancel it: it ends cancelled, not retried
 
 
-class Backend(ABC):
+class Backend(Controls):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -204,9 +218,15 @@ class Backend(ABC):
 
     @abstractmethod
     def claim(
-        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+        self,
+        types: Sequence[str],
+        token: str,
+        lease: float,
+        expires_monotonic: float,
+        runner: Runner,
     ) -> ClaimedJob | None:
-        """Take the next ready job of one of `types` (any type when empty) for one attempt."""
+        """Take the next ready job of one of `types` (any type when empty, never of a paused
+        type) for one attempt, highest priority first, then in schedule order."""
 
     @abstractmethod
     @contextmanager
@@ -216,14 +236,25 @@ class Backend(ABC):
         yield
 
     def claim_within(
-        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+        self,
+        types: Sequence[str],
+        token: str,
+        lease: float,
+        expires_monotonic: float,
+        runner: Runner,
     ) -> ClaimedJob | None:
         """claim(), inside a transaction the caller opened; the same where a claim is a
         single statement."""
-        return self.claim(types, token, lease, expires_monotonic)
+        return self.claim(types, token, lease, expires_monotonic, runner)
 
     def complete_and_claim(
-        self, job_id: int, token: str, types: Sequence[str], new_token: str, lease: float
+        self,
+        job_id: int,
+        token: str,
+        types: Sequence[str],
+        new_token: str,
+        lease: float,
+        runner: Runner,
     ) -> tuple[bool, ClaimedJob | None]:
         """Complete one attempt and claim the next ready job for another, in one commit: both
         land or neither does, so a transient error can rerun the whole. Returns whether the
@@ -231,7 +262,7 @@ class Backend(ABC):
         expires = expiry(lease)
         with self.transaction():
             done = self.complete(job_id, token)
-            return done, self.claim_within(types, new_token, lease, expires)
+            return done, self.claim_within(types, new_token, lease, expires, runner)
 
     # Each backend module sets these statements; they take named parameters in its own style.
     sql_complete: ClassVar[str]
@@ -240,7 +271,6 @@ class Backend(ABC):
     sql_expire_overdue: ClassVar[str]
     # With {statuses} where the list of statuses goes.
     sql_prune: ClassVar[str]
-    sql_get: ClassVar[str]
     sql_counts: ClassVar[str]
     sql_oldest_ready: ClassVar[str]
     # Completed jobs by whole minutes ago (0: the last minute), over the last %(minutes)s
@@ -250,10 +280,6 @@ class Backend(ABC):
     # last %(minutes)s minutes: the partial indexes of pending and running jobs, and a range
     # of the finished_at index, where counting every status would read the whole table.
     sql_recent_counts: ClassVar[str]
-
-    @abstractmethod
-    def to_datetime(self, value: Any) -> datetime:
-        """A time read from this database, as an aware UTC datetime."""
 
     def complete(self, job_id: int, token: str) -> bool:
         return self.execute(self.sql_complete, {"id": job_id, "token": token}) == 1
@@ -302,6 +328,7 @@ class Backend(ABC):
                 attempts=int(row[2]),
                 retry=policy_of(row[3:7]),
                 type=row[7],
+                cancelled=bool(row[8]),
             )
             for row in self.fetchall(self.sql_expired_leases, {"limit": limit})
         ]
@@ -310,8 +337,7 @@ class Backend(ABC):
         """Mark pending jobs whose deadline passed as expired."""
         return self.execute(self.sql_expire_overdue)
 
-    # How a statement names a parameter, by name.
-    placeholder: ClassVar[str] = "%({})s"
+    placeholder = "%({})s"
 
     def prune(self, older_than: float, statuses: Sequence[Status], batch: int) -> int:
         """Delete up to `batch` jobs with one of `statuses` that finished longer ago than
@@ -321,28 +347,6 @@ class Backend(ABC):
         params: dict[str, Any] = dict(zip(names, map(str, statuses), strict=True))
         params |= {"older_than": self.seconds(older_than), "batch": batch}
         return self.execute(self.sql_prune.format(statuses=marks), params)
-
-    def get(self, job_id: int) -> JobRecord | None:
-        row = self.fetchone(self.sql_get, {"id": job_id})
-        if row is None:
-            return None
-        optional = self.optional_datetime
-        return JobRecord(
-            id=int(row[0]),
-            type=row[1],
-            class_name=row[2],
-            payload=row[3],
-            status=Status(row[4]),
-            attempts=int(row[5]),
-            retry=policy_of(row[6:10]),
-            last_error=row[10],
-            scheduled_at=self.to_datetime(row[11]),
-            deadline=optional(row[12]),
-            lease_until=optional(row[13]),
-            created_at=self.to_datetime(row[14]),
-            updated_at=self.to_datetime(row[15]),
-            finished_at=optional(row[16]),
-        )
 
     def counts(self, job_type: str | None) -> dict[tuple[str, Status], int]:
         """Jobs by (type, status), of one type or of all."""
@@ -361,9 +365,6 @@ class Backend(ABC):
     def recent_counts(self, minutes: int) -> dict[tuple[str, Status], int]:
         rows = self.fetchall(self.sql_recent_counts, {"minutes": minutes})
         return {(name, Status(status)): int(n) for name, status, n in rows}
-
-    def optional_datetime(self, value: Any) -> datetime | None:
-        return None if value is None else self.to_datetime(value)
 
     def seconds(self, value: float) -> Any:
         """A duration as this database's statements take it (seconds unless overridden)."""
@@ -387,6 +388,7 @@ class Backend(ABC):
             "delay": self.seconds(job.delay),
             "deadline": None if job.deadline is None else self.moment(job.deadline),
             "deadline_in": None if job.deadline_in is None else self.seconds(job.deadline_in),
+            "priority": job.priority,
         }
 
     def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob:
@@ -410,9 +412,10 @@ class Backend(ABC):
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None: ...
 
     @abstractmethod
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> set[int]:
+    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
         """Extend every (id, token) lease that is still held, in one statement; returns the
-        ids that were extended. An ended lease is never revived, and none is shortened."""
+        ids that were extended, and which of them an operator asked to cancel. An ended lease
+        is never revived, and none is shortened."""
 
     @abstractmethod
     def bound_statements(self, seconds: float) -> None:

@@ -21,10 +21,10 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 from ..dsn import redact
 from ..errors import ConfigurationError
 from ..records import ClaimedJob, Status
-from .base import Backend, NewJob
+from .base import Backend, NewJob, Renewal, Runner
+from .mysql_controls import MysqlControls
+from .mysql_schema import MIGRATIONS, NOW
 from .shapes import earliest, type_params
-
-NOW = "UTC_TIMESTAMP(6)"
 
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
 TRANSIENT_ERRORS = {1213, 1205}
@@ -40,39 +40,6 @@ def later(seconds_param: str) -> str:
     return f"DATE_ADD({NOW}, INTERVAL %({seconds_param})s MICROSECOND)"
 
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        """
-        CREATE TABLE IF NOT EXISTS jobq_jobs (
-            id           BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-            type         VARCHAR(255) NOT NULL,
-            class_name   VARCHAR(255) NOT NULL,
-            payload      LONGTEXT NOT NULL,
-            status       VARCHAR(16) NOT NULL DEFAULT 'pending',
-            attempts     INT NOT NULL DEFAULT 0,
-            max_attempts INT NOT NULL,
-            backoff      DOUBLE NOT NULL,
-            max_backoff  DOUBLE NOT NULL,
-            jitter       BOOLEAN NOT NULL,
-            token        VARCHAR(64) NULL,
-            lease_until  DATETIME(6) NULL,
-            scheduled_at DATETIME(6) NOT NULL,
-            deadline     DATETIME(6) NULL,
-            last_error   TEXT NULL,
-            created_at   DATETIME(6) NOT NULL,
-            updated_at   DATETIME(6) NOT NULL,
-            finished_at  DATETIME(6) NULL,
-            KEY jobq_jobs_ready (status, scheduled_at, id),
-            KEY jobq_jobs_ready_by_type (status, type, scheduled_at, id),
-            KEY jobq_jobs_leases (status, lease_until),
-            KEY jobq_jobs_deadlines (status, deadline),
-            KEY jobq_jobs_finished (finished_at)
-        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
-        """,
-    ),
-)
-
-
 def probe(index: int | None) -> str:
     """The next ready row of job type `index` (a parameter), or of any type for None, with
     the columns of a claim and scheduled_at, locked.
@@ -80,16 +47,17 @@ def probe(index: int | None) -> str:
     FORCE INDEX: with a type in the WHERE clause InnoDB's estimates often favour the untyped
     index, and the claim then walks every ready row of the other types in schedule order.
     """
-    index_name, which = (
-        ("jobq_jobs_ready", "")
+    index_name, which, paused = (
+        ("jobq_jobs_ready", "", "p.type = jobq_jobs.type")
         if index is None
-        else ("jobq_jobs_ready_by_type", f" AND type = %(type{index})s")
+        else ("jobq_jobs_ready_by_type", f" AND type = %(type{index})s", f"type = %(type{index})s")
     )
     return f"""
         SELECT id, type, class_name, payload, attempts + 1, {later("lease")}, max_attempts,
-            backoff, max_backoff, jitter, deadline, scheduled_at
+            backoff, max_backoff, jitter, deadline, priority, scheduled_at
         FROM jobq_jobs FORCE INDEX ({index_name}) WHERE {READY}{which}
-        ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
+          AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE {paused})
+        ORDER BY priority DESC, scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
     """
 
 
@@ -102,7 +70,7 @@ def claim_select(type_count: int) -> str:
 INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
     "%(max_backoff{i})s, %(jitter{i})s, coalesce(%(scheduled_at{i})s, {delay}), "
-    "coalesce(%(deadline{i})s, {deadline_in}), {now}, {now})"
+    "coalesce(%(deadline{i})s, {deadline_in}), %(priority{i})s, {now}, {now})"
 )
 
 
@@ -120,7 +88,7 @@ def insert_statement(rows: int) -> str:
     )
     return f"""
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
-            jitter, scheduled_at, deadline, created_at, updated_at)
+            jitter, scheduled_at, deadline, priority, created_at, updated_at)
         VALUES {values}
     """
 
@@ -154,7 +122,7 @@ def connect_args(dsn: str) -> dict[str, Any]:
     return args
 
 
-class MysqlBackend(Backend):
+class MysqlBackend(MysqlControls, Backend):
     kind = "mysql"
     migrations = MIGRATIONS
 
@@ -261,13 +229,23 @@ class MysqlBackend(Backend):
             raise
 
     def claim(
-        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+        self,
+        types: Sequence[str],
+        token: str,
+        lease: float,
+        expires_monotonic: float,
+        runner: Runner,
     ) -> ClaimedJob | None:
         with self.transaction():
-            return self.claim_within(types, token, lease, expires_monotonic)
+            return self.claim_within(types, token, lease, expires_monotonic, runner)
 
     def claim_within(
-        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+        self,
+        types: Sequence[str],
+        token: str,
+        lease: float,
+        expires_monotonic: float,
+        runner: Runner,
     ) -> ClaimedJob | None:
         params: dict[str, Any] = {"lease": self.seconds(lease), **type_params(types)}
         row = self.fetchone(claim_select(len(types)), params)
@@ -276,10 +254,11 @@ class MysqlBackend(Backend):
         self.execute(
             f"""
             UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
-                token = %(token)s, lease_until = %(lease_until)s, updated_at = {NOW}
+                token = %(token)s, lease_until = %(lease_until)s, host = %(host)s,
+                pid = %(pid)s, updated_at = {NOW}
             WHERE id = %(id)s
             """,
-            {"token": token, "lease_until": row[5], "id": row[0]},
+            {"token": token, "lease_until": row[5], "id": row[0], **runner._asdict()},
         )
         return self.claimed(row, token, expires_monotonic)
 
@@ -309,7 +288,7 @@ class MysqlBackend(Backend):
         else:  # MySQL bounds only SELECTs this way; its UPDATEs by the lock wait above
             self.execute("SET SESSION max_execution_time = %s", (max(1, round(seconds * 1000)),))
 
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> set[int]:
+    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
         """One UPDATE for every claim, then a read of which leases now reach a lease past a
         moment pinned before the UPDATE: exactly the ones this round extended, however long
         the UPDATE waited for its locks. MySQL has no UPDATE … RETURNING to do both at once."""
@@ -327,13 +306,13 @@ class MysqlBackend(Backend):
         )
         rows = self.fetchall(
             f"""
-            SELECT id FROM jobq_jobs
+            SELECT id, cancel_requested_at IS NOT NULL FROM jobq_jobs
             WHERE (id, token) IN ({pairs}) AND status = 'in_progress'
               AND lease_until >= DATE_ADD(%(pinned)s, INTERVAL %(lease)s MICROSECOND)
             """,
             params,
         )
-        return {int(row[0]) for row in rows}
+        return Renewal({int(row[0]) for row in rows}, {int(row[0]) for row in rows if row[1]})
 
     def settle(
         self,
@@ -362,6 +341,7 @@ class MysqlBackend(Backend):
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
             updated_at = {NOW}, finished_at = {NOW}
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+          AND cancel_requested_at IS NULL
     """
 
     # MySQL assigns SET columns left to right, each seeing the ones before: nothing below
@@ -378,11 +358,12 @@ class MysqlBackend(Backend):
             scheduled_at = {later("delay")},
             token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = {NOW}
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
-          AND (NOT %(lease_ended_only)s OR lease_until <= {NOW})
+          AND (NOT %(lease_ended_only)s OR lease_until <= {NOW}) AND cancel_requested_at IS NULL
     """
 
     sql_expired_leases = f"""
-        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter, type
+        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter, type,
+            cancel_requested_at IS NOT NULL
         FROM jobq_jobs WHERE status = 'in_progress' AND lease_until <= {NOW}
         ORDER BY lease_until LIMIT %(limit)s
     """
@@ -397,13 +378,6 @@ class MysqlBackend(Backend):
         DELETE FROM jobq_jobs WHERE status IN ({{statuses}})
           AND finished_at < DATE_SUB({NOW}, INTERVAL %(older_than)s MICROSECOND)
         ORDER BY finished_at LIMIT %(batch)s
-    """
-
-    sql_get = """
-        SELECT id, type, class_name, payload, status, attempts, max_attempts, backoff,
-               max_backoff, jitter, last_error, scheduled_at, deadline, lease_until,
-               created_at, updated_at, finished_at
-        FROM jobq_jobs WHERE id = %(id)s
     """
 
     sql_counts = """

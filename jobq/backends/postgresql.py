@@ -16,12 +16,10 @@ from psycopg.pq import TransactionStatus
 
 from ..errors import ConfigurationError
 from ..records import ClaimedJob
-from .base import Backend, NewJob, expiry
+from .base import Backend, NewJob, Renewal, Runner, expiry
+from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
 from .postgresql_schema import MIGRATIONS, READY
 from .shapes import chunks, earliest, type_params
-
-# Wakes idle workers: the payload is the job's type.
-NOTIFY_CHANNEL = "jobq_jobs"
 
 CLAIM_COLUMNS = (
     "id, type, class_name, payload, attempts, lease_until, "
@@ -32,15 +30,16 @@ COMPLETE = """
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
             updated_at = now(), finished_at = now()
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+          AND cancel_requested_at IS NULL
 """
 
 
 def probe(index: int | None) -> str:
     """The next ready row of job type `index` (a parameter), or of any type for None."""
     return (
-        f"SELECT id, scheduled_at FROM jobq_next_ready(%(type{index})s::text)"
+        f"SELECT id, priority, scheduled_at FROM jobq_next_ready(%(type{index})s::text)"
         if (index is not None)
-        else "SELECT id, scheduled_at FROM jobq_next_ready(NULL)"
+        else "SELECT id, priority, scheduled_at FROM jobq_next_ready(NULL)"
     )
 
 
@@ -52,7 +51,7 @@ def claim_statement(type_count: int, token_param: str = "token") -> str:
     return f"""
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = %({token_param})s, lease_until = now() + make_interval(secs => %(lease)s),
-            updated_at = now()
+            host = %(host)s, pid = %(pid)s, updated_at = now()
         WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
         RETURNING {CLAIM_COLUMNS}
     """
@@ -61,15 +60,17 @@ def claim_statement(type_count: int, token_param: str = "token") -> str:
 INSERT = """
     WITH job AS (
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
-            jitter, scheduled_at, deadline)
+            jitter, scheduled_at, deadline, priority)
         SELECT type, class_name, payload, max_attempts, backoff, max_backoff, jitter,
             coalesce(scheduled_at, now() + make_interval(secs => delay)),
-            coalesce(deadline, now() + make_interval(secs => deadline_in))
+            coalesce(deadline, now() + make_interval(secs => deadline_in)), priority
         FROM ROWS FROM (json_to_recordset(%(rows)s::json) AS (type text, class_name text,
             payload text, max_attempts int, backoff float8, max_backoff float8, jitter bool,
-            scheduled_at timestamptz, delay float8, deadline timestamptz, deadline_in float8))
+            scheduled_at timestamptz, delay float8, deadline timestamptz, deadline_in float8,
+            priority smallint))
             WITH ORDINALITY AS new (type, class_name, payload, max_attempts, backoff,
-                max_backoff, jitter, scheduled_at, delay, deadline, deadline_in, position)
+                max_backoff, jitter, scheduled_at, delay, deadline, deadline_in, priority,
+                position)
         ORDER BY position
         RETURNING id, type
     )
@@ -116,7 +117,7 @@ def pool_mode(dsn: str) -> tuple[str, bool]:
     return urlunsplit(parts._replace(query=rest)), modes[-1] == "transaction"
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(PostgresControls, Backend):
     kind = "postgresql"
     migrations = MIGRATIONS
 
@@ -234,9 +235,14 @@ class PostgresBackend(Backend):
         return cursor
 
     def claim(
-        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+        self,
+        types: Sequence[str],
+        token: str,
+        lease: float,
+        expires_monotonic: float,
+        runner: Runner,
     ) -> ClaimedJob | None:
-        params = {"token": token, "lease": lease, **type_params(types)}
+        params = {"token": token, "lease": lease, **runner._asdict(), **type_params(types)}
         row = self.fetchone(claim_statement(len(types)), params)
         return None if row is None else self.claimed(row, token, expires_monotonic)
 
@@ -246,7 +252,13 @@ class PostgresBackend(Backend):
             yield
 
     def complete_and_claim(
-        self, job_id: int, token: str, types: Sequence[str], new_token: str, lease: float
+        self,
+        job_id: int,
+        token: str,
+        types: Sequence[str],
+        new_token: str,
+        lease: float,
+        runner: Runner,
     ) -> tuple[bool, ClaimedJob | None]:
         # Both parts in one statement: one round trip instead of a transaction's four.
         params = {
@@ -254,6 +266,7 @@ class PostgresBackend(Backend):
             "token": token,
             "new_token": new_token,
             "lease": lease,
+            **runner._asdict(),
             **type_params(types),
         }
         expires = expiry(lease)
@@ -274,7 +287,7 @@ class PostgresBackend(Backend):
         )
         return None if row is None else self.to_datetime(row[0])
 
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> set[int]:
+    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
         # Never prepared: a prepared statement soon gets a generic plan, which guesses a small
         # array and probes the lease index once per claim against every claim (quadratic:
         # 160 ms for 1,000 claims against 5 ms planned with the real arrays).
@@ -286,12 +299,13 @@ class PostgresBackend(Backend):
             FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS c(id, token)
             WHERE j.id = c.id AND j.token = c.token AND j.status = 'in_progress'
               AND j.lease_until > now()
-            RETURNING j.id
+            RETURNING j.id, j.cancel_requested_at IS NOT NULL
             """,
                 {"lease": lease, "ids": [c[0] for c in claims], "tokens": [c[1] for c in claims]},
                 prepare=False,
             )
-            return {int(row[0]) for row in cursor.fetchall()}
+            rows = cursor.fetchall()
+        return Renewal({int(row[0]) for row in rows}, {int(row[0]) for row in rows if row[1]})
 
     def bound_statements(self, seconds: float) -> None:
         limit = f"{max(1, round(seconds * 1000))}ms"
@@ -334,12 +348,13 @@ class PostgresBackend(Backend):
             scheduled_at = now() + make_interval(secs => %(delay)s),
             token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now()
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
-          AND (NOT %(lease_ended_only)s OR lease_until <= now())
+          AND (NOT %(lease_ended_only)s OR lease_until <= now()) AND cancel_requested_at IS NULL
         RETURNING status
     """
 
     sql_expired_leases = """
-        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter, type
+        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter, type,
+            cancel_requested_at IS NOT NULL
         FROM jobq_jobs WHERE status = 'in_progress' AND lease_until <= now()
         ORDER BY lease_until LIMIT %(limit)s
     """
@@ -356,13 +371,6 @@ class PostgresBackend(Backend):
               AND finished_at < now() - make_interval(secs => %(older_than)s)
             ORDER BY finished_at LIMIT %(batch)s
         )
-    """
-
-    sql_get = """
-        SELECT id, type, class_name, payload, status, attempts, max_attempts, backoff,
-               max_backoff, jitter, last_error, scheduled_at, deadline, lease_until,
-               created_at, updated_at, finished_at
-        FROM jobq_jobs WHERE id = %(id)s
     """
 
     sql_counts = """

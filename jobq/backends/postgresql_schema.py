@@ -17,8 +17,9 @@ READY = (
 # behind a large backlog of another type.
 ANY_TYPE = "max_attempts > 0"
 
-# One probe for the next ready row: `{which}` is ANY_TYPE or a condition on the type.
-PROBE = (
+# Version 2's probe and function, as that migration created them: a migration never
+# changes once released. Version 3 replaces the function (see NEXT_READY).
+PROBE_V2 = (
     f"SELECT id, scheduled_at FROM jobq_jobs WHERE {READY} AND {{which}} "
     "ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
 )
@@ -31,23 +32,59 @@ PROBE = (
 # hold for its statements alone and within one transaction, so a transaction pooler may
 # share the server connection freely.
 PROBE_SETTINGS = {"enable_sort": "off"}
+SETTINGS = " ".join(f"SET {name} = {value}" for name, value in PROBE_SETTINGS.items())
 
-NEXT_READY = f"""
+NEXT_READY_V2 = f"""
     CREATE OR REPLACE FUNCTION jobq_next_ready(job_type text)
     RETURNS TABLE (id bigint, scheduled_at timestamptz)
     LANGUAGE plpgsql VOLATILE
-    {" ".join(f"SET {name} = {value}" for name, value in PROBE_SETTINGS.items())}
+    {SETTINGS}
     AS $$
     #variable_conflict use_column
     BEGIN
         IF job_type IS NULL THEN
-            RETURN QUERY {PROBE.format(which=ANY_TYPE)};
+            RETURN QUERY {PROBE_V2.format(which=ANY_TYPE)};
         ELSE
+            RETURN QUERY {PROBE_V2.format(which="type = job_type")};
+        END IF;
+    END
+    $$
+"""
+
+# One probe for the next ready row, highest priority first, then in schedule order: `{which}`
+# is UNPAUSED or a condition on the type. The ready indexes lead with the priority, so this
+# is still a walk that stops at its first row. (A claim steps over the pending rows of a
+# higher priority that are scheduled later: delayed jobs at a raised priority cost claims
+# a little, which the README says.)
+PROBE = (
+    f"SELECT id, priority, scheduled_at FROM jobq_jobs WHERE {READY} AND {{which}} "
+    "ORDER BY priority DESC, scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+
+# A claim of any type skips the rows of paused types as it walks; a claim by type asks once,
+# before it probes, whether its type is paused.
+UNPAUSED = f"{ANY_TYPE} AND NOT EXISTS (SELECT FROM jobq_paused p WHERE p.type = jobq_jobs.type)"
+
+# Dropped first: a function's result columns cannot change in place. Callers name the
+# columns they read, so a worker of the previous release reads this one unchanged.
+NEXT_READY = f"""
+    CREATE FUNCTION jobq_next_ready(job_type text)
+    RETURNS TABLE (id bigint, priority smallint, scheduled_at timestamptz)
+    LANGUAGE plpgsql VOLATILE
+    {SETTINGS}
+    AS $$
+    #variable_conflict use_column
+    BEGIN
+        IF job_type IS NULL THEN
+            RETURN QUERY {PROBE.format(which=UNPAUSED)};
+        ELSIF NOT EXISTS (SELECT FROM jobq_paused p WHERE p.type = job_type) THEN
             RETURN QUERY {PROBE.format(which="type = job_type")};
         END IF;
     END
     $$
 """
+
+STATUSES_V3 = "'pending', 'in_progress', 'completed', 'failed', 'expired', 'cancelled'"
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -92,12 +129,33 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         f"CREATE INDEX IF NOT EXISTS jobq_jobs_ready_any ON jobq_jobs (scheduled_at, id) "
         f"WHERE status = 'pending' AND {ANY_TYPE}",
         "DROP INDEX IF EXISTS jobq_jobs_ready",
-        NEXT_READY,
+        NEXT_READY_V2,
         # A queue table turns over all its rows again and again. At the default scale factors
         # (vacuum at 20% dead rows, analyze at 10% changed) a table of a million rows waits for
         # 200,000 dead versions before vacuum, and claims step over their index entries at the
         # head of the ready indexes; a burst of inserts waits as long for fresh statistics.
         "ALTER TABLE jobq_jobs SET (autovacuum_vacuum_scale_factor = 0.01, "
         "autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.02)",
+    ),
+    (
+        # Priority, the cancelled status, where an attempt runs and whether it was asked to
+        # stop. Adding a column with a constant default rewrites no rows.
+        "ALTER TABLE jobq_jobs ADD COLUMN priority smallint NOT NULL DEFAULT 0 "
+        "CONSTRAINT jobq_jobs_priority_check CHECK (priority BETWEEN -1000 AND 1000), "
+        "ADD COLUMN host text, ADD COLUMN pid integer, "
+        "ADD COLUMN cancel_requested_at timestamptz, "
+        "DROP CONSTRAINT jobq_jobs_status_check, "
+        f"ADD CONSTRAINT jobq_jobs_status_check CHECK (status IN ({STATUSES_V3}))",
+        # The ready indexes again, under their names, now led by the priority.
+        "DROP INDEX jobq_jobs_ready_any",
+        "CREATE INDEX jobq_jobs_ready_any ON jobq_jobs (priority DESC, scheduled_at, id) "
+        f"WHERE status = 'pending' AND {ANY_TYPE}",
+        "DROP INDEX jobq_jobs_ready_by_type",
+        "CREATE INDEX jobq_jobs_ready_by_type ON jobq_jobs (type, priority DESC, scheduled_at, id) "
+        "WHERE status = 'pending'",
+        "CREATE TABLE jobq_paused (type text PRIMARY KEY, "
+        "paused_at timestamptz NOT NULL DEFAULT now())",
+        "DROP FUNCTION jobq_next_ready(text)",
+        NEXT_READY,
     ),
 )

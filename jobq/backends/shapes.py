@@ -16,8 +16,8 @@ CHUNK_BYTES = 4 * 2**20
 
 
 def earliest(probes: Sequence[str]) -> str:
-    """The earliest row, by (scheduled_at, id), of several ordered LIMIT 1 probes, one per
-    job type; each probe selects at least those two columns.
+    """The first row, by (priority descending, scheduled_at, id), of several ordered LIMIT 1
+    probes, one per job type; each probe selects at least those three columns.
 
     Every probe is a range scan of the typed ready index that stops at its first row, so a
     claim costs one short walk per type however many jobs of other types wait ahead. One
@@ -29,7 +29,7 @@ def earliest(probes: Sequence[str]) -> str:
     merged = " UNION ALL ".join(
         f"SELECT * FROM ({probe}) AS probe{i}" for i, probe in enumerate(probes)
     )
-    return f"{merged} ORDER BY scheduled_at, id LIMIT 1"
+    return f"{merged} ORDER BY priority DESC, scheduled_at, id LIMIT 1"
 
 
 def chunks(jobs: Sequence[NewJob], rows: int) -> Iterator[Sequence[NewJob]]:

@@ -17,10 +17,10 @@ from typing import Any
 
 from ..errors import ConfigurationError, NoSchema
 from ..records import ClaimedJob
-from .base import Backend, NewJob
+from .base import Backend, NewJob, Renewal, Runner
 from .shapes import earliest, type_params
-
-NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+from .sqlite_controls import SqliteControls
+from .sqlite_schema import MIGRATIONS, NOW
 
 CLAIM_COLUMNS = (
     "id, type, class_name, payload, attempts, lease_until, "
@@ -35,44 +35,6 @@ READY = (
 # The single-statement claim needs UPDATE … RETURNING.
 MIN_VERSION = (3, 35, 0)
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        f"""
-        CREATE TABLE IF NOT EXISTS jobq_jobs (
-            id           INTEGER PRIMARY KEY AUTOINCREMENT,
-            type         TEXT NOT NULL,
-            class_name   TEXT NOT NULL,
-            payload      TEXT NOT NULL,
-            status       TEXT NOT NULL DEFAULT 'pending' CHECK
-                (status IN ('pending', 'in_progress', 'completed', 'failed', 'expired')),
-            attempts     INTEGER NOT NULL DEFAULT 0,
-            max_attempts INTEGER NOT NULL,
-            backoff      REAL NOT NULL,
-            max_backoff  REAL NOT NULL,
-            jitter       INTEGER NOT NULL,
-            token        TEXT,
-            lease_until  REAL,
-            scheduled_at REAL NOT NULL,
-            deadline     REAL,
-            last_error   TEXT,
-            created_at   REAL NOT NULL DEFAULT {NOW},
-            updated_at   REAL NOT NULL DEFAULT {NOW},
-            finished_at  REAL
-        )
-        """,
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready ON jobq_jobs (scheduled_at, id) "
-        "WHERE status = 'pending'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready_by_type ON jobq_jobs (type, scheduled_at, id) "
-        "WHERE status = 'pending'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_leases ON jobq_jobs (lease_until) "
-        "WHERE status = 'in_progress'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_deadlines ON jobq_jobs (deadline) "
-        "WHERE status = 'pending' AND deadline IS NOT NULL",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_finished ON jobq_jobs (finished_at) "
-        "WHERE finished_at IS NOT NULL",
-    ),
-)
-
 
 def probe(index: int | None) -> str:
     """The next ready row of job type `index` (a parameter), or of any type for None.
@@ -82,12 +44,15 @@ def probe(index: int | None) -> str:
     """
     if index is None:
         return f"""
-            SELECT id, scheduled_at FROM jobq_jobs INDEXED BY jobq_jobs_ready
-            WHERE {READY} ORDER BY scheduled_at, id LIMIT 1
+            SELECT id, priority, scheduled_at FROM jobq_jobs INDEXED BY jobq_jobs_ready
+            WHERE {READY} AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE p.type = jobq_jobs.type)
+            ORDER BY priority DESC, scheduled_at, id LIMIT 1
         """
     return f"""
-        SELECT id, scheduled_at FROM jobq_jobs INDEXED BY jobq_jobs_ready_by_type
-        WHERE {READY} AND type = :type{index} ORDER BY scheduled_at, id LIMIT 1
+        SELECT id, priority, scheduled_at FROM jobq_jobs INDEXED BY jobq_jobs_ready_by_type
+        WHERE {READY} AND type = :type{index}
+          AND NOT EXISTS (SELECT 1 FROM jobq_paused WHERE type = :type{index})
+        ORDER BY priority DESC, scheduled_at, id LIMIT 1
     """
 
 
@@ -98,7 +63,8 @@ def claim_statement(type_count: int) -> str:
     probes = [probe(i) for i in range(type_count)] or [probe(None)]
     return f"""
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
-            token = :token, lease_until = {NOW} + :lease, updated_at = {NOW}
+            token = :token, lease_until = {NOW} + :lease, host = :host, pid = :pid,
+            updated_at = {NOW}
         WHERE id = (SELECT id FROM ({earliest(probes)}))
         RETURNING {CLAIM_COLUMNS}
     """
@@ -106,7 +72,7 @@ def claim_statement(type_count: int) -> str:
 
 # Positional parameters, in the order of insert_params: SQLite looks each named parameter up
 # in a list of the statement's names, which made a chunk of 2,000 rows take half a second.
-INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?))"
+INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?)"
 
 
 def path_of(dsn: str) -> str:
@@ -119,7 +85,7 @@ def path_of(dsn: str) -> str:
     return path[3:]
 
 
-class SqliteBackend(Backend):
+class SqliteBackend(SqliteControls, Backend):
     kind = "sqlite"
     migrations = MIGRATIONS
 
@@ -237,14 +203,14 @@ class SqliteBackend(Backend):
     def insert(self, job: NewJob, connection: Any = None) -> int:
         return self.insert_chunk([job], connection)[0]
 
-    # Eleven parameters a row, under SQLite's limit of 32,766 a statement.
+    # Twelve parameters a row, under SQLite's limit of 32,766 a statement.
     chunk_rows = 2000
 
     def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
         values = ", ".join([INSERT_ROW] * len(jobs))
         sql = f"""
             INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
-                max_backoff, jitter, scheduled_at, deadline)
+                max_backoff, jitter, scheduled_at, deadline, priority)
             VALUES {values} RETURNING id
         """
         params = [value for job in jobs for value in self.insert_params(job).values()]
@@ -255,9 +221,14 @@ class SqliteBackend(Backend):
         return sorted(int(row[0]) for row in rows)
 
     def claim(
-        self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
+        self,
+        types: Sequence[str],
+        token: str,
+        lease: float,
+        expires_monotonic: float,
+        runner: Runner,
     ) -> ClaimedJob | None:
-        params = {"token": token, "lease": lease, **type_params(types)}
+        params = {"token": token, "lease": lease, **runner._asdict(), **type_params(types)}
         row = self.fetchone(claim_statement(len(types)), params)
         return None if row is None else self.claimed(row, token, expires_monotonic)
 
@@ -277,7 +248,7 @@ class SqliteBackend(Backend):
         """In-process: a statement ends with the process that runs it, when the renewer is
         killed; there is no server to run it on."""
 
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> set[int]:
+    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
         rows = self.fetchall(
             f"""
             UPDATE jobq_jobs SET lease_until = max(lease_until, {NOW} + :lease)
@@ -286,16 +257,17 @@ class SqliteBackend(Backend):
                   SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                   FROM json_each(:claims)
               )
-            RETURNING id
+            RETURNING id, cancel_requested_at IS NOT NULL
             """,
             {"lease": lease, "claims": json.dumps([list(claim) for claim in claims])},
         )
-        return {int(row[0]) for row in rows}
+        return Renewal({int(row[0]) for row in rows}, {int(row[0]) for row in rows if row[1]})
 
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
             updated_at = {NOW}, finished_at = {NOW}
         WHERE id = :id AND token = :token AND status = 'in_progress'
+          AND cancel_requested_at IS NULL
     """
 
     sql_settle = f"""
@@ -310,12 +282,13 @@ class SqliteBackend(Backend):
             scheduled_at = {NOW} + :delay,
             token = NULL, lease_until = NULL, last_error = :error, updated_at = {NOW}
         WHERE id = :id AND token = :token AND status = 'in_progress'
-          AND (NOT :lease_ended_only OR lease_until <= {NOW})
+          AND (NOT :lease_ended_only OR lease_until <= {NOW}) AND cancel_requested_at IS NULL
         RETURNING status
     """
 
     sql_expired_leases = f"""
-        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter, type
+        SELECT id, token, attempts, max_attempts, backoff, max_backoff, jitter, type,
+            cancel_requested_at IS NOT NULL
         FROM jobq_jobs WHERE status = 'in_progress' AND lease_until <= {NOW}
         ORDER BY lease_until LIMIT :limit
     """
@@ -335,14 +308,6 @@ class SqliteBackend(Backend):
     """
 
     placeholder = ":{}"
-
-    sql_get = """
-        SELECT id, type, class_name, payload, status, attempts, max_attempts, backoff,
-               max_backoff, jitter, last_error, scheduled_at, deadline, lease_until,
-               created_at, updated_at, finished_at
-        FROM jobq_jobs WHERE id = :id
-    """
-
     sql_counts = """
         SELECT type, status, count(*) FROM jobq_jobs
         WHERE :type IS NULL OR type = :type GROUP BY type, status

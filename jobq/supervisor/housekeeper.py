@@ -64,4 +64,5 @@ def depth(connection: Queue) -> protocol.Depth:
     return protocol.Depth(
         [(name, status, n) for (name, status), n in counts.items()],
         connection.oldest_ready(),
+        tuple(sorted(connection.paused())),
     )

@@ -26,7 +26,7 @@ from .states import StopReason, WorkerState
 
 # "unacknowledged": the worker could not record the outcome (the database went away); the
 # attempt's lease runs out and the job is retried.
-FAILURE_OUTCOMES = ("retried", "failed", "expired", "lost", "unacknowledged")
+FAILURE_OUTCOMES = ("retried", "failed", "expired", "lost", "unacknowledged", "cancelled")
 RUN_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600)
 # A scrape shows queue-depth figures read at most this long before it.
 DEPTH_FRESH = 2.0
@@ -47,14 +47,20 @@ class QueueDepth(Collector):
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], int] = {}
         self.oldest: dict[str, float] = {}
+        self.paused: set[str] = set()
         self.read_at = float("-inf")  # monotonic: when the last figures arrived
         self.asked_at = float("-inf")
 
     def update(
-        self, counts: Iterable[tuple[str, str, int]], oldest: dict[str, float], now: float
+        self,
+        counts: Iterable[tuple[str, str, int]],
+        oldest: dict[str, float],
+        now: float,
+        paused: Iterable[str] = (),
     ) -> None:
         self.counts = {(name, status): n for name, status, n in counts}
         self.oldest = dict(oldest)
+        self.paused = set(paused)
         self.read_at = now
 
     def stale(self, now: float) -> bool:
@@ -85,6 +91,14 @@ class QueueDepth(Collector):
         for name in sorted(types):
             age.add_metric([name], self.oldest.get(name, 0.0))
         yield age
+        paused = GaugeMetricFamily(
+            "jobq_type_paused",
+            "1 for a job type an operator paused (jobq pause), 0 for one that runs",
+            labels=["type"],
+        )
+        for name in sorted(types | self.paused):
+            paused.add_metric([name], 1.0 if name in self.paused else 0.0)
+        yield paused
 
 
 @dataclass(frozen=True)
@@ -110,7 +124,8 @@ class Metrics:
         self.failed = Counter(
             "jobq_jobs_failed",
             "Attempts that did not complete, by what followed: retried, failed (no attempts "
-            "left), expired (past the deadline) or lost (the acknowledgement was refused)",
+            "left), expired (past the deadline), lost (the acknowledgement was refused) or "
+            "cancelled (an operator cancelled the job while it ran)",
             ["type", "outcome"],
             registry=registry,
         )
@@ -138,7 +153,8 @@ class Metrics:
             "jobq_workers_killed",
             "Workers stopped by the master or recycled, by reason: renewal (the lease could not "
             "be renewed in time), self_fence (the fence keeper killed it for that reason while "
-            "the master did not), lost, job_timeout, memory, shutdown",
+            "the master did not), lost, job_timeout, memory, shutdown, cancelled (an operator "
+            "cancelled its job)",
             ["reason"],
             registry=registry,
         )
@@ -224,9 +240,13 @@ class Metrics:
             self.recovered.labels(outcome).inc(n)
 
     def on_depth(
-        self, counts: Iterable[tuple[str, str, int]], oldest: dict[str, float], now: float
+        self,
+        counts: Iterable[tuple[str, str, int]],
+        oldest: dict[str, float],
+        now: float,
+        paused: Iterable[str] = (),
     ) -> None:
-        self.depth.update(counts, oldest, now)
+        self.depth.update(counts, oldest, now, paused)
         for name, _, _ in counts:
             self.know_type(name)
 

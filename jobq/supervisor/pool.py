@@ -43,6 +43,7 @@ STOP_CAUSES: dict[StopReason | None, str] = {
     None: "The worker died",
     StopReason.JOB_TIMEOUT: "Job timed out",
     StopReason.SHUTDOWN: "Interrupted: the supervisor shut down",
+    StopReason.CANCELLED: "its worker was stopped",
 }
 
 

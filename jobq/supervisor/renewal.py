@@ -30,11 +30,14 @@ class Missed:
 
 @dataclass
 class Answer:
-    """A round's answer, applied: how many leases it extended, and the attempts it missed."""
+    """A round's answer, applied: how many leases it extended, the attempts it missed, and
+    the workers whose attempts an operator cancelled (their leases were extended: the
+    master stops them through the fence, not by letting the lease run out)."""
 
     round: Round
     extended: int
     missed: list[Missed]
+    cancelled: list[WorkerProcess]
 
 
 class Renewals:
@@ -104,7 +107,7 @@ class Renewals:
             time.monotonic(), self.cycle_start, self.config.renew_interval, True, self.retrying
         )
         extended = set(result.extended)
-        missed = []
+        missed, cancelled = [], []
         for job_id, (pid, token) in done.claims.items():
             worker = children.get(pid)
             if worker is None or worker.lease is None:
@@ -115,6 +118,8 @@ class Renewals:
             if job_id in extended:
                 lease.expires = lease_clock.extended(lease.expires, done.sent, self.config.lease)
                 worker.slot.master.write(lease.held_as(pid))
+                if job_id in result.cancelled:
+                    cancelled.append(worker)
             else:
                 missed.append(Missed(worker, job_id, token))
-        return Answer(done, len(extended & done.claims.keys()), missed)
+        return Answer(done, len(extended & done.claims.keys()), missed, cancelled)

@@ -32,8 +32,10 @@ def serve(dsn: str, lease: float, timeout: float, sock: socket.socket) -> int:
             if connection is None:
                 connection = Queue.connect(dsn, lease_duration=lease)
                 connection._bound_statements(timeout)
-            extended = connection.renew_many([(job_id, token) for job_id, token in request.claims])
-            reply = protocol.Renewed(request.round, sorted(extended))
+            renewal = connection._renewal_round([(job, token) for job, token in request.claims])
+            reply = protocol.Renewed(
+                request.round, sorted(renewal.extended), cancelled=tuple(sorted(renewal.cancelled))
+            )
         except Exception as error:
             reply = protocol.Renewed(request.round, None, f"{type(error).__name__}: {error}")
             close_quietly(connection)

@@ -33,6 +33,7 @@ class StopReason(StrEnum):
     JOB_TIMEOUT = "job_timeout"
     MEMORY = "memory"  # it recycled itself past --max-memory-per-child; never the master's
     SHUTDOWN = "shutdown"
+    CANCELLED = "cancelled"  # an operator cancelled its job
 
 
 # An attempt stopped for these is left to maintenance after its lease: its database was out

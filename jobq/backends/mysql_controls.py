@@ -1,0 +1,55 @@
+"""MySQL's and MariaDB's statements for an operator's controls (see controls.py)."""
+
+from __future__ import annotations
+
+from .controls import RECORD_COLUMNS, Controls
+from .mysql_schema import NOW
+
+
+class MysqlControls(Controls):
+    sql_get = f"SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE id = %(id)s"
+
+    sql_jobs = f"""
+        SELECT {RECORD_COLUMNS} FROM jobq_jobs
+        WHERE (%(status)s IS NULL OR status = %(status)s) AND (%(type)s IS NULL OR type = %(type)s)
+          AND (%(before)s IS NULL OR id < %(before)s)
+        ORDER BY id DESC LIMIT %(limit)s
+    """
+
+    # MySQL assigns SET columns left to right, each seeing the ones before: status goes last.
+    sql_cancel = f"""
+        UPDATE jobq_jobs SET
+            cancel_requested_at = CASE WHEN status = 'in_progress'
+                THEN coalesce(cancel_requested_at, {NOW}) END,
+            finished_at = CASE WHEN status = 'pending' THEN {NOW} END,
+            updated_at = {NOW},
+            status = CASE WHEN status = 'pending' THEN 'cancelled' ELSE status END
+        WHERE id = %(id)s AND status IN ('pending', 'in_progress')
+    """
+
+    sql_end_cancelled = f"""
+        UPDATE jobq_jobs SET status = 'cancelled', token = NULL, lease_until = NULL,
+            last_error = %(error)s, updated_at = {NOW}, finished_at = {NOW}
+        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+          AND cancel_requested_at IS NOT NULL
+    """
+
+    sql_cancel_requested = """
+        SELECT cancel_requested_at IS NOT NULL FROM jobq_jobs
+        WHERE id = %(id)s AND token = %(token)s
+    """
+
+    sql_retry = f"""
+        UPDATE jobq_jobs SET status = 'pending', scheduled_at = {NOW}, finished_at = NULL,
+            cancel_requested_at = NULL, max_attempts = GREATEST(max_attempts, attempts + 1),
+            updated_at = {NOW}
+        WHERE id = %(id)s AND status IN ('failed', 'expired', 'cancelled')
+          AND (deadline IS NULL OR deadline > {NOW})
+    """
+
+    sql_pause = f"INSERT IGNORE INTO jobq_paused (type, paused_at) VALUES (%(type)s, {NOW})"
+
+    # No wake-ups here: idle workers see a resumed type at their next poll.
+    sql_resume = "DELETE FROM jobq_paused WHERE type = %(type)s"
+
+    sql_paused = "SELECT type FROM jobq_paused"

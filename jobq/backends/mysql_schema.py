@@ -1,0 +1,61 @@
+"""MySQL's and MariaDB's schema for jobq: the jobs table and its indexes. Versions are
+applied in order by Backend.install(); each statement of theirs is atomic on its own."""
+
+from __future__ import annotations
+
+NOW = "UTC_TIMESTAMP(6)"
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """
+        CREATE TABLE IF NOT EXISTS jobq_jobs (
+            id           BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+            type         VARCHAR(255) NOT NULL,
+            class_name   VARCHAR(255) NOT NULL,
+            payload      LONGTEXT NOT NULL,
+            status       VARCHAR(16) NOT NULL DEFAULT 'pending',
+            attempts     INT NOT NULL DEFAULT 0,
+            max_attempts INT NOT NULL,
+            backoff      DOUBLE NOT NULL,
+            max_backoff  DOUBLE NOT NULL,
+            jitter       BOOLEAN NOT NULL,
+            token        VARCHAR(64) NULL,
+            lease_until  DATETIME(6) NULL,
+            scheduled_at DATETIME(6) NOT NULL,
+            deadline     DATETIME(6) NULL,
+            last_error   TEXT NULL,
+            created_at   DATETIME(6) NOT NULL,
+            updated_at   DATETIME(6) NOT NULL,
+            finished_at  DATETIME(6) NULL,
+            KEY jobq_jobs_ready (status, scheduled_at, id),
+            KEY jobq_jobs_ready_by_type (status, type, scheduled_at, id),
+            KEY jobq_jobs_leases (status, lease_until),
+            KEY jobq_jobs_deadlines (status, deadline),
+            KEY jobq_jobs_finished (finished_at)
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+        """,
+    ),
+    (
+        # One statement, so that it applies whole or not at all: MySQL commits each DDL
+        # statement on its own. The ready indexes keep their names, which claims force, and
+        # now lead with the priority (descending: MariaDB 10.8 and MySQL 8 keep the order).
+        """
+        ALTER TABLE jobq_jobs
+            ADD COLUMN priority SMALLINT NOT NULL DEFAULT 0,
+            ADD CONSTRAINT jobq_jobs_priority_check CHECK (priority BETWEEN -1000 AND 1000),
+            ADD COLUMN host VARCHAR(255) NULL,
+            ADD COLUMN pid INT NULL,
+            ADD COLUMN cancel_requested_at DATETIME(6) NULL,
+            DROP KEY jobq_jobs_ready,
+            ADD KEY jobq_jobs_ready (status, priority DESC, scheduled_at, id),
+            DROP KEY jobq_jobs_ready_by_type,
+            ADD KEY jobq_jobs_ready_by_type (status, type, priority DESC, scheduled_at, id)
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS jobq_paused (
+            type      VARCHAR(255) NOT NULL PRIMARY KEY,
+            paused_at DATETIME(6) NOT NULL
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+        """,
+    ),
+)

@@ -1,0 +1,217 @@
+"""The operator's commands: `jobq jobs`, `show`, `cancel`, `retry`, `pause`, `resume`.
+
+Each runs on a queue the caller opened (cli.py: the same DSN and app options as every
+command). Bad input is one line on stderr and exit 1; an action on several ids goes on past
+a refused one, and exits 1 if any was refused. `--json` output is for scripts: its keys and
+their order are fixed (RECORD_KEYS), times are ISO 8601 in UTC, absent values are null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from .controls import is_id, why_not_retried
+from .errors import CommandError
+from .job import check_type_name
+from .options import Option
+from .queue import Queue
+from .records import JobRecord, Status
+
+# The keys of a job in --json output, in this order. New keys may be added at the end.
+RECORD_KEYS = (
+    "id",
+    "type",
+    "status",
+    "priority",
+    "attempts",
+    "max_attempts",
+    "class_name",
+    "payload",
+    "last_error",
+    "scheduled_at",
+    "deadline",
+    "lease_until",
+    "created_at",
+    "updated_at",
+    "finished_at",
+    "host",
+    "pid",
+    "cancel_requested_at",
+)
+STATUS = Option(
+    "status",
+    None,
+    "only jobs with this status",
+    unit="choice",
+    choices=tuple(map(str, Status)),
+    metavar="S",
+    shown_default="any",
+)
+JOB_TYPE = Option(
+    "job_type", None, "only jobs of this type", unit="type", metavar="T", called="type"
+)
+LIMIT = Option("limit", 100, "show at most this many jobs, newest first", unit="count")
+# `jobq retry --status` pages through the matching jobs this many at a time.
+RETRY_PAGE = 500
+RETRYABLE_STATUSES = (Status.FAILED, Status.EXPIRED, Status.CANCELLED)
+
+
+def job_id(text: str) -> int:
+    """An id given on the command line; CommandError unless it is one."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not is_id(value):
+        raise CommandError(f"not a job id: {text!r}")
+    return value
+
+
+def as_json(record: JobRecord) -> dict[str, Any]:
+    values = {
+        "id": record.id,
+        "type": record.type,
+        "status": str(record.status),
+        "priority": record.priority,
+        "attempts": record.attempts,
+        "max_attempts": record.retry.max_attempts,
+        "class_name": record.class_name,
+        "payload": record.payload,
+        "last_error": record.last_error,
+        "scheduled_at": record.scheduled_at,
+        "deadline": record.deadline,
+        "lease_until": record.lease_until,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "finished_at": record.finished_at,
+        "host": record.host,
+        "pid": record.pid,
+        "cancel_requested_at": record.cancel_requested_at,
+    }
+    return {
+        key: value.isoformat() if isinstance(value, datetime) else value
+        for key, value in ((key, values[key]) for key in RECORD_KEYS)
+    }
+
+
+def where(record: JobRecord) -> str:
+    return "" if record.host is None else f"{record.host}:{record.pid}"
+
+
+def cmd_jobs(queue: Queue, args: argparse.Namespace) -> int:
+    records = queue.jobs(status=args.status, type=args.job_type, limit=args.limit)
+    if args.json:
+        print(json.dumps([as_json(record) for record in records], indent=2))
+        return 0
+    header = ("id", "type", "status", "priority", "attempts", "scheduled_at", "running on")
+    rows = [
+        (
+            str(r.id),
+            r.type,
+            str(r.status) + (" (cancelling)" if r.cancel_requested_at else ""),
+            str(r.priority),
+            f"{r.attempts}/{r.retry.max_attempts}",
+            r.scheduled_at.isoformat(timespec="seconds"),
+            where(r),
+        )
+        for r in records
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+    return 0
+
+
+def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
+    record = queue.get(job_id(args.id))
+    if record is None:
+        raise CommandError(f"no job with id {args.id}")
+    shown = as_json(record)
+    if args.json:
+        print(json.dumps(shown, indent=2))
+        return 0
+    width = max(map(len, shown))
+    for key, value in shown.items():
+        text = "" if value is None else str(value)
+        print(f"{key:<{width}}  {text}".rstrip())
+    return 0
+
+
+def cmd_cancel(queue: Queue, args: argparse.Namespace) -> int:
+    refused = 0
+    for given in args.ids:
+        number = job_id(given)
+        if not queue.cancel(number):
+            record = queue.get(number)
+            why = "no such job" if record is None else f"it is {record.status} already"
+            print(f"jobq: job {number} not cancelled: {why}", file=sys.stderr)
+            refused += 1
+            continue
+        record = queue.get(number)
+        if record is not None and record.status is Status.IN_PROGRESS:
+            print(f"jobq: job {number} is being cancelled: its attempt is stopped")
+        else:
+            print(f"jobq: job {number} cancelled")
+    return 1 if refused else 0
+
+
+def chosen(queue: Queue, args: argparse.Namespace) -> Iterator[int]:
+    """The ids `jobq retry` acts on: those given, or every job of --status (and --type)."""
+    if args.ids:
+        if args.status is not None or args.job_type is not None:
+            raise CommandError("give job ids or --status (with --type), not both")
+        yield from map(job_id, args.ids)
+        return
+    if args.status is None:
+        raise CommandError("give job ids, or --status to retry every job with that status")
+    if args.status not in RETRYABLE_STATUSES:
+        names = ", ".join(map(str, RETRYABLE_STATUSES))
+        raise CommandError(f"only {names} jobs can be retried, not {args.status}")
+    before = None
+    while page := queue.jobs(
+        status=args.status, type=args.job_type, limit=RETRY_PAGE, before_id=before
+    ):
+        yield from (record.id for record in page)
+        before = page[-1].id
+
+
+def cmd_retry(queue: Queue, args: argparse.Namespace) -> int:
+    retried = refused = 0
+    for number in chosen(queue, args):
+        if queue.retry(number):
+            retried += 1
+            continue
+        refused += 1
+        why = why_not_retried(number, queue.get(number))
+        print(f"jobq: job {number} not retried: {why}", file=sys.stderr)
+    print(f"jobq: retried {retried} job(s)")
+    return 1 if refused else 0
+
+
+def type_name(text: str) -> str:
+    try:
+        check_type_name(text)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    return text
+
+
+def cmd_pause(queue: Queue, args: argparse.Namespace) -> int:
+    name = type_name(args.type)
+    done = queue.pause(name)
+    print(f"jobq: type {name!r} {'paused' if done else 'was paused already'}")
+    return 0
+
+
+def cmd_resume(queue: Queue, args: argparse.Namespace) -> int:
+    name = type_name(args.type)
+    done = queue.resume(name)
+    print(f"jobq: type {name!r} {'resumed' if done else 'was not paused'}")
+    return 0
