@@ -273,13 +273,6 @@ class Backend(Controls):
     sql_prune: ClassVar[str]
     sql_counts: ClassVar[str]
     sql_oldest_ready: ClassVar[str]
-    # Completed jobs by whole minutes ago (0: the last minute), over the last %(minutes)s
-    # minutes: a range scan of the finished_at index.
-    sql_completions: ClassVar[str]
-    # (type, status, count) of every unfinished job, and of the jobs that finished in the
-    # last %(minutes)s minutes: the partial indexes of pending and running jobs, and a range
-    # of the finished_at index, where counting every status would read the whole table.
-    sql_recent_counts: ClassVar[str]
 
     def complete(self, job_id: int, token: str) -> bool:
         return self.execute(self.sql_complete, {"id": job_id, "token": token}) == 1
@@ -356,15 +349,6 @@ class Backend(Controls):
     def oldest_ready(self) -> dict[str, float]:
         """Per type, how many seconds the oldest ready job has been ready."""
         return {name: float(age) for name, age in self.fetchall(self.sql_oldest_ready)}
-
-    def completions(self, minutes: int) -> dict[int, int]:
-        """{minutes ago: jobs completed then}, over the last `minutes` minutes."""
-        rows = self.fetchall(self.sql_completions, {"minutes": minutes})
-        return {int(ago): int(n) for ago, n in rows}
-
-    def recent_counts(self, minutes: int) -> dict[tuple[str, Status], int]:
-        rows = self.fetchall(self.sql_recent_counts, {"minutes": minutes})
-        return {(name, Status(status)): int(n) for name, status, n in rows}
 
     def seconds(self, value: float) -> Any:
         """A duration as this database's statements take it (seconds unless overridden)."""

@@ -389,19 +389,3 @@ class MysqlBackend(MysqlControls, Backend):
         SELECT type, TIMESTAMPDIFF(MICROSECOND, min(scheduled_at), {NOW}) / 1000000
         FROM jobq_jobs WHERE {READY} GROUP BY type
     """
-
-    sql_completions = f"""
-        SELECT TIMESTAMPDIFF(MINUTE, finished_at, {NOW}) AS ago, count(*) FROM jobq_jobs
-        WHERE finished_at > DATE_SUB({NOW}, INTERVAL %(minutes)s MINUTE) AND status = 'completed'
-        GROUP BY ago
-    """
-
-    sql_recent_counts = f"""
-        SELECT type, 'pending', count(*) FROM jobq_jobs WHERE status = 'pending' GROUP BY type
-        UNION ALL
-        SELECT type, 'in_progress', count(*) FROM jobq_jobs WHERE status = 'in_progress'
-        GROUP BY type
-        UNION ALL
-        SELECT type, status, count(*) FROM jobq_jobs
-        WHERE finished_at > DATE_SUB({NOW}, INTERVAL %(minutes)s MINUTE) GROUP BY type, status
-    """

@@ -382,20 +382,3 @@ class PostgresBackend(PostgresControls, Backend):
         SELECT type, extract(epoch FROM now() - min(scheduled_at)) FROM jobq_jobs
         WHERE {READY} GROUP BY type
     """
-
-    sql_completions = """
-        SELECT floor(extract(epoch FROM now() - finished_at) / 60)::integer AS ago, count(*)
-        FROM jobq_jobs
-        WHERE finished_at > now() - make_interval(mins => %(minutes)s) AND status = 'completed'
-        GROUP BY ago
-    """
-
-    sql_recent_counts = """
-        SELECT type, 'pending', count(*) FROM jobq_jobs WHERE status = 'pending' GROUP BY type
-        UNION ALL
-        SELECT type, 'in_progress', count(*) FROM jobq_jobs WHERE status = 'in_progress'
-        GROUP BY type
-        UNION ALL
-        SELECT type, status, count(*) FROM jobq_jobs
-        WHERE finished_at > now() - make_interval(mins => %(minutes)s) GROUP BY type, status
-    """

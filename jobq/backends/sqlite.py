@@ -316,18 +316,3 @@ class SqliteBackend(SqliteControls, Backend):
     sql_oldest_ready = f"""
         SELECT type, {NOW} - min(scheduled_at) FROM jobq_jobs WHERE {READY} GROUP BY type
     """
-
-    sql_completions = f"""
-        SELECT CAST(({NOW} - finished_at) / 60 AS INTEGER) AS ago, count(*) FROM jobq_jobs
-        WHERE finished_at > {NOW} - :minutes * 60 AND status = 'completed' GROUP BY ago
-    """
-
-    sql_recent_counts = f"""
-        SELECT type, 'pending', count(*) FROM jobq_jobs WHERE status = 'pending' GROUP BY type
-        UNION ALL
-        SELECT type, 'in_progress', count(*) FROM jobq_jobs WHERE status = 'in_progress'
-        GROUP BY type
-        UNION ALL
-        SELECT type, status, count(*) FROM jobq_jobs
-        WHERE finished_at > {NOW} - :minutes * 60 GROUP BY type, status
-    """
