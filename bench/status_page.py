@@ -3,13 +3,14 @@
     python -m bench.status_page                 # a private PostgreSQL, 1,000,000 jobs
     python -m bench.status_page --dsn DSN --jobs 200000
 
-The jobs are what a busy queue holds: four types, 90% completed over the last 7 days (what
-`jobq prune` keeps by default), 2% failed, the rest pending. They are written with jobq's
-own insert, copied in bulk (JobqDb.preload), then given their types and statuses in one
-UPDATE, and VACUUM ANALYZE settles the table. Each page is requested through the WSGI
-application in this process (Werkzeug's test client), so the times are the database's
-queries plus rendering, without a network. The target is 200 ms. PostgreSQL only: the
-UPDATE that spreads the statuses is its own SQL. Nothing here is asserted.
+The jobs are what a busy queue holds: four types, 2% failed, 8% pending (--pending) and
+ready, the rest completed, finished over the last 7 days (what `jobq prune` keeps by
+default). They are written with jobq's own insert, copied in bulk (JobqDb.preload), then
+given their types and statuses in one UPDATE, and VACUUM ANALYZE settles the table. Each
+page is requested through the WSGI application in this process (Werkzeug's test client), so
+the times are the database's queries plus rendering, without a network. The target is
+200 ms. PostgreSQL only: the UPDATE that spreads the statuses is its own SQL. Nothing here
+is asserted.
 """
 
 from __future__ import annotations
@@ -41,23 +42,25 @@ PAGES = (
     ("one job", "/jobs/{middle}"),
 )
 
+# Of every 100 jobs by id: {completed} completed, 2 failed, the rest pending.
 SPREAD = """
     UPDATE jobq_jobs SET
         type = (ARRAY['email', 'report', 'import', 'thumbnail'])[id / 100 % 4 + 1],
-        status = CASE WHEN id % 100 < 90 THEN 'completed'
-                      WHEN id % 100 < 92 THEN 'failed' ELSE 'pending' END,
-        attempts = CASE WHEN id % 100 < 92 THEN 1 ELSE 0 END,
-        last_error = CASE WHEN id % 100 BETWEEN 90 AND 91 THEN 'RuntimeError: boom' END,
-        finished_at = CASE WHEN id % 100 < 92
+        status = CASE WHEN id % 100 < {completed} THEN 'completed'
+                      WHEN id % 100 < {finished} THEN 'failed' ELSE 'pending' END,
+        attempts = CASE WHEN id % 100 < {finished} THEN 1 ELSE 0 END,
+        last_error = CASE WHEN id % 100 >= {completed} AND id % 100 < {finished}
+                          THEN 'RuntimeError: boom' END,
+        finished_at = CASE WHEN id % 100 < {finished}
                            THEN now() - make_interval(secs => id * 7 % 604800) END
 """
 
 
-def load(db: JobqDb, jobs: int) -> float:
+def load(db: JobqDb, jobs: int, pending: int) -> float:
     started = time.monotonic()
     db.reset()
     db.preload(Noop(), jobs)
-    db.execute(SPREAD)
+    db.execute(SPREAD.format(completed=98 - pending, finished=100 - pending))
     db.settle()
     return time.monotonic() - started
 
@@ -85,13 +88,13 @@ def row(name: str, times: list[float]) -> str:
     return f"| {name} | {statistics.median(times):.1f} | {p95:.1f} | {times[-1]:.1f} |"
 
 
-def report(db: JobqDb, jobs: int, repeat: int) -> str:
-    seconds = load(db, jobs)
+def report(db: JobqDb, jobs: int, repeat: int, pending: int) -> str:
+    seconds = load(db, jobs, pending)
     middle = db.scalar("SELECT max(id) / 2 FROM jobq_jobs")
     client = Client(make_app(db.queue, credentials=Credentials()))
     lines = [
-        f"{jobs:,} jobs (loaded in {seconds:.0f} s); {repeat} requests per page after 3 "
-        f"warm-ups; target {TARGET_MS:.0f} ms.",
+        f"{jobs:,} jobs, {pending}% of them pending (loaded in {seconds:.0f} s); {repeat} "
+        f"requests per page after 3 warm-ups; target {TARGET_MS:.0f} ms.",
         "",
         "| page | median ms | p95 ms | max ms |",
         "|---|---:|---:|---:|",
@@ -115,6 +118,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.status_page", description=__doc__)
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "--pending",
+        type=int,
+        default=8,
+        choices=range(1, 99),
+        metavar="PERCENT",
+        help="the share of pending jobs, all ready (default 8): the overview's oldest-ready "
+        "figure reads every one of them",
+    )
     parser.add_argument("--dsn", help="a PostgreSQL database to use (its jobs table is emptied)")
     args = parser.parse_args(argv)
     server = None
@@ -126,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             dsn = server.create_database("jobq_status_page")
         db = JobqDb(dsn)
         try:
-            print(report(db, args.jobs, args.repeat))
+            print(report(db, args.jobs, args.repeat, args.pending))
         finally:
             db.close()
     finally:
