@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -135,7 +135,7 @@ def make_app(
     *,
     credentials: Credentials | None = None,
     csrf_key: bytes | None = None,
-) -> Any:
+) -> StatusPage:
     """The status page as a WSGI application on `queue`.
 
     credentials: who may see it; by default read from JOBQ_WEB_USER and JOBQ_WEB_PASSWORD

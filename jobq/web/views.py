@@ -122,21 +122,17 @@ def type_notice(args: Mapping[str, str], paused: set[str]) -> str | None:
 
 def jobs(page: Page) -> Response:
     args = page.request.args
-    status = args.get("status") or None
-    if status is not None and status not in {str(each) for each in Status}:
-        raise BadRequest(f"There is no job status {status!r}.")
-    job_type = args.get("type") or None
-    if job_type is not None:
-        try:
-            check_type_name(job_type)
-        except ValueError as error:
-            raise BadRequest(str(error)) from None
+    status, job_type = args.get("status") or None, args.get("type") or None
+    before = args.get("before") or None
+    if before is not None and not before.isdigit():
+        raise BadRequest(f"before must be a job id, got {before!r}.")
     try:
-        before = int(args["before"]) if args.get("before") else None
-    except ValueError:
-        raise BadRequest(f"before must be a job id, got {args['before']!r}.") from None
-    # One row more than shown tells whether there is a next page.
-    records = page.queue.jobs(status=status, type=job_type, limit=PAGE_SIZE + 1, before_id=before)
+        # One row more than shown tells whether there is a next page.
+        records = page.queue.jobs(
+            status, job_type, limit=PAGE_SIZE + 1, before_id=None if before is None else int(before)
+        )
+    except ValueError as error:  # Queue.jobs names what is wrong with a filter
+        raise BadRequest(str(error)) from None
     shown = records[:PAGE_SIZE]
     following = None
     if len(records) > PAGE_SIZE:
@@ -169,17 +165,20 @@ def job_notice(done: str, record: JobRecord) -> str | None:
 
 def retry(page: Page, job_id: int) -> Response:
     done = "retried" if page.queue.retry(job_id) else "not-retried"
-    return page.done("job", done, job_id=existing(page, job_id).id)
+    existing(page, job_id)
+    return page.done("job", done, job_id=job_id)
 
 
 def cancel(page: Page, job_id: int) -> Response:
     cancelled = page.queue.cancel(job_id)
     record = existing(page, job_id)
     if not cancelled:
-        return page.done("job", "not-cancelled", job_id=job_id)
-    # A running job's attempt is stopped first; the job ends cancelled after it.
-    return page.done("job", "cancelled" if record.status == Status.CANCELLED else "cancelling",
-                     job_id=job_id)  # fmt: skip
+        done = "not-cancelled"
+    elif record.status == Status.CANCELLED:
+        done = "cancelled"
+    else:  # it runs: its attempt is stopped first, and the job ends cancelled after it
+        done = "cancelling"
+    return page.done("job", done, job_id=job_id)
 
 
 def existing(page: Page, job_id: int) -> JobRecord:
