@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -11,8 +12,9 @@ import pytest
 
 import jobq
 from jobq.controls import why_not_retried
+from jobq.worker.plain import PlainWorker
 
-from .support import Boom, Noop
+from .support import Boom, Noop, wait_for
 
 NOT_IDS: list[object] = ["1", -1, 0, 2**70, True, None, 1.0]
 
@@ -41,6 +43,15 @@ class CancelsItself(jobq.Job):
         with jobq.Queue.connect(self.dsn) as other:
             assert other.cancel(claim.id)
         CancelsItself.seen.append(jobq.cancel_requested())
+
+
+class StopsWhenCancelled(jobq.Job):
+    """Works until its job is cancelled, polling as job code that can stop early would."""
+
+    type = "stops-when-cancelled"
+
+    def handle(self) -> None:
+        wait_for("the cancel", jobq.cancel_requested, timeout=30)
 
 
 def claimed_ids(queue: jobq.Queue, types: list[str] | None = None) -> list[int]:
@@ -219,3 +230,22 @@ def test_an_acknowledgement_claims_no_paused_job(queue: jobq.Queue) -> None:
     queue.pause("noop")
     done, then = queue.complete_and_claim(claim, "noop")
     assert done and then is None
+
+
+def test_jobq_work_ends_a_cancelled_job_cancelled_and_goes_on(queue: jobq.Queue, dsn: str) -> None:
+    cancelled = queue.enqueue(StopsWhenCancelled())
+    after = queue.enqueue(Noop())
+    with jobq.Queue.connect(dsn) as own:
+        worker = PlainWorker(own, (), poll_interval=0.05)
+        thread = threading.Thread(target=worker.run)
+        thread.start()
+        try:
+            wait_for("the job to start", lambda: queue.counts().get("in_progress") == 1)
+            assert queue.cancel(cancelled)
+            wait_for("the next job to run", lambda: queue.counts().get("completed") == 1)
+        finally:
+            worker.stopping.set()
+            thread.join(30)
+    record = queue.get(cancelled)
+    assert record is not None and (record.status, record.attempts) == ("cancelled", 1)
+    assert queue.get(after) is not None and queue.counts() == {"cancelled": 1, "completed": 1}

@@ -142,8 +142,9 @@ def overlapping(runs: list[Attempt]) -> list[tuple[Attempt, Attempt]]:
 
 
 def is_settled(record: JobRecord) -> bool:
-    """Completed, or finished by its policy: failed with its attempts used up, or expired."""
-    if record.status is Status.COMPLETED or record.status is Status.EXPIRED:
+    """Completed, cancelled, or finished by its policy: failed with its attempts used up, or
+    expired."""
+    if record.status in (Status.COMPLETED, Status.EXPIRED, Status.CANCELLED):
         return True
     return record.status is Status.FAILED and record.attempts >= record.retry.max_attempts
 

@@ -1,0 +1,103 @@
+"""Cancelling a job while jobq-supervise runs it: the master learns of it from a renewal
+round, stops the attempt through the fencing path (SIGTERM, then SIGKILL at the kill grace,
+every process of the attempt), and the job ends cancelled, never retried. The history
+checker judges that no process of the attempt outlived it unseen.
+
+Pausing: no worker claims a paused type, and resuming wakes the idle ones."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import jobq
+from jobq.records import Status
+from jobq.testing.history import check, read_journal
+
+from .supervised_app import Sleep
+from .supervising import FAST, metrics_port, scrape, supervisor
+from .support import wait_for
+from .test_attempt_fencing import KINDS, LEASE, enqueued, stop
+
+# SIGTERM first, SIGKILL half a second later (the most the timing rule leaves on FAST's
+# 6 s lease): a job that ignores the TERM, or holds the GIL, is killed.
+GRACE = ("--kill-grace", "0.5")
+
+
+@pytest.fixture
+def queue(dsn: str) -> Iterator[jobq.Queue]:
+    with jobq.Queue.connect(dsn, lease_duration=LEASE) as queue:
+        queue.install()
+        yield queue
+
+
+def status_is(queue: jobq.Queue, job_id: int, status: Status) -> bool:
+    record = queue.get(job_id)
+    return record is not None and record.status is status
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_running_job_cancelled_is_stopped_whole_and_ends_cancelled(
+    queue: jobq.Queue, dsn: str, tmp_path: Path, kind: str
+) -> None:
+    with enqueued(queue, dsn, tmp_path, kind) as case:
+        with case.supervise(*GRACE, "--metrics-port", "0") as running:
+            port = metrics_port(running)
+            pids = case.first_attempt_started(running, kind)
+            assert queue.cancel(case.job_id)
+            # The next renewal round (every second here) tells the master; the stop then
+            # takes at most the kill grace.
+            case.wait_gone(pids, LEASE, running)
+            running.wait_for_log(f"Job {case.job_id} was cancelled: stopping worker", timeout=5)
+            wait_for(
+                f"job {case.job_id} to end cancelled; log:\n{running.log}",
+                lambda: status_is(queue, case.job_id, Status.CANCELLED),
+            )
+            scraped = wait_for(
+                "the cancelled attempt in the metrics",
+                lambda: (
+                    (s := scrape(port)).value("jobq_jobs_failed_total", outcome="cancelled") and s
+                ),
+            )
+            assert scraped.value("jobq_workers_killed_total", reason="cancelled") == 1
+            stop(running)
+        entries = read_journal(case.journal)
+        record = queue.get(case.job_id)
+        assert record is not None and record.attempts == 1, record
+        assert record.last_error is not None and "Cancelled by an operator" in record.last_error
+        report = check(entries, [record], case.deaths.exits_for(entries))
+        assert report.ok, f"{report.summary()}\n{entries}"
+        assert report.unfinished, "the attempt was not cut short: the test proved nothing"
+
+
+@pytest.mark.databases("postgresql", "sqlite")
+def test_a_paused_type_waits_while_others_run_and_resuming_wakes_an_idle_worker(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    journal = str(tmp_path / "journal")
+    queue.pause("sleep")
+    held = queue.enqueue(Sleep(0, journal))
+    other = queue.enqueue(Sleep(0, journal), type="other")
+    # A long poll: on PostgreSQL only the resume's wake-up can start the paused job soon.
+    poll = ("--poll-interval", "60") if dsn.startswith("postgresql") else ()
+    with supervisor(dsn, "--workers", "1", *FAST, *poll, "--metrics-port", "0") as running:
+        port = metrics_port(running)
+        wait_for(
+            f"the other type to run; log:\n{running.log}",
+            lambda: status_is(queue, other, Status.COMPLETED),
+        )
+        assert status_is(queue, held, Status.PENDING)
+        scraped = scrape(port)
+        assert scraped.value("jobq_type_paused", type="sleep") == 1, scraped.text
+        assert scraped.value("jobq_type_paused", type="other") == 0, scraped.text
+        assert queue.resume("sleep")
+        wait_for(
+            f"the resumed job to run; log:\n{running.log}",
+            lambda: status_is(queue, held, Status.COMPLETED),
+            timeout=20,
+        )
+        running.signal(signal.SIGTERM)
+        assert running.wait(30) == 0, running.log
