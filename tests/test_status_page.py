@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -368,17 +369,32 @@ def test_it_mounts_in_an_asgi_application(queue: jobq.Queue) -> None:
     assert '<a href="/jobq/jobs/1">1</a>' in html, "links stay under the mount point"
 
 
+@pytest.fixture
+def web_command(dsn: str, capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[str], str]]:
+    """Run `jobq web --dsn DSN --bind BIND`, expecting exit code 2: its stderr. main() points
+    jobq's logger at this test's captured stderr, closed once the test ends: the logger is
+    put back as it was, so that no later test in this process logs to it."""
+    logger = logging.getLogger("jobq")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+
+    def run(bind: str) -> str:
+        assert cli.main(["web", "--dsn", dsn, "--bind", bind]) == 2
+        return capsys.readouterr().err
+
+    yield run
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
 @pytest.mark.databases("sqlite")
 @pytest.mark.parametrize("bind", ["0.0.0.0:8080", "[::]:8080", "db.internal:8080"])
 def test_jobq_web_refuses_to_serve_beyond_loopback_without_authentication(
-    dsn: str, bind: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    web_command: Callable[[str], str], bind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for variable in ("JOBQ_WEB_TOKEN", "JOBQ_WEB_USER", "JOBQ_WEB_PASSWORD"):
         monkeypatch.delenv(variable, raising=False)
 
-    assert cli.main(["web", "--dsn", dsn, "--bind", bind]) == 2
+    error = web_command(bind)
 
-    error = capsys.readouterr().err
     assert "which is not a loopback address, without authentication" in error
     assert "JOBQ_WEB_TOKEN" in error
 
@@ -386,10 +402,9 @@ def test_jobq_web_refuses_to_serve_beyond_loopback_without_authentication(
 @pytest.mark.databases("sqlite")
 @pytest.mark.parametrize("bind", ["8080", "localhost:", "127.0.0.1:http", ":8080"])
 def test_a_bind_that_is_not_host_and_port_is_refused(
-    dsn: str, bind: str, capsys: pytest.CaptureFixture[str]
+    web_command: Callable[[str], str], bind: str
 ) -> None:
-    assert cli.main(["web", "--dsn", dsn, "--bind", bind]) == 2
-    assert "--bind must be HOST:PORT" in capsys.readouterr().err
+    assert "--bind must be HOST:PORT" in web_command(bind)
 
 
 def test_the_readme_lists_the_web_command_s_options() -> None:
