@@ -1,4 +1,4 @@
-"""Command lines: `jobq` (migrate, work, stats, prune) and `jobq-supervise`."""
+"""Command lines: `jobq` (migrate, work, stats, prune, web) and `jobq-supervise`."""
 
 from __future__ import annotations
 
@@ -177,6 +177,22 @@ def on_queue(
     return command
 
 
+def cmd_web(args: argparse.Namespace) -> int:
+    try:
+        from .web import Credentials, make_app
+        from .web.serve import check_exposure, parse_bind, serve
+    except ImportError as error:
+        raise CommandError(
+            f"jobq web needs the web extra (pip install 'jobq[web]'): {error}"
+        ) from None
+    host, port = parse_bind(args.bind)
+    credentials = Credentials.from_environment()
+    check_exposure(host, credentials)
+    with open_queue(args) as queue:
+        serve(make_app(queue, read_only=args.read_only, credentials=credentials), host, port)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     # Imported here, not at the top: only the demo's own workers (--app jobq.demo) should be
     # able to run its job class, not every `jobq work` on a production database.
@@ -228,6 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
         STATUSES,
     )
     add_controls(command)
+    command(
+        "web",
+        cmd_web,
+        "Serve the status page: see jobs by type and status, read a job's payload and error, "
+        "retry, cancel, pause and resume.",
+        *options.WEB,
+    )
     demo_text = (
         "Show, with real worker processes, what jobq-supervise's lease renewal changes: an 8 s "
         "job on a 6 s lease under two plain `jobq work` workers, then under jobq-supervise. "

@@ -287,6 +287,25 @@ SUPERVISOR = (
 
 BY_NAME = {o.name: o for o in SUPERVISOR}
 
+# `jobq web`, beside the DSN and the logging options every command takes.
+WEB = (
+    Option(
+        "bind",
+        "127.0.0.1:8080",
+        "HOST:PORT to serve the status page on (port 0: any free one); an address beyond "
+        "loopback needs JOBQ_WEB_TOKEN, or JOBQ_WEB_USER and JOBQ_WEB_PASSWORD",
+        unit="text",
+        metavar="HOST:PORT",
+    ),
+    Option(
+        "read_only",
+        False,
+        "show the pages without the retry, cancel, pause and resume buttons, and refuse them",
+        unit="switch",
+        shown_default="off",
+    ),
+)
+
 
 def declared(name: str) -> Any:
     """The declared default of a supervisor option."""

@@ -1,7 +1,7 @@
 """An operator's controls over jobs, as every backend provides them: list and read jobs,
-cancel, retry, pause and resume a type. Each backend's statements for them are in its
-<database>_controls module; the rules around them (what may be retried, what a refusal
-means) are the queue core's, in jobq/operator.py."""
+cancel, retry, pause and resume a type, and the status page's figures, read from indexes.
+Each backend's statements for them are in its <database>_controls module; the rules around
+them (what may be retried, what a refusal means) are the queue core's, in jobq/operator.py."""
 
 from __future__ import annotations
 
@@ -19,6 +19,16 @@ RECORD_COLUMNS = (
     "jitter, last_error, scheduled_at, deadline, lease_until, created_at, updated_at, "
     "finished_at, priority, host, pid, cancel_requested_at, unique_key"
 )
+
+# The first part of every backend's sql_recent_counts: the unfinished jobs by type, each
+# status from its own partial index. The backend's own part follows, the recently finished.
+UNFINISHED_COUNTS = """
+    SELECT type, 'pending', count(*) FROM jobq_jobs WHERE status = 'pending' GROUP BY type
+    UNION ALL
+    SELECT type, 'in_progress', count(*) FROM jobq_jobs WHERE status = 'in_progress'
+    GROUP BY type
+    UNION ALL
+"""
 
 # The statuses an operator may retry from.
 RETRYABLE = (Status.FAILED, Status.EXPIRED, Status.CANCELLED)
@@ -43,6 +53,13 @@ class Controls(ABC):
     sql_pause: ClassVar[str]
     sql_resume: ClassVar[str]
     sql_paused: ClassVar[str]
+    # Completed jobs by whole minutes ago (0: the last minute), over the last %(minutes)s
+    # minutes: a range scan of the finished_at index.
+    sql_completions: ClassVar[str]
+    # (type, status, count) of every unfinished job, and of the jobs that finished in the
+    # last %(minutes)s minutes: the partial indexes of pending and running jobs, and a range
+    # of the finished_at index, where counting every status would read the whole table.
+    sql_recent_counts: ClassVar[str]
     # How a statement names a parameter, by name.
     placeholder: ClassVar[str]
 
@@ -137,3 +154,12 @@ class Controls(ABC):
 
     def paused(self) -> set[str]:
         return {row[0] for row in self.fetchall(self.sql_paused)}
+
+    def completions(self, minutes: int) -> dict[int, int]:
+        """{minutes ago: jobs completed then}, over the last `minutes` minutes."""
+        rows = self.fetchall(self.sql_completions, {"minutes": minutes})
+        return {int(ago): int(n) for ago, n in rows}
+
+    def recent_counts(self, minutes: int) -> dict[tuple[str, Status], int]:
+        rows = self.fetchall(self.sql_recent_counts, {"minutes": minutes})
+        return {(name, Status(status)): int(n) for name, status, n in rows}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .controls import RECORD_COLUMNS, Controls
+from .controls import RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
 from .mysql_schema import NOW
 
 
@@ -53,3 +53,17 @@ class MysqlControls(Controls):
     sql_resume = "DELETE FROM jobq_paused WHERE type = %(type)s"
 
     sql_paused = "SELECT type FROM jobq_paused"
+
+    sql_completions = f"""
+        SELECT TIMESTAMPDIFF(MINUTE, finished_at, {NOW}) AS ago, count(*) FROM jobq_jobs
+        WHERE finished_at > DATE_SUB({NOW}, INTERVAL %(minutes)s MINUTE) AND status = 'completed'
+        GROUP BY ago
+    """
+
+    sql_recent_counts = (
+        UNFINISHED_COUNTS
+        + f"""
+        SELECT type, status, count(*) FROM jobq_jobs
+        WHERE finished_at > DATE_SUB({NOW}, INTERVAL %(minutes)s MINUTE) GROUP BY type, status
+    """
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .controls import RECORD_COLUMNS, Controls
+from .controls import RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
 
 # Wakes idle workers: the payload is the job's type.
 NOTIFY_CHANNEL = "jobq_jobs"
@@ -58,6 +58,21 @@ class PostgresControls(Controls):
     """
 
     sql_paused = "SELECT type FROM jobq_paused"
+
+    sql_completions = """
+        SELECT floor(extract(epoch FROM now() - finished_at) / 60)::integer AS ago, count(*)
+        FROM jobq_jobs
+        WHERE finished_at > now() - make_interval(mins => %(minutes)s) AND status = 'completed'
+        GROUP BY ago
+    """
+
+    sql_recent_counts = (
+        UNFINISHED_COUNTS
+        + """
+        SELECT type, status, count(*) FROM jobq_jobs
+        WHERE finished_at > now() - make_interval(mins => %(minutes)s) GROUP BY type, status
+    """
+    )
 
     def resume(self, job_type: str) -> bool:
         row = self.fetchone(self.sql_resume, {"type": job_type, "channel": NOTIFY_CHANNEL})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .controls import RECORD_COLUMNS, Controls
+from .controls import RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
 from .sqlite_schema import NOW
 
 
@@ -51,3 +51,16 @@ class SqliteControls(Controls):
     sql_resume = "DELETE FROM jobq_paused WHERE type = :type"
 
     sql_paused = "SELECT type FROM jobq_paused"
+
+    sql_completions = f"""
+        SELECT CAST(({NOW} - finished_at) / 60 AS INTEGER) AS ago, count(*) FROM jobq_jobs
+        WHERE finished_at > {NOW} - :minutes * 60 AND status = 'completed' GROUP BY ago
+    """
+
+    sql_recent_counts = (
+        UNFINISHED_COUNTS
+        + f"""
+        SELECT type, status, count(*) FROM jobq_jobs
+        WHERE finished_at > {NOW} - :minutes * 60 GROUP BY type, status
+    """
+    )

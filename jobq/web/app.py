@@ -1,0 +1,150 @@
+"""The status page as a WSGI application: routing, authentication, CSRF, headers, errors.
+
+What each page shows is in views.py; this module decides whether a request gets there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from werkzeug.exceptions import Forbidden, HTTPException, MethodNotAllowed
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from . import views
+from .auth import CSRF_COOKIE, CSRF_FIELD, Credentials, Csrf
+from .views import Page
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+
+    from ..queue import Queue
+
+log = logging.getLogger("jobq.web")
+
+URLS = Map(
+    [
+        Rule("/", endpoint="overview", methods=["GET"]),
+        Rule("/jobs", endpoint="jobs", methods=["GET"]),
+        Rule("/jobs/<int:job_id>", endpoint="job", methods=["GET"]),
+        Rule("/jobs/<int:job_id>/retry", endpoint="retry", methods=["POST"]),
+        Rule("/jobs/<int:job_id>/cancel", endpoint="cancel", methods=["POST"]),
+        Rule("/pause", endpoint="pause", methods=["POST"]),
+        Rule("/resume", endpoint="resume", methods=["POST"]),
+    ]
+)
+
+# Nothing the page needs comes from elsewhere, and nothing may frame it or post it elsewhere;
+# the styles and the chart are inline.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+class StatusPage:
+    """The WSGI application. A Queue is not thread-safe, and a threaded server calls this
+    from several threads: each request holds the queue alone while it uses it."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        read_only: bool,
+        credentials: Credentials,
+        csrf: Csrf,
+    ) -> None:
+        self.queue = queue
+        self.read_only = read_only
+        self.credentials = credentials
+        self.csrf = csrf
+        self.lock = threading.Lock()
+        self.templates = Environment(
+            loader=PackageLoader("jobq.web"), autoescape=True, undefined=StrictUndefined
+        )
+        views.add_filters(self.templates)
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        response = self.respond(Request(environ))
+        return response(environ, start_response)
+
+    def respond(self, request: Request) -> Response:
+        if not self.credentials.admit(request.headers.get("Authorization")):
+            response = Response("Authentication required\n", 401, mimetype="text/plain")
+            response.headers["WWW-Authenticate"] = self.credentials.challenge
+            return response
+        nonce = request.cookies.get(CSRF_COOKIE) or self.csrf.new_nonce()
+        adapter = URLS.bind_to_environ(request.environ)
+        page = Page(
+            queue=self.queue,
+            request=request,
+            urls=adapter,
+            templates=self.templates,
+            read_only=self.read_only,
+            csrf_token=self.csrf.token(nonce),
+        )
+        try:
+            endpoint, arguments = adapter.match()
+            if request.method == "POST":
+                self.check_post(request)
+            with self.lock:
+                response = getattr(views, str(endpoint))(page, **arguments)
+        except HTTPException as error:
+            response = page.error(error)
+        except Exception:
+            # The message may quote the database, its host or worse: it goes to the log only.
+            log.exception("the status page failed on %s %s", request.method, request.path)
+            response = page.failure()
+        if request.cookies.get(CSRF_COOKIE) != nonce:
+            response.set_cookie(
+                CSRF_COOKIE,
+                nonce,
+                path=request.script_root or "/",
+                httponly=True,
+                samesite="Strict",
+                secure=request.is_secure,
+            )
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    def check_post(self, request: Request) -> None:
+        if self.read_only:
+            raise MethodNotAllowed(valid_methods=["GET"], description="This page is read-only.")
+        if not self.csrf.valid(request.cookies.get(CSRF_COOKIE), request.form.get(CSRF_FIELD)):
+            raise Forbidden(
+                "The form was not sent from this status page, or it is older than the page's "
+                "cookie: reload the page and try again."
+            )
+        # The host only, not the scheme: behind a TLS proxy the browser says https and the
+        # request arrives as http.
+        origin = request.headers.get("Origin")
+        if origin and urlsplit(origin).netloc != request.host:
+            raise Forbidden(f"A form from {origin} may not act on this page.")
+
+
+def make_app(
+    queue: Queue,
+    read_only: bool = False,
+    *,
+    credentials: Credentials | None = None,
+    csrf_key: bytes | None = None,
+) -> StatusPage:
+    """The status page as a WSGI application on `queue`.
+
+    credentials: who may see it; by default read from JOBQ_WEB_USER and JOBQ_WEB_PASSWORD
+    (HTTP basic) or JOBQ_WEB_TOKEN (bearer), and open to all when none is set. csrf_key signs
+    the forms; by default JOBQ_WEB_SECRET, else a random key of this app's own.
+    """
+    return StatusPage(
+        queue,
+        read_only,
+        Credentials.from_environment() if credentials is None else credentials,
+        Csrf(csrf_key),
+    )

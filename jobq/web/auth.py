@@ -1,0 +1,104 @@
+"""Who may see the page, and proof that a form was posted from it.
+
+Authentication is HTTP basic or a bearer token, its secret read from the environment, never
+from a flag (a flag shows in `ps`). A host framework that mounts the page behind its own login
+may leave both unset.
+
+CSRF protection is a signed double-submit token: a random value in a SameSite=Strict cookie,
+and its HMAC under the app's key in every form. A forged cross-site POST carries no cookie, and
+a page elsewhere cannot read the cookie to compute the form's half.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import ConfigurationError
+
+USER_VARIABLE = "JOBQ_WEB_USER"
+PASSWORD_VARIABLE = "JOBQ_WEB_PASSWORD"
+TOKEN_VARIABLE = "JOBQ_WEB_TOKEN"
+# Signs the CSRF tokens. Each app makes its own key unless this is set: set it when several
+# processes serve the page, so that a form from one is accepted by the others.
+SECRET_VARIABLE = "JOBQ_WEB_SECRET"
+
+CSRF_COOKIE = "jobq_csrf"
+CSRF_FIELD = "csrf"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What a request must present; nothing when neither is set."""
+
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> Credentials:
+        user = environ.get(USER_VARIABLE) or None
+        password = environ.get(PASSWORD_VARIABLE) or None
+        if (user is None) != (password is None):
+            given, missing = (
+                (USER_VARIABLE, PASSWORD_VARIABLE) if user else (PASSWORD_VARIABLE, USER_VARIABLE)
+            )
+            raise ConfigurationError(f"{given} is set but {missing} is not: set both or neither")
+        return cls(user=user, password=password, token=environ.get(TOKEN_VARIABLE) or None)
+
+    @property
+    def configured(self) -> bool:
+        return self.password is not None or self.token is not None
+
+    @property
+    def challenge(self) -> str:
+        """The WWW-Authenticate header of a refusal."""
+        return 'Basic realm="jobq", charset="UTF-8"' if self.password is not None else "Bearer"
+
+    def admit(self, authorization: str | None) -> bool:
+        """Whether an Authorization header carries the configured secret."""
+        if not self.configured:
+            return True
+        scheme, _, value = (authorization or "").partition(" ")
+        scheme, value = scheme.lower(), value.strip()
+        if scheme == "bearer" and self.token is not None:
+            return same(value, self.token)
+        if scheme == "basic" and self.password is not None:
+            try:
+                pair = base64.b64decode(value, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                return False
+            user, _, password = pair.partition(":")
+            # Both compared, always: which one was wrong must not show in the timing.
+            return same(user, self.user or "") & same(password, self.password)
+        return False
+
+
+def same(given: str, expected: str) -> bool:
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+class Csrf:
+    """Makes and checks the form tokens for one app."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        configured = os.environ.get(SECRET_VARIABLE)
+        self.key = key or (configured.encode("utf-8") if configured else secrets.token_bytes(32))
+
+    @staticmethod
+    def new_nonce() -> str:
+        return secrets.token_urlsafe(24)
+
+    def token(self, nonce: str) -> str:
+        return hmac.new(self.key, nonce.encode("ascii", "replace"), hashlib.sha256).hexdigest()
+
+    def valid(self, nonce: str | None, token: str | None) -> bool:
+        if not nonce or not token:
+            return False
+        return same(token, self.token(nonce))

@@ -1,0 +1,247 @@
+"""What each page shows and what each action does, on the Queue's public API only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from jinja2 import Environment
+from werkzeug.exceptions import BadRequest, HTTPException, NotFound
+from werkzeug.routing import MapAdapter
+from werkzeug.utils import redirect
+from werkzeug.wrappers import Request, Response
+
+from ..backends.controls import RETRYABLE
+from ..controls import why_not_retried
+from ..job import check_type_name
+from ..queue import Queue
+from ..records import JobRecord, Status
+from .auth import CSRF_FIELD
+
+# What a page shows for a time or duration that is not set.
+NOTHING = "\N{EN DASH}"
+
+# Rows on one page of the jobs list.
+PAGE_SIZE = 50
+# The overview counts the jobs that finished in this many minutes (every unfinished one),
+# and charts completions over as many.
+RECENT_MINUTES = 60
+UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS))
+
+# What the page a redirect after an action leads to says, by the `done` code it carries. The
+# page words it from the job's or the type's state as it reads it, never from the address.
+JOB_NOTICES = {
+    "retried": "Job {job} was put back: it is {status}.",
+    "cancelled": "Job {job} was cancelled.",
+    "cancelling": "Job {job} is being cancelled: its running attempt is stopped, and the job "
+    "ends cancelled.",
+    "not-cancelled": "Job {job} was not cancelled: it is {status}.",
+}
+TYPE_NOTICES = {
+    "paused": "Jobs of type {type} are paused: workers claim none until they are resumed.",
+    "resumed": "Jobs of type {type} are resumed.",
+}
+
+
+@dataclass(frozen=True)
+class Page:
+    """One request, and what its views need to answer it."""
+
+    queue: Queue
+    request: Request
+    urls: MapAdapter
+    templates: Environment
+    read_only: bool
+    csrf_token: str
+
+    def render(
+        self, template: str, code: int = 200, notice: str | None = None, **context: Any
+    ) -> Response:
+        html = self.templates.get_template(template).render(
+            url=self.urls.build,
+            read_only=self.read_only,
+            csrf_field=CSRF_FIELD,
+            csrf_token=self.csrf_token,
+            statuses=[str(each) for each in Status],
+            notice=notice,
+            **context,
+        )
+        return Response(html, code, mimetype="text/html")
+
+    def done(self, endpoint: str, done: str, **values: Any) -> Response:
+        """The redirect that ends an action, to a page that says how it went."""
+        target = self.urls.build(endpoint, {**values, "done": done})
+        return redirect(target, 303)
+
+    def error(self, error: HTTPException) -> Response:
+        response = self.render(
+            "error.html", error.code or 500, title=error.name, message=error.description
+        )
+        if error.code == 405:
+            response.headers["Allow"] = "GET"
+        return response
+
+    def failure(self) -> Response:
+        return self.render(
+            "error.html",
+            500,
+            title="Database error",
+            message="The page could not be read from the database; the server's log says why.",
+        )
+
+
+def overview(page: Page) -> Response:
+    queue = page.queue
+    table = queue.recent_counts_by_type(RECENT_MINUTES)
+    paused = queue.paused()
+    per_minute = queue.completions_per_minute(RECENT_MINUTES)
+    return page.render(
+        "overview.html",
+        notice=type_notice(page.request.args, paused),
+        types=sorted(set(table) | paused),
+        table=table,
+        oldest=queue.oldest_ready(),
+        paused=paused,
+        per_minute=per_minute,
+        busiest=max(per_minute),
+        unfinished=list(UNFINISHED),
+        finished=[str(each) for each in Status if each not in UNFINISHED],
+    )
+
+
+def type_notice(args: Mapping[str, str], paused: set[str]) -> str | None:
+    """What a pause or resume did, if the type is now as it left it."""
+    done, job_type = args.get("done", ""), args.get("type", "")
+    if done not in TYPE_NOTICES or (job_type in paused) != (done == "paused"):
+        return None
+    return TYPE_NOTICES[done].format(type=job_type)
+
+
+def jobs(page: Page) -> Response:
+    args = page.request.args
+    status, job_type = args.get("status") or None, args.get("type") or None
+    before = args.get("before") or None
+    if before is not None and not before.isdigit():
+        raise BadRequest(f"before must be a job id, got {before!r}.")
+    try:
+        # One row more than shown tells whether there is a next page.
+        records = page.queue.jobs(
+            status, job_type, limit=PAGE_SIZE + 1, before_id=None if before is None else int(before)
+        )
+    except ValueError as error:  # Queue.jobs names what is wrong with a filter
+        raise BadRequest(str(error)) from None
+    shown = records[:PAGE_SIZE]
+    following = None
+    if len(records) > PAGE_SIZE:
+        following = {"before": shown[-1].id, "status": status or "", "type": job_type or ""}
+    return page.render(
+        "jobs.html", jobs=shown, status=status, type=job_type, following=following, first=before
+    )
+
+
+def job(page: Page, job_id: int) -> Response:
+    record = existing(page, job_id)
+    return page.render(
+        "job.html",
+        notice=job_notice(page.request.args.get("done", ""), record),
+        job=record,
+        payload=pretty(record.payload),
+        lease_left=lease_left(record),
+        can_retry=record.status in RETRYABLE,
+        can_cancel=record.status in UNFINISHED and record.cancel_requested_at is None,
+    )
+
+
+def job_notice(done: str, record: JobRecord) -> str | None:
+    if done == "not-retried":
+        return f"Not retried: {why_not_retried(record.id, record)}."
+    if done not in JOB_NOTICES:
+        return None
+    return JOB_NOTICES[done].format(job=record.id, status=record.status)
+
+
+def retry(page: Page, job_id: int) -> Response:
+    done = "retried" if page.queue.retry(job_id) else "not-retried"
+    existing(page, job_id)
+    return page.done("job", done, job_id=job_id)
+
+
+def cancel(page: Page, job_id: int) -> Response:
+    cancelled = page.queue.cancel(job_id)
+    record = existing(page, job_id)
+    if not cancelled:
+        done = "not-cancelled"
+    elif record.status == Status.CANCELLED:
+        done = "cancelled"
+    else:  # it runs: its attempt is stopped first, and the job ends cancelled after it
+        done = "cancelling"
+    return page.done("job", done, job_id=job_id)
+
+
+def existing(page: Page, job_id: int) -> JobRecord:
+    record = page.queue.get(job_id)
+    if record is None:
+        raise NotFound(f"There is no job {job_id}.")
+    return record
+
+
+def pause(page: Page) -> Response:
+    job_type = form_type(page)
+    page.queue.pause(job_type)
+    return page.done("overview", "paused", type=job_type)
+
+
+def resume(page: Page) -> Response:
+    job_type = form_type(page)
+    page.queue.resume(job_type)
+    return page.done("overview", "resumed", type=job_type)
+
+
+def form_type(page: Page) -> str:
+    job_type = page.request.form.get("type", "")
+    try:
+        check_type_name(job_type)
+    except ValueError as error:
+        raise BadRequest(str(error)) from None
+    return job_type
+
+
+def pretty(payload: str) -> str:
+    """A JSON payload indented; any other codec's text as it is."""
+    try:
+        return json.dumps(json.loads(payload), indent=2, ensure_ascii=False, sort_keys=True)
+    except ValueError:
+        return payload
+
+
+def lease_left(record: JobRecord) -> float | None:
+    """Seconds until a running job's lease ends, by this server's clock."""
+    if record.status != Status.IN_PROGRESS or record.lease_until is None:
+        return None
+    return (record.lease_until - datetime.now(UTC)).total_seconds()
+
+
+def duration(seconds: float | None) -> str:
+    """3 h 2 m, 4 m 10 s, 7 s: the two largest units."""
+    if seconds is None:
+        return NOTHING
+    sign, seconds = ("-" if seconds < 0 else ""), abs(seconds)
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")]
+    while len(parts) > 1 and parts[0][0] == 0:
+        parts.pop(0)
+    return sign + " ".join(f"{n} {unit}" for n, unit in parts[:2])
+
+
+def moment(value: datetime | None) -> str:
+    return NOTHING if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def add_filters(templates: Environment) -> None:
+    templates.filters["duration"] = duration
+    templates.filters["moment"] = moment

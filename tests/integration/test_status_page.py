@@ -1,0 +1,416 @@
+"""The status page over HTTP: every page and action, on every database."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import logging
+import re
+from collections.abc import Callable, Iterator
+
+import pytest
+from asgiref.testing import ApplicationCommunicator
+from asgiref.wsgi import WsgiToAsgi
+from werkzeug.test import Client, TestResponse
+
+import jobq
+from jobq import cli
+from jobq.options import markdown_table
+from jobq.web import Credentials, make_app
+from jobq.web import views as web_views
+from tests.support.jobs import Boom, Noop, Record
+from tests.support.paths import REPO
+
+NO_RETRY = jobq.RetryPolicy(max_attempts=1)
+SCRIPT = "<script>alert('owned')</script>"
+ASGI_TIMEOUT = 10.0
+
+
+@pytest.fixture
+def queue(dsn: str) -> Iterator[jobq.Queue]:
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        yield queue
+
+
+@pytest.fixture
+def client(queue: jobq.Queue) -> Client:
+    return Client(make_app(queue, credentials=Credentials()))
+
+
+def text(response: TestResponse) -> str:
+    return response.get_data(as_text=True)
+
+
+def page(client: Client, path: str) -> str:
+    response = client.get(path)
+    assert response.status_code == 200, text(response)
+    assert response.mimetype == "text/html"
+    return text(response)
+
+
+def csrf_token(client: Client, path: str) -> str:
+    match = re.search(r'name="csrf" value="([0-9a-f]+)"', page(client, path))
+    assert match, f"no form on {path}"
+    return match.group(1)
+
+
+def post(client: Client, path: str, form_page: str, **fields: str) -> TestResponse:
+    """Press a button: read the form's token from its page, post, follow the redirect."""
+    fields["csrf"] = csrf_token(client, form_page)
+    response = client.post(path, data=fields)
+    assert response.status_code == 303, text(response)
+    return client.get(response.headers["Location"])
+
+
+def failed_job(queue: jobq.Queue, message: str = "boom") -> int:
+    job_id = queue.enqueue(Boom(message), retry=NO_RETRY)
+    assert queue.process_jobs(1, type=Boom.type) == 1
+    return job_id
+
+
+# -- pages ----------------------------------------------------------------------------------
+
+
+def test_the_overview_counts_jobs_by_type_and_status(queue: jobq.Queue, client: Client) -> None:
+    queue.enqueue_many([Noop(), Noop()])
+    queue.process_jobs(1)
+    failed_job(queue)
+    queue.enqueue(Record(1))
+
+    html = page(client, "/")
+
+    noop = re.search(r"<tr>\s*<td>noop</td>(.*?)</tr>", html, re.S)
+    assert noop, html
+    cells = re.findall(r'<td class="n[^"]*">\s*(?:<a [^>]*>)?(\d+)', noop.group(1))
+    statuses = [str(status) for status in jobq.Status]
+    assert dict(zip(statuses, map(int, cells), strict=False)) == {
+        **dict.fromkeys(statuses, 0),
+        "pending": 1,
+        "completed": 1,
+    }
+    assert "<td>boom</td>" in html and "<td>record</td>" in html
+    assert "1 completed in the last hour" in html
+    assert "None: workers claim every type." in html
+    # The oldest ready job's age, in the types' row, once it has waited a little.
+    assert re.search(r"<td>record</td>.*?<td class=\"n\">\d+ s</td>", html, re.S)
+
+
+def test_an_empty_queue_has_an_overview_too(client: Client) -> None:
+    assert "No jobs yet." in page(client, "/")
+
+
+def test_the_jobs_list_filters_by_status_and_type(queue: jobq.Queue, client: Client) -> None:
+    done = queue.enqueue(Noop())
+    queue.process_jobs(1)
+    waiting = queue.enqueue(Noop())
+    failed = failed_job(queue)
+
+    def listed(path: str) -> list[int]:
+        return [int(n) for n in re.findall(r'<a href="/jobs/(\d+)">', page(client, path))]
+
+    assert listed("/jobs") == [failed, waiting, done]
+    assert listed("/jobs?status=failed") == [failed]
+    assert listed("/jobs?type=noop") == [waiting, done]
+    assert listed("/jobs?type=noop&status=pending") == [waiting]
+    assert listed("/jobs?type=other") == []
+
+
+def test_the_jobs_list_pages_by_id(
+    queue: jobq.Queue, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(web_views, "PAGE_SIZE", 2)
+    ids = queue.enqueue_many([Noop() for _ in range(5)])
+
+    seen: list[int] = []
+    path: str | None = "/jobs?type=noop"
+    while path is not None:
+        html = page(client, path)
+        seen += [int(n) for n in re.findall(r'<a href="/jobs/(\d+)">', html)]
+        older = re.search(r'<a rel="next" href="([^"]+)">', html)
+        path = older.group(1).replace("&amp;", "&") if older else None
+
+    assert seen == ids[::-1]
+
+
+@pytest.mark.parametrize("query", ["status=bogus", "before=abc", "type=%00"])
+def test_a_bad_filter_is_a_bad_request_that_says_why(client: Client, query: str) -> None:
+    response = client.get(f"/jobs?{query}")
+    assert response.status_code == 400
+    assert "Bad Request" in text(response)
+
+
+def test_a_job_page_shows_its_payload_attempts_and_traceback(
+    queue: jobq.Queue, client: Client
+) -> None:
+    job_id = failed_job(queue, "disk full")
+
+    html = page(client, f"/jobs/{job_id}")
+
+    assert '<span class="status status-failed" id="status">failed</span>' in html
+    assert "1 of 1" in html
+    assert "&#34;message&#34;: &#34;disk full&#34;" in html, "the payload, indented JSON"
+    assert "Traceback (most recent call last)" in html
+    assert "RuntimeError: disk full" in html
+
+
+def test_a_running_job_shows_its_lease_host_and_pid(queue: jobq.Queue, client: Client) -> None:
+    job_id = queue.enqueue(Noop())
+    claim = queue.claim()
+    assert claim is not None and claim.id == job_id
+    record = queue.get(job_id)
+    assert record is not None
+
+    html = page(client, f"/jobs/{job_id}")
+
+    assert re.search(r"<dt>lease left</dt><dd>\d+ m \d+ s", html), html
+    assert f"{record.host}, pid {record.pid}" in html
+
+
+def test_an_unknown_job_is_not_found(client: Client) -> None:
+    response = client.get("/jobs/987654")
+    assert response.status_code == 404
+    assert "There is no job 987654." in text(response)
+
+
+def test_markup_in_a_payload_or_error_shows_as_text(queue: jobq.Queue, client: Client) -> None:
+    job_id = failed_job(queue, SCRIPT)
+    queue.enqueue(Noop(), type="<b>type</b>")
+
+    pages = [page(client, "/"), page(client, "/jobs"), page(client, f"/jobs/{job_id}")]
+
+    for html in pages:
+        assert "<script>" not in html and "<b>" not in html
+    assert "&lt;script&gt;alert(&#39;owned&#39;)&lt;/script&gt;" in pages[2]
+    assert "&lt;b&gt;type&lt;/b&gt;" in pages[0]
+
+
+def test_no_page_shows_the_dsn(dsn: str, queue: jobq.Queue, client: Client) -> None:
+    failed_job(queue)
+    pages = [page(client, path) for path in ("/", "/jobs", "/jobs/1")]
+    broken = jobq.Queue.connect(dsn)
+    broken.close()  # every page on it fails on the database
+    failure = Client(make_app(broken, credentials=Credentials())).get("/")
+    assert failure.status_code == 500
+    pages.append(text(failure))
+
+    where = dsn.split("://", 1)[1]
+    host, _, database = where.partition("/")
+    for html in pages:
+        assert dsn not in html
+        assert (host or database) not in html, "nor where the database is"
+    assert "Database error" in pages[-1]
+
+
+# -- actions --------------------------------------------------------------------------------
+
+
+def test_retry_puts_a_failed_job_back_and_says_so(queue: jobq.Queue, client: Client) -> None:
+    job_id = failed_job(queue)
+
+    html = text(post(client, f"/jobs/{job_id}/retry", f"/jobs/{job_id}"))
+
+    assert f"Job {job_id} was put back: it is pending." in html, html
+    assert 'id="status">pending</span>' in html
+    record = queue.get(job_id)
+    assert record is not None and record.status == "pending"
+
+
+def test_a_retry_that_does_not_apply_says_why(queue: jobq.Queue, client: Client) -> None:
+    job_id = queue.enqueue(Noop())
+    queue.process_jobs(1)
+
+    assert 'id="retry"' not in page(client, f"/jobs/{job_id}"), "no button for it"
+    html = text(post(client, f"/jobs/{job_id}/retry", "/"))
+
+    assert f"Not retried: job {job_id} is completed; only failed" in html
+
+
+def test_cancel_ends_a_pending_job(queue: jobq.Queue, client: Client) -> None:
+    job_id = queue.enqueue(Noop())
+
+    html = text(post(client, f"/jobs/{job_id}/cancel", f"/jobs/{job_id}"))
+
+    assert f"Job {job_id} was cancelled." in html
+    record = queue.get(job_id)
+    assert record is not None and record.status == "cancelled"
+    again = text(post(client, f"/jobs/{job_id}/cancel", "/"))
+    assert f"Job {job_id} was not cancelled: it is cancelled." in again
+
+
+def test_cancelling_a_running_job_says_its_attempt_is_stopped(
+    queue: jobq.Queue, client: Client
+) -> None:
+    job_id = queue.enqueue(Noop())
+    assert queue.claim() is not None
+
+    html = text(post(client, f"/jobs/{job_id}/cancel", f"/jobs/{job_id}"))
+
+    assert f"Job {job_id} is being cancelled: its running attempt is stopped" in html
+    assert "<dt>cancel asked</dt>" in html
+
+
+def test_pause_and_resume_a_type(queue: jobq.Queue, client: Client) -> None:
+    queue.enqueue(Noop())
+
+    paused = text(post(client, "/pause", "/", type="noop"))
+    assert "Jobs of type noop are paused" in paused
+    assert '<span class="paused">noop</span>' in paused
+    assert queue.paused() == {"noop"}
+
+    resumed = text(post(client, "/resume", "/", type="noop"))
+    assert "Jobs of type noop are resumed." in resumed
+    assert queue.paused() == set()
+
+
+def test_a_post_without_the_page_s_token_is_refused(queue: jobq.Queue, client: Client) -> None:
+    job_id = failed_job(queue)
+    token = csrf_token(client, f"/jobs/{job_id}")
+
+    for fields in ({}, {"csrf": "0" * 64}):
+        assert client.post(f"/jobs/{job_id}/retry", data=fields).status_code == 403
+    stranger = Client(client.application)  # the token, but not the cookie it belongs to
+    assert stranger.post(f"/jobs/{job_id}/retry", data={"csrf": token}).status_code == 403
+    elsewhere = client.post(
+        f"/jobs/{job_id}/retry", data={"csrf": token}, headers={"Origin": "https://evil.test"}
+    )
+    assert elsewhere.status_code == 403
+    record = queue.get(job_id)
+    assert record is not None and record.status == "failed"
+
+
+def test_a_read_only_page_has_no_buttons_and_refuses_actions(queue: jobq.Queue) -> None:
+    job_id = failed_job(queue)
+    client = Client(make_app(queue, read_only=True, credentials=Credentials()))
+
+    html = page(client, f"/jobs/{job_id}") + page(client, "/")
+
+    assert "<form" not in html.replace('<form method="get"', "")
+    response = client.post(f"/jobs/{job_id}/retry", data={"csrf": "x"})
+    assert response.status_code == 405
+    record = queue.get(job_id)
+    assert record is not None and record.status == "failed"
+
+
+# -- authentication -------------------------------------------------------------------------
+
+
+@pytest.mark.databases("sqlite")
+def test_a_bearer_token_is_required_when_configured(queue: jobq.Queue) -> None:
+    client = Client(make_app(queue, credentials=Credentials(token="s3cret-token")))
+
+    refused = client.get("/")
+    assert refused.status_code == 401
+    assert refused.headers["WWW-Authenticate"] == "Bearer"
+    assert client.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.get("/", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+
+
+@pytest.mark.databases("sqlite")
+def test_http_basic_is_required_when_configured(queue: jobq.Queue) -> None:
+    client = Client(make_app(queue, credentials=Credentials(user="ops", password="pa:ss")))
+
+    def basic(pair: str) -> dict[str, str]:
+        return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
+
+    assert client.get("/").headers["WWW-Authenticate"].startswith("Basic ")
+    assert client.get("/", headers=basic("ops:wrong")).status_code == 401
+    assert client.get("/", headers=basic("root:pa:ss")).status_code == 401
+    assert client.get("/", headers={"Authorization": "Basic !!"}).status_code == 401
+    assert client.get("/", headers=basic("ops:pa:ss")).status_code == 200
+
+
+@pytest.mark.databases("sqlite")
+def test_credentials_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBQ_WEB_TOKEN", "t")
+    assert Credentials.from_environment() == Credentials(token="t")
+    monkeypatch.setenv("JOBQ_WEB_USER", "ops")
+    with pytest.raises(jobq.ConfigurationError, match="JOBQ_WEB_USER is set but JOBQ_WEB_PASSWORD"):
+        Credentials.from_environment()
+
+
+# -- serving --------------------------------------------------------------------------------
+
+
+@pytest.mark.databases("sqlite")
+def test_it_mounts_in_an_asgi_application(queue: jobq.Queue) -> None:
+    failed_job(queue)
+    asgi = WsgiToAsgi(make_app(queue, credentials=Credentials()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "root_path": "/jobq",  # mounted under /jobq, as app.mount("/jobq", ...) does
+        "path": "/jobq/jobs",
+        "raw_path": b"/jobq/jobs",
+        "query_string": b"status=failed",
+        "headers": [(b"host", b"app.test")],
+        "server": ("app.test", 80),
+    }
+
+    async def get() -> tuple[int, str]:
+        exchange = ApplicationCommunicator(asgi, scope)
+        await exchange.send_input({"type": "http.request", "body": b""})
+        start = await exchange.receive_output(ASGI_TIMEOUT)
+        body = b""
+        while True:
+            message = await exchange.receive_output(ASGI_TIMEOUT)
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                return start["status"], body.decode()
+
+    status, html = asyncio.run(get())
+
+    assert status == 200
+    assert '<a href="/jobq/jobs/1">1</a>' in html, "links stay under the mount point"
+
+
+@pytest.fixture
+def web_command(dsn: str, capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[str], str]]:
+    """Run `jobq web --dsn DSN --bind BIND`, expecting exit code 2: its stderr. main() points
+    jobq's logger at this test's captured stderr, closed once the test ends: the logger is
+    put back as it was, so that no later test in this process logs to it."""
+    logger = logging.getLogger("jobq")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+
+    def run(bind: str) -> str:
+        assert cli.main(["web", "--dsn", dsn, "--bind", bind]) == 2
+        return capsys.readouterr().err
+
+    yield run
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+@pytest.mark.databases("sqlite")
+@pytest.mark.parametrize("bind", ["0.0.0.0:8080", "[::]:8080", "db.internal:8080"])
+def test_jobq_web_refuses_to_serve_beyond_loopback_without_authentication(
+    web_command: Callable[[str], str], bind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in ("JOBQ_WEB_TOKEN", "JOBQ_WEB_USER", "JOBQ_WEB_PASSWORD"):
+        monkeypatch.delenv(variable, raising=False)
+
+    error = web_command(bind)
+
+    assert "which is not a loopback address, without authentication" in error
+    assert "JOBQ_WEB_TOKEN" in error
+
+
+@pytest.mark.databases("sqlite")
+@pytest.mark.parametrize("bind", ["8080", "localhost:", "127.0.0.1:http", ":8080"])
+def test_a_bind_that_is_not_host_and_port_is_refused(
+    web_command: Callable[[str], str], bind: str
+) -> None:
+    assert "--bind must be HOST:PORT" in web_command(bind)
+
+
+def test_the_readme_lists_the_web_command_s_options() -> None:
+    readme = (REPO / "README.md").read_text()
+    commands = next(
+        action
+        for action in cli.build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    assert markdown_table(commands.choices["web"].get_default("options")) in readme
