@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from . import cli_controls, hooks, logs, options, schema
+from . import cli_reports as reports
 from .app import import_app, load_app, start_worker
 from .backends import for_dsn
 from .dsn import default_dsn, scrub
@@ -17,7 +17,6 @@ from .errors import CommandError, ConfigurationError, JobqError, NoSchema
 from .maintenance import FINISHED
 from .options import Option
 from .queue import Queue
-from .records import Status
 from .schedules import REGISTERED
 from .supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing
 from .supervisor.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
@@ -113,49 +112,11 @@ def cmd_work(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_stats(args: argparse.Namespace) -> int:
-    with open_queue(args) as queue:
-        table = queue.counts_by_type()
-    if args.types:
-        table = {name: row for name, row in table.items() if name in args.types}
-    if args.json:
-        print(json.dumps(table, indent=2, sort_keys=True))
-        return 0
-    columns = [str(status) for status in Status]
-    width = max([len("type"), *map(len, table)])
-    print(f"{'type':<{width}}  " + "  ".join(f"{c:>11}" for c in columns))
-    for name in sorted(table):
-        print(f"{name:<{width}}  " + "  ".join(f"{table[name].get(c, 0):>11}" for c in columns))
-    return 0
-
-
 def cmd_schedules(args: argparse.Namespace) -> int:
     # Schedules' jobs may be a Django project's: set it up as a worker would.
     load_app(args.app)
     with open_queue(args) as queue:
-        found = queue.schedule_states()
-    rows = [
-        {
-            "name": state.name,
-            "schedule": state.spec,
-            "last_slot": None if state.last_slot is None else state.last_slot.isoformat(),
-            "next_slot": state.next_slot.isoformat(),
-            "last_job_id": state.last_job_id,
-        }
-        for state in found
-    ]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    if not rows:
-        print("jobq: the application declares no schedules (did you give --app?)")
-        return 0
-    columns = list(rows[0])
-    table = [[("-" if row[c] is None else str(row[c])) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(line[i]) for line in table)) for i, c in enumerate(columns)]
-    for line in [columns, *table]:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
-    return 0
+        return reports.print_schedules(queue.schedule_states(), args.json)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -226,7 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
         options.BY_NAME["poll_interval"],
         MAX_JOBS,
     )
-    stats = command("stats", cmd_stats, "Count jobs by type and status.", options.TYPES)
+    stats = command(
+        "stats", on_queue(reports.cmd_stats), "Count jobs by type and status.", options.TYPES
+    )
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
     schedules = command(
         "schedules",

@@ -1,0 +1,50 @@
+"""What `jobq stats` and `jobq schedules` print: a table for people, or JSON for scripts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .queue import Queue
+from .records import Status
+from .scheduler import State
+
+
+def cmd_stats(queue: Queue, args: argparse.Namespace) -> int:
+    table = queue.counts_by_type()
+    if args.types:
+        table = {name: row for name, row in table.items() if name in args.types}
+    if args.json:
+        print(json.dumps(table, indent=2, sort_keys=True))
+        return 0
+    columns = [str(status) for status in Status]
+    width = max([len("type"), *map(len, table)])
+    print(f"{'type':<{width}}  " + "  ".join(f"{c:>11}" for c in columns))
+    for name in sorted(table):
+        print(f"{name:<{width}}  " + "  ".join(f"{table[name].get(c, 0):>11}" for c in columns))
+    return 0
+
+
+def print_schedules(found: list[State], as_json: bool) -> int:
+    rows = [
+        {
+            "name": state.name,
+            "schedule": state.spec,
+            "last_slot": None if state.last_slot is None else state.last_slot.isoformat(),
+            "next_slot": state.next_slot.isoformat(),
+            "last_job_id": state.last_job_id,
+        }
+        for state in found
+    ]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("jobq: the application declares no schedules (did you give --app?)")
+        return 0
+    columns = list(rows[0])
+    table = [[("-" if row[c] is None else str(row[c])) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(line[i]) for line in table)) for i, c in enumerate(columns)]
+    for line in [columns, *table]:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+    return 0
