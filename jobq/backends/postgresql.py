@@ -17,11 +17,9 @@ from psycopg.pq import TransactionStatus
 from ..errors import ConfigurationError
 from ..records import ClaimedJob
 from .base import Backend, NewJob, expiry
+from .postgresql_insert import INSERT, NOTIFY_CHANNEL, copy_in
 from .postgresql_schema import MIGRATIONS, READY
-from .shapes import chunks, earliest, type_params
-
-# Wakes idle workers: the payload is the job's type.
-NOTIFY_CHANNEL = "jobq_jobs"
+from .shapes import earliest, type_params
 
 CLAIM_COLUMNS = (
     "id, type, class_name, payload, attempts, lease_until, "
@@ -56,28 +54,6 @@ def claim_statement(type_count: int, token_param: str = "token") -> str:
         WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
         RETURNING {CLAIM_COLUMNS}
     """
-
-
-INSERT = """
-    WITH job AS (
-        INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
-            jitter, scheduled_at, deadline)
-        SELECT type, class_name, payload, max_attempts, backoff, max_backoff, jitter,
-            coalesce(scheduled_at, now() + make_interval(secs => delay)),
-            coalesce(deadline, now() + make_interval(secs => deadline_in))
-        FROM ROWS FROM (json_to_recordset(%(rows)s::json) AS (type text, class_name text,
-            payload text, max_attempts int, backoff float8, max_backoff float8, jitter bool,
-            scheduled_at timestamptz, delay float8, deadline timestamptz, deadline_in float8))
-            WITH ORDINALITY AS new (type, class_name, payload, max_attempts, backoff,
-                max_backoff, jitter, scheduled_at, delay, deadline, deadline_in, position)
-        ORDER BY position
-        RETURNING id, type
-    )
-    SELECT array_agg(id), (
-        SELECT count(pg_notify(%(channel)s, type)) FROM (SELECT DISTINCT type FROM job) AS woken
-    )
-    FROM job
-"""
 
 
 @cache
@@ -200,38 +176,28 @@ class PostgresBackend(Backend):
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})
 
     def insert(self, job: NewJob, connection: Any = None) -> int:
-        with self.send_chunk([job], connection or self.connection) as cursor:
+        # The row as one JSON parameter, in the statement enqueue_many used before COPY: one
+        # round trip, and a statement that prepares once.
+        rows = json.dumps([self.insert_params(job)], default=datetime.isoformat)
+        cursor: psycopg.Cursor[Any]
+        with (connection or self.connection).cursor() as cursor:
+            cursor.execute(INSERT, {"rows": rows, "channel": NOTIFY_CHANNEL})
             row = cursor.fetchone()
         assert row is not None
         return int(row[0][0])
 
     def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
-        # Pipelined: Python writes the next chunk's rows while the database inserts this one.
+        # One COPY, not chunks (see postgresql_insert). In autocommit it gets a transaction
+        # of its own: the ids, the wake-ups and the rows go together or not at all.
         connection = connection or self.connection
-        with connection.pipeline():
-            sent = [self.send_chunk(chunk, connection) for chunk in chunks(jobs, self.chunk_rows)]
-        ids: list[int] = []
-        for cursor in sent:
-            with cursor:
-                row = cursor.fetchone()
-            assert row is not None
-            # Ids are drawn in the order the rows are inserted, which is the order given.
-            ids += sorted(row[0])
-        return ids
+        rows = [self.insert_params(job) for job in jobs]
+        if not connection.autocommit:
+            return copy_in(connection, rows)
+        with connection.transaction():
+            return copy_in(connection, rows)
 
     def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
         return self.insert_chunks(jobs, connection)
-
-    def send_chunk(self, jobs: Sequence[NewJob], connection: Any) -> psycopg.Cursor[Any]:
-        # The rows as one JSON parameter: a statement of two parameters however many rows,
-        # which prepares once, and whose parameter Python's C encoder writes. (As arrays, one
-        # per column, psycopg dumped them element by element: slower than the insert itself.)
-        # The wake-ups are NOTIFYs in the same statement, one per type: sent on commit, so a
-        # rolled-back enqueue wakes nobody.
-        rows = json.dumps([self.insert_params(job) for job in jobs], default=datetime.isoformat)
-        cursor: psycopg.Cursor[Any] = connection.cursor()
-        cursor.execute(INSERT, {"rows": rows, "channel": NOTIFY_CHANNEL})
-        return cursor
 
     def claim(
         self, types: Sequence[str], token: str, lease: float, expires_monotonic: float
