@@ -5,7 +5,8 @@ measured at 100,000 jobs), because it skips the executor per row. It cannot retu
 compute a column from now(), so one statement first reserves the ids from the table's
 sequence, reads the transaction's now() (the same now() an INSERT in that transaction would
 use) and sends the wake-ups; the rows then follow in one COPY, however many there are. Two
-round trips for the whole call, rather than one per chunk.
+statements for the whole call, rather than one per chunk (the COPY waits for the server as it
+starts and as it ends).
 """
 
 from __future__ import annotations
