@@ -1,9 +1,9 @@
 import sys
 
-from .snapshot import freeze, release
+from .snapshot import freeze, jobq_at, release
 
 # Before anything imports jobq: see snapshot.py.
-code = freeze()
+code = freeze(jobq_at(sys.argv[1:]))
 try:
     from .main import main
 

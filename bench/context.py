@@ -43,6 +43,7 @@ class Settings:
     scale_measured: int = 10_000
     scale_workers: int = 8
     scale_enqueue_jobs: int = 100_000
+    jobq_at: str | None = None  # the commit whose jobq/ is measured, if not the work tree's
 
     def drain_timeout(self, jobs: int) -> float:
         # Generous: 60 s plus 10 ms a job (a 100 jobs/s floor). A drain slower than that is

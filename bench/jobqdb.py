@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import jobq
@@ -81,6 +82,25 @@ class JobqDb:
                 f"ORDER BY id LIMIT {int(more)}"
             )
             have += more
+
+    def burst(self, count: int, job_type: str, scheduled_at: datetime | None) -> None:
+        """`count` Noop jobs of one type in one transaction, as a producer writes a burst:
+        enqueue_many, or in code from before it existed (measured with --jobq-at) one
+        enqueue() and copies of its row, doubling as preload() does."""
+        jobs = [Noop() for _ in range(count)]
+        if hasattr(self.queue, "enqueue_many"):
+            self.queue.enqueue_many(jobs, type=job_type, scheduled_at=scheduled_at)
+            return
+        with self.queue.backend.transaction():
+            first = self.queue.enqueue(jobs[0], type=job_type, scheduled_at=scheduled_at)
+            have = 1
+            while have < count:
+                more = min(have, count - have)
+                self.execute(
+                    f"INSERT INTO jobq_jobs ({COLUMNS}) SELECT {COLUMNS} FROM jobq_jobs "
+                    f"WHERE id >= {int(first)} ORDER BY id LIMIT {int(more)}"
+                )
+                have += more
 
     def settle(self) -> None:
         """Start every drain from the same state: fresh statistics, and (PostgreSQL) no

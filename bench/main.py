@@ -61,6 +61,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--out", type=Path, default=HERE, help="where RESULTS.md and throughput.png go (bench/)"
     )
     parser.add_argument(
+        "--jobq-at",
+        metavar="COMMIT",
+        help="measure jobq/ as it was at this commit (bench/ stays the work tree's): a before "
+        "for a before and after; RESULTS.md names it",
+    )
+    parser.add_argument(
         "--keep-tmp", action="store_true", help="keep the temp dir with every process's log"
     )
     return parser.parse_args(argv)
@@ -100,6 +106,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         scale_other_large=min(args.scale_large or 100_000, 20_000 if quick else 100_000),
         scale_measured=2000 if quick else 10_000,
         scale_enqueue_jobs=20_000 if quick else 100_000,
+        jobq_at=args.jobq_at,
     )
 
 
@@ -150,7 +157,9 @@ def versions(bench: Bench) -> None:
     try:
         out = subprocess.run(["git", "-C", str(HERE.parent), "describe", "--always", "--dirty"],
                              capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
-        if out.stdout.strip():
+        if bench.settings.jobq_at is not None:
+            v["jobq"] += f" (git {bench.settings.jobq_at}, by --jobq-at)"
+        elif out.stdout.strip():
             v["jobq"] += f" (git {out.stdout.strip()})"
     except (OSError, subprocess.TimeoutExpired):
         pass

@@ -115,9 +115,7 @@ def load(db: JobqDb, bursts: Sequence[tuple[str, int]]) -> float:
     start = time.perf_counter()
     for name, jobs in bursts:
         for done in range(0, jobs, BURST):
-            when = earlier if name == "other" else None
-            batch = [Noop() for _ in range(min(BURST, jobs - done))]
-            db.queue.enqueue_many(batch, type=name, scheduled_at=when)
+            db.burst(min(BURST, jobs - done), name, earlier if name == "other" else None)
     return time.perf_counter() - start
 
 
@@ -208,7 +206,10 @@ def enqueue_rates(dsn: str, jobs: int) -> list[EnqueueRate]:
     queue = db.queue
     found = []
     try:
-        for method in ("enqueue in a loop", "enqueue_many"):
+        methods = ["enqueue in a loop", "enqueue_many"]
+        if not hasattr(queue, "enqueue_many"):
+            methods.pop()  # code from before it (--jobq-at)
+        for method in methods:
             db.reset()
             count = jobs if method == "enqueue_many" else jobs // 10
             batch = [Noop() for _ in range(count)]

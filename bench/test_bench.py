@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from jobq.backends.postgresql import (
     complete_and_claim_statement,
 )
 
-from . import limit, profiling
+from . import limit, profiling, snapshot
 from .results import Drain
 
 
@@ -130,3 +132,22 @@ def test_scale_targets_hold_each_large_backlog_to_its_small_one() -> None:
     assert lines[0].endswith("**met**")
     assert "0.01x" in lines[1] and lines[1].endswith("**MISSED**")
     assert lines[2] == "- enqueue_many on PostgreSQL >= 50,000 jobs/s: 100,000: **met**"
+
+
+def test_jobq_at_freezes_jobq_as_it_was_at_that_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delenv("BENCH_CODE", raising=False)  # freeze() sets it; restored after
+    commit = snapshot.jobq_at(["--quick", "--jobq-at", "HEAD~1", "--only", "scale"])
+    assert commit == "HEAD~1"
+    code = snapshot.freeze(commit)
+    assert code is not None
+    try:
+        then = subprocess.run(
+            ["git", "-C", str(snapshot.TREE), "show", f"{commit}:jobq/queue.py"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        assert (code / "jobq" / "queue.py").read_bytes() == then
+        assert (code / "bench" / "snapshot.py").exists()
+    finally:
+        snapshot.release(code)

@@ -18,10 +18,11 @@ from ..errors import ConfigurationError
 from ..records import ClaimedJob
 from .base import Backend, NewJob, Renewal, Runner, expiry
 from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
+from .postgresql_insert import INSERT, INSERT_UNIQUE, copy_in
 from .postgresql_schema import MIGRATIONS, READY
 from .postgresql_uniqueness import MIGRATION as UNIQUENESS
 from .postgresql_uniqueness import PostgresUniqueness
-from .shapes import chunks, earliest, type_params
+from .shapes import earliest, type_params
 
 CLAIM_COLUMNS = (
     "id, type, class_name, payload, attempts, lease_until, "
@@ -57,36 +58,6 @@ def claim_statement(type_count: int, token_param: str = "token") -> str:
         WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
         RETURNING {CLAIM_COLUMNS}
     """
-
-
-# {taken}: what a row whose unique_key is taken does (only rows with a key say anything, so
-# plain rows keep a plain insert, without the speculative insertion of ON CONFLICT).
-INSERT_ROWS = """
-    WITH job AS (
-        INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
-            jitter, scheduled_at, deadline, priority, unique_key)
-        SELECT type, class_name, payload, max_attempts, backoff, max_backoff, jitter,
-            coalesce(scheduled_at, now() + make_interval(secs => delay)),
-            coalesce(deadline, now() + make_interval(secs => deadline_in)), priority, unique_key
-        FROM ROWS FROM (json_to_recordset(%(rows)s::json) AS (type text, class_name text,
-            payload text, max_attempts int, backoff float8, max_backoff float8, jitter bool,
-            scheduled_at timestamptz, delay float8, deadline timestamptz, deadline_in float8,
-            priority smallint, unique_key text))
-            WITH ORDINALITY AS new (type, class_name, payload, max_attempts, backoff,
-                max_backoff, jitter, scheduled_at, delay, deadline, deadline_in, priority,
-                unique_key,
-                position)
-        ORDER BY position
-        {taken}
-        RETURNING id, type
-    )
-    SELECT array_agg(id), (
-        SELECT count(pg_notify(%(channel)s, type)) FROM (SELECT DISTINCT type FROM job) AS woken
-    )
-    FROM job
-"""
-INSERT = INSERT_ROWS.format(taken="")
-INSERT_UNIQUE = INSERT_ROWS.format(taken="ON CONFLICT DO NOTHING")
 
 
 @cache
@@ -209,46 +180,36 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, Backend):
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})
 
     def insert(self, job: NewJob, connection: Any = None) -> int:
-        with self.send_chunk([job], connection or self.connection) as cursor:
-            row = cursor.fetchone()
-        assert row is not None
+        row = self.insert_one(INSERT, job, connection)
         return int(row[0][0])
 
     def insert_unique(self, job: NewJob, connection: Any) -> int | None:
-        with self.send_chunk([job], connection or self.connection, INSERT_UNIQUE) as cursor:
-            row = cursor.fetchone()
-        assert row is not None
+        row = self.insert_one(INSERT_UNIQUE, job, connection)
         return None if row[0] is None else int(row[0][0])
 
+    def insert_one(self, statement: str, job: NewJob, connection: Any) -> Any:
+        # The row as one JSON parameter, in the statement enqueue_many used before COPY: one
+        # round trip, and a statement that prepares once.
+        rows = json.dumps([self.insert_params(job)], default=datetime.isoformat)
+        cursor: psycopg.Cursor[Any]
+        with (connection or self.connection).cursor() as cursor:
+            cursor.execute(statement, {"rows": rows, "channel": NOTIFY_CHANNEL})
+            row = cursor.fetchone()
+        assert row is not None
+        return row
+
     def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
-        # Pipelined: Python writes the next chunk's rows while the database inserts this one.
+        # One COPY, not chunks (see postgresql_insert). In autocommit it gets a transaction
+        # of its own: the ids, the wake-ups and the rows go together or not at all.
         connection = connection or self.connection
-        with connection.pipeline():
-            sent = [self.send_chunk(chunk, connection) for chunk in chunks(jobs, self.chunk_rows)]
-        ids: list[int] = []
-        for cursor in sent:
-            with cursor:
-                row = cursor.fetchone()
-            assert row is not None
-            # Ids are drawn in the order the rows are inserted, which is the order given.
-            ids += sorted(row[0])
-        return ids
+        rows = [self.insert_params(job) for job in jobs]
+        if not connection.autocommit:
+            return copy_in(connection, rows)
+        with connection.transaction():
+            return copy_in(connection, rows)
 
     def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
         return self.insert_chunks(jobs, connection)
-
-    def send_chunk(
-        self, jobs: Sequence[NewJob], connection: Any, statement: str = INSERT
-    ) -> psycopg.Cursor[Any]:
-        # The rows as one JSON parameter: a statement of two parameters however many rows,
-        # which prepares once, and whose parameter Python's C encoder writes. (As arrays, one
-        # per column, psycopg dumped them element by element: slower than the insert itself.)
-        # The wake-ups are NOTIFYs in the same statement, one per type: sent on commit, so a
-        # rolled-back enqueue wakes nobody.
-        rows = json.dumps([self.insert_params(job) for job in jobs], default=datetime.isoformat)
-        cursor: psycopg.Cursor[Any] = connection.cursor()
-        cursor.execute(statement, {"rows": rows, "channel": NOTIFY_CHANNEL})
-        return cursor
 
     def claim(
         self,

@@ -140,3 +140,36 @@ def test_one_wake_up_per_type_on_commit(
         queue.enqueue_many(jobs, type="c")
         notes = list(listener.notifies(timeout=2, stop_after=4))
     assert sorted(note.payload for note in notes) == ["a", "b", "c"]
+
+
+def test_on_an_autocommit_connection_they_are_written_and_committed(
+    queue: jobq.Queue, dsn: str, db_kind: str
+) -> None:
+    app = drivers.connect(dsn, db_kind, autocommit=True)
+    try:
+        ids = queue.enqueue_many([Record(i) for i in range(40)], type="auto", connection=app)
+    finally:
+        app.close()
+    assert queue.counts() == {"pending": 40}
+    assert [payload_of(queue, job_id) for job_id in ids] == [
+        queue.codec.encode(Record(i))[1] for i in range(40)
+    ]
+
+
+def test_each_job_is_due_from_the_moment_its_transaction_wrote_it(queue: jobq.Queue) -> None:
+    # The same moment enqueue() uses: the database's now, not the client's clock.
+    ids = queue.enqueue_many([Noop(), Noop()], deadline=60)
+    ids += queue.enqueue_many([Noop()])
+    for job_id in ids:
+        record = queue.get(job_id)
+        assert record is not None
+        assert record.scheduled_at == record.created_at
+    first = queue.get(ids[0])
+    assert first is not None and first.deadline == first.created_at + timedelta(seconds=60)
+
+
+def test_retry_settings_given_as_integers_are_stored_as_given(queue: jobq.Queue) -> None:
+    policy = jobq.RetryPolicy(max_attempts=4, backoff=2, max_backoff=60, jitter=False)
+    [job_id] = queue.enqueue_many([Noop()], retry=policy)
+    record = queue.get(job_id)
+    assert record is not None and record.retry == policy
