@@ -16,7 +16,7 @@ import contextlib
 import json
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -171,6 +171,9 @@ class Scheduled:
 
     kind: ClassVar[str] = "scheduled"
     slots: list[tuple[str, str]]
+    # The schedules the application declares, sent once as the housekeeper starts, so that
+    # their series exist (at zero) before their first slot.
+    declared: list[str] = field(default_factory=list)
 
 
 Message = (

@@ -46,13 +46,14 @@ MAX_VERDICT = 64 * 1024
 DATABASE_PATIENCE = 10.0
 
 
-def check(app: str | None, sock: socket.socket, then: Callable[[], None] | None = None) -> int:
+def check(app: str | None, sock: socket.socket, then: Callable[[], bool] | None = None) -> int:
     """In the checking child: import the application, then (if it imports) run `then`, whose
-    ConfigurationError refuses the start; send the verdict as one packet."""
+    ConfigurationError refuses the start and whose answer says whether the database answered;
+    send the verdict as one packet."""
     verdict = import_verdict(app)
     if verdict["error"] is None and then is not None:
         try:
-            then()
+            verdict["database"] = then()
         except ConfigurationError as error:
             verdict = {"refused": str(error)[-MAX_ERROR:]}
     sock.send(json.dumps(verdict).encode())
@@ -73,12 +74,12 @@ def import_verdict(app: str | None) -> dict[str, object]:
     return verdict
 
 
-def prepare_database(dsn: str, migrate: bool) -> None:
+def prepare_database(dsn: str, migrate: bool) -> bool:
     """Refuse a database without jobq's current schema (NoSchema), or with `migrate` create
-    or upgrade it. A database that cannot be reached without --migrate is not refused (it
-    may be an outage): the workers try it themselves; one that cannot be migrated is. Only
-    the check is bounded in time: a migration may build indexes, or wait for another
-    supervisor's."""
+    or upgrade it; True once the database answered. A database that cannot be reached
+    without --migrate is not refused (it may be an outage): the workers try it themselves;
+    one that cannot be migrated is. Only the check is bounded in time: a migration may build
+    indexes, or wait for another supervisor's."""
     if not migrate:
         signal.signal(signal.SIGALRM, too_slow)  # this child's own: it exits after the check
         signal.setitimer(signal.ITIMER_REAL, DATABASE_PATIENCE)
@@ -87,6 +88,7 @@ def prepare_database(dsn: str, migrate: bool) -> None:
             log.info("--migrate: %s", schema.migrate(dsn), extra={"event": "migrated"})
         else:
             schema.require(dsn)
+        return True
     except NoSchema as error:
         raise NoSchema(f"{error}, or start with --migrate") from None
     except Exception as error:
@@ -97,6 +99,7 @@ def prepare_database(dsn: str, migrate: bool) -> None:
             error,
             extra={"event": "schema_unchecked"},
         )
+        return False
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
@@ -123,9 +126,10 @@ def verdict_of(data: bytes, how: str) -> str | None:
     return str(error)
 
 
-def check_now(config: SupervisorConfig, let_go: Callable[[], None]) -> None:
+def check_now(config: SupervisorConfig, let_go: Callable[[], None]) -> bool:
     """Check the database and the application before the master starts; raises
-    ConfigurationError if the start must be refused. Blocking: nothing else runs yet."""
+    ConfigurationError if the start must be refused, else returns whether the database
+    answered. Blocking: nothing else runs yet."""
     app = config.app
     then = functools.partial(prepare_database, config.dsn, config.migrate)
     process = fork(lambda sock: check(app, sock, then), let_go)
@@ -141,6 +145,7 @@ def check_now(config: SupervisorConfig, let_go: Callable[[], None]) -> None:
     error = verdict_of(data, f"exit status {os.waitstatus_to_exitcode(status)}")
     if error is not None:
         raise ConfigurationError(error if "--app" in error else f"--app {app!r}: {error}")
+    return bool(json.loads(data).get("database"))
 
 
 class AppCheck:

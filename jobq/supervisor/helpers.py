@@ -166,4 +166,4 @@ class Helpers:
         elif isinstance(message, protocol.Settled):
             metrics.failed.labels(message.type, message.outcome).inc()
         elif isinstance(message, protocol.Scheduled):
-            metrics.on_scheduled(message.slots)
+            metrics.on_scheduled(message.slots, message.declared)

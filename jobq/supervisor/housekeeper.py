@@ -32,6 +32,8 @@ def serve(dsn: str, lease: float, interval: float, app: str | None, sock: socket
     setproctitle("jobq-supervise: housekeeper")
     sock.setblocking(True)
     schedules = declared(app)
+    if schedules:
+        protocol.send(sock, protocol.Scheduled([], [periodic.name for periodic in schedules]))
     connection: Queue | None = None
     next_maintenance = time.monotonic()
     next_schedule = time.monotonic() if schedules else float("inf")

@@ -79,7 +79,10 @@ class Master:
         # shows the command line, DSN and password included, and every child inherits it.
         self.show_title()
         self.config.check()
-        appcheck.check_now(self.config, self.close_inherited)
+        # A database that answered the check is known to work: from here a failure is an
+        # outage, which new workers wait out rather than count as a crash loop (the
+        # housekeeper, which says so later, first imports the application).
+        self.helpers.database_seen = appcheck.check_now(self.config, self.close_inherited)
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
         adopt_orphans()

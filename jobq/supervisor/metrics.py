@@ -7,7 +7,7 @@ Labels are bounded: job types and fixed words, never a job id or an error text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import (
@@ -249,12 +249,13 @@ class Metrics:
         for outcome, n in counts.items():
             self.recovered.labels(outcome).inc(n)
 
-    def on_scheduled(self, slots: Iterable[tuple[str, str]]) -> None:
-        for name, outcome in slots:
-            # Every outcome's series starts at zero with the schedule's first slot, so that
-            # rate() sees the first skip.
+    def on_scheduled(self, slots: Sequence[tuple[str, str]], declared: Iterable[str] = ()) -> None:
+        # Every outcome's series starts at zero, from the declaration or at the latest with
+        # the schedule's first slot, so that rate() sees the first one.
+        for name in {*declared, *(name for name, _ in slots)}:
             for known in SLOT_OUTCOMES:
                 self.schedule_slots.labels(name, known)
+        for name, outcome in slots:
             self.schedule_slots.labels(name, outcome).inc()
 
     def on_depth(

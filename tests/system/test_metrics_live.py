@@ -181,7 +181,16 @@ class Live:
 @pytest.fixture(scope="module")
 def live(postgresql_server: ServerInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     workdir = tmp_path_factory.mktemp("live")
-    args = ("--workers", str(WORKERS), *FAST, "--job-timeout", str(JOB_TIMEOUT))
+    # metrics_app: supervised_app's jobs, and a schedule.
+    args = (
+        "--workers",
+        str(WORKERS),
+        *FAST,
+        "--job-timeout",
+        str(JOB_TIMEOUT),
+        "--app",
+        "metrics_app",
+    )
     with (
         fresh_postgresql_database(postgresql_server) as dsn,
         jobq.Queue.connect(dsn, lease_duration=6) as queue,
