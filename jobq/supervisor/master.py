@@ -242,7 +242,7 @@ class Master:
             return
         lost = sum(self.lost(missed) for missed in answer.missed)
         for worker in answer.cancelled:
-            self.cancelled(worker)
+            self.pool.cancel(worker, time.monotonic())
         seconds = time.monotonic() - answer.round.sent
         self.metrics.on_round(seconds, answer.extended, lost)
 
@@ -265,21 +265,6 @@ class Master:
         )
         self.pool.stop(worker, StopReason.LOST, time.monotonic(), at_once=True)
         return True
-
-    def cancelled(self, worker: WorkerProcess) -> None:
-        """Stop a worker whose job an operator cancelled, as any fence stops one: SIGTERM to
-        its attempt's processes, SIGKILL at the kill grace. Once it is buried, its attempt is
-        ended cancelled (the database refuses to settle it otherwise)."""
-        lease = worker.lease
-        if lease is None or worker.stop_reason is not None:
-            return
-        log.warning(
-            "Job %d was cancelled: stopping worker %d",
-            lease.claim.id,
-            worker.pid,
-            extra=job_extra(lease.claim, "cancel_stop"),
-        )
-        self.pool.stop(worker, StopReason.CANCELLED, time.monotonic())
 
     # -- children --------------------------------------------------------------------------
 

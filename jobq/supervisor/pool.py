@@ -253,6 +253,21 @@ class Pool:
             if worker.kill_at is not None and not worker.killed and now >= worker.kill_at:
                 worker.kill()
 
+    def cancel(self, worker: WorkerProcess, now: float) -> None:
+        """Stop a worker whose job an operator cancelled, as any fence stops one: SIGTERM to
+        its attempt's processes, SIGKILL at the kill grace. Once it is buried, its attempt is
+        ended cancelled (the database refuses to settle it otherwise)."""
+        lease = worker.lease
+        if lease is None or worker.stop_reason is not None:
+            return
+        log.warning(
+            "Job %d was cancelled: stopping worker %d",
+            lease.claim.id,
+            worker.pid,
+            extra=job_extra(lease.claim, "cancel_stop"),
+        )
+        self.stop(worker, StopReason.CANCELLED, now)
+
     def stop(
         self, worker: WorkerProcess, reason: StopReason, now: float, at_once: bool = False
     ) -> None:
