@@ -42,6 +42,7 @@ RECORD_KEYS = (
     "host",
     "pid",
     "cancel_requested_at",
+    "unique_key",
 )
 STATUS = Option(
     "status",
@@ -92,6 +93,7 @@ def as_json(record: JobRecord) -> dict[str, Any]:
         "host": record.host,
         "pid": record.pid,
         "cancel_requested_at": record.cancel_requested_at,
+        "unique_key": record.unique_key,
     }
     return {
         key: value.isoformat() if isinstance(value, datetime) else value

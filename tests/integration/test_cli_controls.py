@@ -65,9 +65,10 @@ def test_jobs_lists_newest_first_as_text_and_stable_json(queue: jobq.Queue, jobq
 
 
 def test_show_prints_one_job_or_one_line_why_not(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
-    job = queue.enqueue(Noop(), priority=-2)
+    job = queue.enqueue(Noop(), priority=-2, unique_key="import:customer-42")
     code, out, _ = jobq_("show", str(job), "--json")
-    assert code == 0 and json.loads(out)["priority"] == -2
+    shown = json.loads(out)
+    assert code == 0 and (shown["priority"], shown["unique_key"]) == (-2, "import:customer-42")
     code, out, _ = jobq_("show", str(job))
     assert code == 0 and "priority" in out and "pending" in out
     for bad, message in [(str(job + 99), "no job with id"), ("x1", "not a job id: 'x1'")]:

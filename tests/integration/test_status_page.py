@@ -168,6 +168,14 @@ def test_a_running_job_shows_its_lease_host_and_pid(queue: jobq.Queue, client: C
     assert f"{record.host}, pid {record.pid}" in html
 
 
+def test_a_job_page_shows_the_unique_key_escaped(queue: jobq.Queue, client: Client) -> None:
+    job_id = queue.enqueue(Noop(), unique_key="<b>import</b>:42")
+
+    html = page(client, f"/jobs/{job_id}")
+
+    assert '<dd id="unique-key">&lt;b&gt;import&lt;/b&gt;:42</dd>' in html
+
+
 def test_an_unknown_job_is_not_found(client: Client) -> None:
     response = client.get("/jobs/987654")
     assert response.status_code == 404
