@@ -149,6 +149,7 @@ def cmd_web(args: argparse.Namespace) -> int:
     host, port = parse_bind(args.bind)
     credentials = Credentials.from_environment()
     check_exposure(host, credentials)
+    load_app(args.app)  # its schedules, for the schedules page; a Django project set up
     with open_queue(args) as queue:
         serve(make_app(queue, read_only=args.read_only, credentials=credentials), host, port)
     return 0
@@ -211,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
         "web",
         cmd_web,
         "Serve the status page: see jobs by type and status, read a job's payload and error, "
-        "retry, cancel, pause and resume.",
+        "retry, cancel, pause and resume; the schedules of the application given by --app.",
+        options.APP,
         *options.WEB,
     )
     demo_text = (

@@ -32,6 +32,7 @@ URLS = Map(
         Rule("/", endpoint="overview", methods=["GET"]),
         Rule("/jobs", endpoint="jobs", methods=["GET"]),
         Rule("/jobs/<int:job_id>", endpoint="job", methods=["GET"]),
+        Rule("/schedules", endpoint="schedules", methods=["GET"]),
         Rule("/jobs/<int:job_id>/retry", endpoint="retry", methods=["POST"]),
         Rule("/jobs/<int:job_id>/cancel", endpoint="cancel", methods=["POST"]),
         Rule("/pause", endpoint="pause", methods=["POST"]),

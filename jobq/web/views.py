@@ -112,6 +112,12 @@ def overview(page: Page) -> Response:
     )
 
 
+def schedules(page: Page) -> Response:
+    # The schedules are those declared in this process: by the application the page is
+    # mounted in, or the one `jobq web --app` imported.
+    return page.render("schedules.html", schedules=page.queue.schedule_states())
+
+
 def type_notice(args: Mapping[str, str], paused: set[str]) -> str | None:
     """What a pause or resume did, if the type is now as it left it."""
     done, job_type = args.get("done", ""), args.get("type", "")

@@ -15,8 +15,11 @@ from asgiref.wsgi import WsgiToAsgi
 from werkzeug.test import Client, TestResponse
 
 import jobq
+import jobq.queue
+import jobq.schedules
 from jobq import cli
 from jobq.options import markdown_table
+from jobq.schedules import periodic
 from jobq.web import Credentials, make_app
 from jobq.web import views as web_views
 from tests.support.jobs import Boom, Noop, Record
@@ -174,6 +177,26 @@ def test_a_job_page_shows_the_unique_key_escaped(queue: jobq.Queue, client: Clie
     html = page(client, f"/jobs/{job_id}")
 
     assert '<dd id="unique-key">&lt;b&gt;import&lt;/b&gt;:42</dd>' in html
+
+
+def test_the_schedules_page_lists_the_declared_schedules(
+    queue: jobq.Queue, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "No periodic jobs are declared here" in page(client, "/schedules")
+    declared = jobq.schedules.Schedules()
+    monkeypatch.setattr(jobq.schedules, "REGISTERED", declared)
+    monkeypatch.setattr(jobq.queue, "REGISTERED", declared)
+    declared.add(
+        periodic(
+            "<nightly>", Noop(), "0 3 * * *", "Europe/Berlin", None, None, None, 0, False, True
+        )
+    )
+    queue.run_schedules()  # the guard row: its next slot
+
+    html = page(client, "/schedules")
+
+    assert "<td>&lt;nightly&gt;</td>" in html
+    assert "<code>cron 0 3 * * * Europe/Berlin</code>" in html
 
 
 def test_an_unknown_job_is_not_found(client: Client) -> None:
