@@ -69,9 +69,6 @@ class BatchConsuming(Consuming):
             return set()
         released = backend.retrying("release", lambda: backend.release(claims))
         if released:
-            log.info(
-                "Released %d unstarted jobs",
-                len(released),
-                extra={"event": "released", "job_ids": sorted(released)},
-            )
+            ids = ", ".join(map(str, sorted(released)))
+            log.info("Released unstarted jobs %s", ids, extra={"event": "released"})
         return released

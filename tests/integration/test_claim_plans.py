@@ -22,7 +22,6 @@ import pytest
 
 import jobq
 from jobq.backends import (
-    mysql,
     mysql_claims,
     postgresql,
     postgresql_claims,
@@ -189,7 +188,7 @@ def test_mariadb_claims_walk_a_ready_index_in_order(
     crowded: jobq.Queue, types: tuple[str, ...], batched: bool
 ) -> None:
     params = {"lease": 60_000_000, "n": 3, **type_params(types)}
-    select = mysql_claims.claim_many_select if batched else mysql.claim_select
+    select = mysql_claims.claim_many_select if batched else mysql_claims.claim_select
     rows = crowded.backend.fetchall("EXPLAIN " + select(len(types)), params)
     index = "jobq_jobs_ready_by_type" if types else "jobq_jobs_ready"
     # Columns: id, select_type, table, type, possible_keys, key, key_len, ref, rows, Extra.
