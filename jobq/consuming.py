@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from . import maintenance
-from .backends.base import Backend, Renewal, expiry
+from .backends.base import Backend, Renewal
+from .backends.leases import expiry
 from .codec import Codec
 from .errors import Unacknowledged
 from .hooks import JobHooks

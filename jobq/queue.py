@@ -10,8 +10,8 @@ from typing import Any
 
 from . import backends, controls, maintenance, scheduler
 from .backends.base import Backend, NewJob
+from .batched import BatchConsuming
 from .codec import Codec, JsonCodec
-from .consuming import Consuming
 from .dsn import default_dsn
 from .hooks import JobHooks
 from .job import Job
@@ -38,7 +38,7 @@ def application_connection(connection: Any) -> Any:
     return None if connection is OWN_CONNECTION else backends.unwrap(connection)
 
 
-class Queue(Consuming, Operating):
+class Queue(BatchConsuming, Operating):
     """A job queue in one database, reached through one connection.
 
     A Queue is not thread-safe: give each thread or process its own.

@@ -18,8 +18,10 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from ..records import ClaimedJob, Status
 from ..retry import RetryPolicy
+from .batching import Batching
 from .controls import Controls, policy_of
 from .installing import Installing
+from .leases import expiry
 from .shapes import CHUNK_ROWS, chunks
 from .uniqueness import Uniqueness
 
@@ -28,12 +30,6 @@ log = logging.getLogger("jobq")
 T = TypeVar("T")
 
 TRIES = 5
-
-
-def expiry(lease: float) -> float:
-    """The monotonic moment a lease granted by a statement about to be sent certainly lasts
-    until: anchored before the send, so the local view of the lease errs early."""
-    return time.monotonic() + lease
 
 
 class NewJob(NamedTuple):
@@ -83,7 +79,7 @@ class ExpiredLease:
     cancelled: bool  # an operator asked to cancel it: it ends cancelled, not retried
 
 
-class Backend(Uniqueness, Controls, Installing):
+class Backend(Uniqueness, Controls, Installing, Batching):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

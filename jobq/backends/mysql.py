@@ -11,7 +11,6 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -22,52 +21,15 @@ from ..dsn import redact
 from ..errors import ConfigurationError
 from ..records import ClaimedJob, Status
 from .base import Backend, NewJob, Renewal, Runner
+from .mysql_claims import READY, MysqlBatching, claim_select, later
 from .mysql_controls import MysqlControls
 from .mysql_schema import MIGRATIONS, NOW
 from .mysql_uniqueness import MIGRATION as UNIQUENESS
 from .mysql_uniqueness import ON_TAKEN_KEY, MysqlUniqueness
-from .shapes import earliest, type_params
+from .shapes import type_params
 
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
 TRANSIENT_ERRORS = {1213, 1205}
-
-READY = (
-    f"status = 'pending' AND scheduled_at <= {NOW} "
-    f"AND (deadline IS NULL OR deadline > {NOW}) AND attempts < max_attempts"
-)
-
-
-def later(seconds_param: str) -> str:
-    """now + a duration parameter given in whole microseconds (see MysqlBackend.seconds)."""
-    return f"DATE_ADD({NOW}, INTERVAL %({seconds_param})s MICROSECOND)"
-
-
-def probe(index: int | None) -> str:
-    """The next ready row of job type `index` (a parameter), or of any type for None, with
-    the columns of a claim and scheduled_at, locked.
-
-    FORCE INDEX: with a type in the WHERE clause InnoDB's estimates often favour the untyped
-    index, and the claim then walks every ready row of the other types in schedule order.
-    """
-    index_name, which, paused = (
-        ("jobq_jobs_ready", "", "p.type = jobq_jobs.type")
-        if index is None
-        else ("jobq_jobs_ready_by_type", f" AND type = %(type{index})s", f"type = %(type{index})s")
-    )
-    return f"""
-        SELECT id, type, class_name, payload, attempts + 1, {later("lease")}, max_attempts,
-            backoff, max_backoff, jitter, deadline, priority, scheduled_at
-        FROM jobq_jobs FORCE INDEX ({index_name}) WHERE {READY}{which}
-          AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE {paused})
-        ORDER BY priority DESC, scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
-    """
-
-
-@cache
-def claim_select(type_count: int) -> str:
-    """The next ready job of `type_count` types (type0, type1, ...), or of any for 0."""
-    return earliest([probe(i) for i in range(type_count)] or [probe(None)])
-
 
 INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
@@ -124,7 +86,7 @@ def connect_args(dsn: str) -> dict[str, Any]:
     return args
 
 
-class MysqlBackend(MysqlUniqueness, MysqlControls, Backend):
+class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
     kind = "mysql"
     migrations = (*MIGRATIONS, UNIQUENESS)
 

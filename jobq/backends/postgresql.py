@@ -16,18 +16,16 @@ from psycopg.pq import TransactionStatus
 
 from ..errors import ConfigurationError
 from ..records import ClaimedJob
-from .base import Backend, NewJob, Renewal, Runner, expiry
+from .base import Backend, NewJob, Renewal, Runner
+from .leases import expiry
+from .postgresql_claims import CLAIM_COLUMNS, PostgresBatching
+from .postgresql_claims import MIGRATION as BATCHES
 from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
 from .postgresql_insert import INSERT, INSERT_UNIQUE, copy_in
 from .postgresql_schema import MIGRATIONS, READY
 from .postgresql_uniqueness import MIGRATION as UNIQUENESS
 from .postgresql_uniqueness import PostgresUniqueness
 from .shapes import earliest, type_params
-
-CLAIM_COLUMNS = (
-    "id, type, class_name, payload, attempts, lease_until, "
-    "max_attempts, backoff, max_backoff, jitter, deadline"
-)
 
 COMPLETE = """
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
@@ -96,9 +94,9 @@ def pool_mode(dsn: str) -> tuple[str, bool]:
     return urlunsplit(parts._replace(query=rest)), modes[-1] == "transaction"
 
 
-class PostgresBackend(PostgresUniqueness, PostgresControls, Backend):
+class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
     kind = "postgresql"
-    migrations = (*MIGRATIONS, UNIQUENESS)
+    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES)
 
     def __init__(
         self,

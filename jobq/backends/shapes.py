@@ -15,9 +15,10 @@ CHUNK_ROWS = 5000
 CHUNK_BYTES = 4 * 2**20
 
 
-def earliest(probes: Sequence[str]) -> str:
-    """The first row, by (priority descending, scheduled_at, id), of several ordered LIMIT 1
-    probes, one per job type; each probe selects at least those three columns.
+def earliest(probes: Sequence[str], limit: str = "1") -> str:
+    """The first row (or first `limit` rows), by (priority descending, scheduled_at, id), of
+    several ordered probes of as many rows, one per job type; each probe selects at least
+    those three columns.
 
     Every probe is a range scan of the typed ready index that stops at its first row, so a
     claim costs one short walk per type however many jobs of other types wait ahead. One
@@ -29,7 +30,7 @@ def earliest(probes: Sequence[str]) -> str:
     merged = " UNION ALL ".join(
         f"SELECT * FROM ({probe}) AS probe{i}" for i, probe in enumerate(probes)
     )
-    return f"{merged} ORDER BY priority DESC, scheduled_at, id LIMIT 1"
+    return f"{merged} ORDER BY priority DESC, scheduled_at, id LIMIT {limit}"
 
 
 def chunks(jobs: Sequence[NewJob], rows: int) -> Iterator[Sequence[NewJob]]:

@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import ConfigurationError, NoSchema
 from ..records import ClaimedJob
 from .base import Backend, NewJob, Renewal, Runner
+from .batching import in_picked_order
 from .shapes import earliest, type_params
 from .sqlite_controls import SqliteControls
 from .sqlite_schema import MIGRATIONS, NOW
@@ -38,8 +39,9 @@ READY = (
 MIN_VERSION = (3, 35, 0)
 
 
-def probe(index: int | None) -> str:
-    """The next ready row of job type `index` (a parameter), or of any type for None.
+def probe(index: int | None, limit: str = "1") -> str:
+    """The next ready row (or `limit` rows) of job type `index` (a parameter), or of any
+    type for None.
 
     INDEXED BY: with no statistics (SQLite has none until ANALYZE) the planner may walk the
     untyped index for a typed probe, past every row of the other types.
@@ -48,13 +50,13 @@ def probe(index: int | None) -> str:
         return f"""
             SELECT id, priority, scheduled_at FROM jobq_jobs INDEXED BY jobq_jobs_ready
             WHERE {READY} AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE p.type = jobq_jobs.type)
-            ORDER BY priority DESC, scheduled_at, id LIMIT 1
+            ORDER BY priority DESC, scheduled_at, id LIMIT {limit}
         """
     return f"""
         SELECT id, priority, scheduled_at FROM jobq_jobs INDEXED BY jobq_jobs_ready_by_type
         WHERE {READY} AND type = :type{index}
           AND NOT EXISTS (SELECT 1 FROM jobq_paused WHERE type = :type{index})
-        ORDER BY priority DESC, scheduled_at, id LIMIT 1
+        ORDER BY priority DESC, scheduled_at, id LIMIT {limit}
     """
 
 
@@ -69,6 +71,28 @@ def claim_statement(type_count: int) -> str:
             updated_at = {NOW}
         WHERE id = (SELECT id FROM ({earliest(probes)}))
         RETURNING {CLAIM_COLUMNS}
+    """
+
+
+@cache
+def claim_many_statement(type_count: int) -> str:
+    """The claim of up to :n ready jobs, as claim_statement picks them, the i-th picked
+    taking the i-th token of :tokens (a JSON array)."""
+    probes = [probe(i, ":n") for i in range(type_count)] or [probe(None, ":n")]
+    return f"""
+        WITH picked AS (
+            SELECT id, row_number() OVER (ORDER BY priority DESC, scheduled_at, id) AS place
+            FROM ({earliest(probes, ":n")})
+        ),
+        handed AS (
+            SELECT picked.id, given.value AS token FROM picked
+            JOIN json_each(:tokens) AS given ON given.key + 1 = picked.place
+        )
+        UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
+            token = handed.token, lease_until = {NOW} + :lease, host = :host, pid = :pid,
+            updated_at = {NOW}
+        FROM handed WHERE jobq_jobs.id = handed.id
+        RETURNING token, {CLAIM_COLUMNS}
     """
 
 
@@ -240,6 +264,25 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         row = self.fetchone(claim_statement(len(types)), params)
         return None if row is None else self.claimed(row, token, expires_monotonic)
 
+    def claim_many(
+        self,
+        types: Sequence[str],
+        tokens: Sequence[str],
+        lease: float,
+        expires_monotonic: float,
+        runner: Runner,
+    ) -> list[ClaimedJob]:
+        params = {
+            "n": len(tokens),
+            "tokens": json.dumps(list(tokens)),
+            "lease": self.seconds(lease),
+            **runner._asdict(),
+            **type_params(types),
+        }
+        rows = self.fetchall(claim_many_statement(len(types)), params)
+        claimed = ((row[0], self.claimed(row[1:], row[0], expires_monotonic)) for row in rows)
+        return in_picked_order(claimed, tokens)
+
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         row = self.fetchone(
             f"""
@@ -270,6 +313,13 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
             {"lease": lease, "claims": json.dumps([list(claim) for claim in claims])},
         )
         return Renewal({int(row[0]) for row in rows}, {int(row[0]) for row in rows if row[1]})
+
+    sql_release = f"""
+        UPDATE jobq_jobs SET status = 'pending', attempts = attempts - 1, token = NULL,
+            lease_until = NULL, updated_at = {NOW}
+        WHERE id = :id AND token = :token AND status = 'in_progress'
+          AND cancel_requested_at IS NULL
+    """
 
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,

@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq.backends import mysql, postgresql, postgresql_schema, sqlite
+from jobq.backends import (
+    mysql_claims,
+    postgresql,
+    postgresql_claims,
+    postgresql_schema,
+    sqlite,
+)
 from jobq.backends.shapes import type_params
 from tests.support.jobs import Noop
 
@@ -107,30 +113,39 @@ def table_scans(
 @pytest.mark.parametrize("types", TYPES, ids=["any", "one", "several"])
 def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple[str, ...]) -> None:
     params = {"id": 1, "token": "t", "new_token": "u", "lease": 60.0, **HERE, **type_params(types)}
-    for statement in (
-        postgresql.claim_statement(len(types)),
-        postgresql.complete_and_claim_statement(len(types)),
+    params |= {"n": 3, "tokens": ["a", "b", "c"], "ids": [1, 2], "done_tokens": ["x", "y"]}
+    for statement, function in (
+        (postgresql.claim_statement(len(types)), "jobq_next_ready"),
+        (postgresql.complete_and_claim_statement(len(types)), "jobq_next_ready"),
+        (postgresql_claims.claim_many_statement(len(types)), "jobq_ready_many"),
+        (postgresql_claims.complete_many_and_claim_statement(len(types)), "jobq_ready_many"),
     ):
         plan = postgresql_plan(crowded, statement, params)
         found = [(scan["Node Type"], scan.get("Index Name")) for scan, _ in table_scans(plan)]
         # The row to update, and the row to acknowledge, are found by primary key (or the
         # latter in the small index of jobs in progress): every other read is a probe.
         assert all(name in OTHER_LOOKUPS for _, name in found), found
-        calls = [node for node in nodes(plan) if node.get("Function Name") == "jobq_next_ready"]
+        calls = [node for node in nodes(plan) if node.get("Function Name") == function]
         assert len(calls) == max(len(types), 1), plan
 
 
 @pytest.mark.databases("postgresql")
 @pytest.mark.parametrize("typed", [False, True], ids=["any", "typed"])
-def test_postgresql_probes_walk_a_ready_index_in_order(crowded: jobq.Queue, typed: bool) -> None:
-    """The probe's statement, planned as its function plans it."""
+@pytest.mark.parametrize("limit", ["1", "50"], ids=["claim", "batch"])
+def test_postgresql_probes_walk_a_ready_index_in_order(
+    crowded: jobq.Queue, typed: bool, limit: str
+) -> None:
+    """The probe's statement, planned as its function plans it (the batched claim's function
+    is the same probe with a row count)."""
     which = "type = %(type)s" if typed else postgresql_schema.UNPAUSED
     index = "jobq_jobs_ready_by_type" if typed else "jobq_jobs_ready_any"
     with crowded.backend.transaction():
         for name, value in postgresql_schema.PROBE_SETTINGS.items():
             crowded.backend.execute(f"SET LOCAL {name} = {value}")
         plan = postgresql_plan(
-            crowded, postgresql_schema.PROBE.format(which=which), {"type": "email"}
+            crowded,
+            postgresql_schema.PROBE.format(which=which).replace("LIMIT 1", f"LIMIT {limit}"),
+            {"type": "email"},
         )
     scans = list(table_scans(plan))
     found = [(scan["Node Type"], scan.get("Index Name"), sorted_) for scan, sorted_ in scans]
@@ -139,13 +154,14 @@ def test_postgresql_probes_walk_a_ready_index_in_order(crowded: jobq.Queue, type
 
 @pytest.mark.databases("sqlite")
 @pytest.mark.parametrize("types", TYPES, ids=["any", "one", "several"])
+@pytest.mark.parametrize("batched", [False, True], ids=["claim", "batch"])
 def test_sqlite_claims_walk_a_ready_index_in_order(
-    crowded: jobq.Queue, types: tuple[str, ...]
+    crowded: jobq.Queue, types: tuple[str, ...], batched: bool
 ) -> None:
-    params = {"token": "t", "lease": 60.0, **HERE, **type_params(types)}
-    rows = crowded.backend.fetchall(
-        "EXPLAIN QUERY PLAN " + sqlite.claim_statement(len(types)), params
-    )
+    params = {"token": "t", "lease": 60.0, "n": 3, "tokens": '["a", "b", "c"]'}
+    params |= HERE | type_params(types)
+    statement = (sqlite.claim_many_statement if batched else sqlite.claim_statement)(len(types))
+    rows = crowded.backend.fetchall("EXPLAIN QUERY PLAN " + statement, params)
     index = "jobq_jobs_ready_by_type" if types else "jobq_jobs_ready"
     text = "\n".join(map(str, rows))
     # A typed probe searches its type's part of the index; the untyped one walks the whole
@@ -167,11 +183,13 @@ def test_sqlite_claims_walk_a_ready_index_in_order(
 
 @pytest.mark.databases("mariadb")
 @pytest.mark.parametrize("types", TYPES, ids=["any", "one", "several"])
+@pytest.mark.parametrize("batched", [False, True], ids=["claim", "batch"])
 def test_mariadb_claims_walk_a_ready_index_in_order(
-    crowded: jobq.Queue, types: tuple[str, ...]
+    crowded: jobq.Queue, types: tuple[str, ...], batched: bool
 ) -> None:
-    params = {"lease": 60_000_000, **type_params(types)}
-    rows = crowded.backend.fetchall("EXPLAIN " + mysql.claim_select(len(types)), params)
+    params = {"lease": 60_000_000, "n": 3, **type_params(types)}
+    select = mysql_claims.claim_many_select if batched else mysql_claims.claim_select
+    rows = crowded.backend.fetchall("EXPLAIN " + select(len(types)), params)
     index = "jobq_jobs_ready_by_type" if types else "jobq_jobs_ready"
     # Columns: id, select_type, table, type, possible_keys, key, key_len, ref, rows, Extra.
     probes = [row for row in rows if row[2] == "jobq_jobs"]

@@ -1,0 +1,103 @@
+"""Batched claims: up to N ready jobs in one claim, each its own attempt with its own token
+and lease; their acknowledgement together with the next batch; and the release of claimed
+jobs that never started, which puts them back without counting an attempt.
+
+The defaults here run the per-job statements in one transaction; a backend whose database
+takes a whole batch in one statement overrides them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..records import ClaimedJob
+from .leases import expiry
+
+if TYPE_CHECKING:
+    from .base import Runner
+
+
+class Batching(ABC):
+    """Batched claims, as every backend provides them."""
+
+    # Puts one attempt back to pending, uncounted, guarded by id, token and status.
+    sql_release: ClassVar[str]
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]: ...
+
+    @abstractmethod
+    def execute(self, sql: str, params: Any = None, connection: Any = None) -> int: ...
+
+    @abstractmethod
+    def fetchall(self, sql: str, params: Any = None) -> list[Any]: ...
+
+    @abstractmethod
+    def complete(self, job_id: int, token: str) -> bool: ...
+
+    @abstractmethod
+    def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob: ...
+
+    @abstractmethod
+    def seconds(self, value: float) -> Any: ...
+
+    @abstractmethod
+    def claim_many(
+        self,
+        types: Sequence[str],
+        tokens: Sequence[str],
+        lease: float,
+        expires_monotonic: float,
+        runner: Runner,
+    ) -> list[ClaimedJob]:
+        """Take up to len(tokens) ready jobs of `types` as claim() picks one, in one
+        statement: each is its own attempt with its own token, in the order they were
+        picked (highest priority first, then schedule order)."""
+
+    def claim_many_within(
+        self,
+        types: Sequence[str],
+        tokens: Sequence[str],
+        lease: float,
+        expires_monotonic: float,
+        runner: Runner,
+    ) -> list[ClaimedJob]:
+        """claim_many(), inside a transaction the caller opened."""
+        return self.claim_many(types, tokens, lease, expires_monotonic, runner)
+
+    def complete_many_and_claim(
+        self,
+        done: Sequence[tuple[int, str]],
+        types: Sequence[str],
+        tokens: Sequence[str],
+        lease: float,
+        runner: Runner,
+    ) -> tuple[set[int], list[ClaimedJob]]:
+        """Complete every (id, token) attempt still owned, and claim the next batch, in one
+        commit. Returns the ids whose completion applied, and the new claims."""
+        expires = expiry(lease)
+        with self.transaction():
+            completed = {job_id for job_id, token in done if self.complete(job_id, token)}
+            return completed, self.claim_many_within(types, tokens, lease, expires, runner)
+
+    def release(self, claims: Sequence[tuple[int, str]]) -> set[int]:
+        """Put every (id, token) attempt still owned back to pending, ready at once, its
+        attempt uncounted; returns the ids released. For claims that never started."""
+        with self.transaction():
+            return {
+                job_id
+                for job_id, token in claims
+                if self.execute(self.sql_release, {"id": job_id, "token": token}) == 1
+            }
+
+
+def in_picked_order(
+    claimed: Iterable[tuple[str, ClaimedJob]], tokens: Sequence[str]
+) -> list[ClaimedJob]:
+    """Claims returned in any order, put in the order of their tokens: a batched claim hands
+    the i-th token to the i-th job picked."""
+    rank = {token: i for i, token in enumerate(tokens)}
+    return [claim for _, claim in sorted(claimed, key=lambda pair: rank[pair[0]])]

@@ -1,0 +1,145 @@
+"""PostgreSQL's batched claims: up to N jobs in one UPDATE, each with its own token; their
+acknowledgement fused with the next batch; the release of claims that never started."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from ..records import ClaimedJob
+from .base import Runner
+from .batching import Batching, in_picked_order
+from .leases import expiry
+from .postgresql_schema import NEXT_READY
+from .shapes import earliest, type_params
+
+CLAIM_COLUMNS = (
+    "id, type, class_name, payload, attempts, lease_until, "
+    "max_attempts, backoff, max_backoff, jitter, deadline"
+)
+RETURNED = ", ".join(f"j.{column}" for column in CLAIM_COLUMNS.split(", "))
+
+# jobq_next_ready with a row count: the same probe, planned with the same settings, that
+# stops after `how_many` rows instead of one.
+READY_MANY = NEXT_READY.replace(
+    "jobq_next_ready(job_type text)", "jobq_ready_many(job_type text, how_many integer)"
+).replace("LIMIT 1", "LIMIT how_many")
+MIGRATION = (READY_MANY,)
+
+
+def probe(index: int | None) -> str:
+    """The next `n` ready rows of job type `index` (a parameter), or of any type for None."""
+    which = "NULL" if index is None else f"%(type{index})s::text"
+    return f"SELECT id, priority, scheduled_at FROM jobq_ready_many({which}, %(n)s::integer)"
+
+
+@cache
+def claim_parts(type_count: int) -> tuple[str, str]:
+    """The common table expressions that pick up to n rows and hand each its token (the
+    i-th of %(tokens)s to the i-th row picked), and the UPDATE that claims them."""
+    probes = [probe(i) for i in range(type_count)] or [probe(None)]
+    picked = f"""
+        picked AS (
+            SELECT id, row_number() OVER (ORDER BY priority DESC, scheduled_at, id) AS place
+            FROM ({earliest(probes, "%(n)s")}) AS ready
+        ),
+        handed AS (
+            SELECT picked.id, given.token FROM picked
+            JOIN unnest(%(tokens)s::text[]) WITH ORDINALITY AS given(token, place) USING (place)
+        )
+    """
+    update = f"""
+        UPDATE jobq_jobs AS j SET status = 'in_progress', attempts = j.attempts + 1,
+            token = handed.token, lease_until = now() + make_interval(secs => %(lease)s),
+            host = %(host)s, pid = %(pid)s, updated_at = now()
+        FROM handed WHERE j.id = handed.id
+        RETURNING j.token, {RETURNED}
+    """
+    return picked, update
+
+
+@cache
+def claim_many_statement(type_count: int) -> str:
+    picked, update = claim_parts(type_count)
+    return f"WITH {picked} {update}"
+
+
+@cache
+def complete_many_and_claim_statement(type_count: int) -> str:
+    """Every acknowledgement and the next batch in one statement. Each row returned carries
+    the ids completed, then one claimed row's columns (NULL when nothing was ready). As in
+    complete_and_claim_statement, one snapshot: no row acknowledged can be claimed again."""
+    picked, update = claim_parts(type_count)
+    return f"""
+        WITH done AS (
+            UPDATE jobq_jobs AS d SET status = 'completed', token = NULL, lease_until = NULL,
+                updated_at = now(), finished_at = now()
+            FROM unnest(%(ids)s::bigint[], %(done_tokens)s::text[]) AS a(id, token)
+            WHERE d.id = a.id AND d.token = a.token AND d.status = 'in_progress'
+              AND d.cancel_requested_at IS NULL
+            RETURNING d.id
+        ),
+        {picked},
+        claimed AS ({update})
+        SELECT (SELECT array_agg(id) FROM done), claimed.*
+        FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
+    """
+
+
+class PostgresBatching(Batching):
+    def claim_many(
+        self,
+        types: Sequence[str],
+        tokens: Sequence[str],
+        lease: float,
+        expires_monotonic: float,
+        runner: Runner,
+    ) -> list[ClaimedJob]:
+        params = self.batch_params(types, tokens, lease, runner)
+        rows = self.fetchall(claim_many_statement(len(types)), params)
+        return self.batch_claimed(rows, tokens, expires_monotonic)
+
+    def complete_many_and_claim(
+        self,
+        done: Sequence[tuple[int, str]],
+        types: Sequence[str],
+        tokens: Sequence[str],
+        lease: float,
+        runner: Runner,
+    ) -> tuple[set[int], list[ClaimedJob]]:
+        params = self.batch_params(types, tokens, lease, runner) | {
+            "ids": [job_id for job_id, _ in done],
+            "done_tokens": [token for _, token in done],
+        }
+        expires = expiry(lease)
+        rows = self.fetchall(complete_many_and_claim_statement(len(types)), params)
+        completed = {int(job_id) for job_id in rows[0][0] or ()}
+        claims = [row[1:] for row in rows if row[1] is not None]
+        return completed, self.batch_claimed(claims, tokens, expires)
+
+    def batch_params(
+        self, types: Sequence[str], tokens: Sequence[str], lease: float, runner: Runner
+    ) -> dict[str, Any]:
+        return {
+            "n": len(tokens),
+            "tokens": list(tokens),
+            "lease": lease,
+            **runner._asdict(),
+            **type_params(types),
+        }
+
+    def batch_claimed(
+        self, rows: Sequence[Sequence[Any]], tokens: Sequence[str], expires_monotonic: float
+    ) -> list[ClaimedJob]:
+        """Rows of (token, claim columns...) as claims, in the order they were picked."""
+        return in_picked_order(
+            ((row[0], self.claimed(row[1:], row[0], expires_monotonic)) for row in rows), tokens
+        )
+
+    sql_release = """
+        UPDATE jobq_jobs SET status = 'pending', attempts = attempts - 1, token = NULL,
+            lease_until = NULL, updated_at = now()
+        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+          AND cancel_requested_at IS NULL
+    """

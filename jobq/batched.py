@@ -1,0 +1,74 @@
+"""Batched consuming: claim several ready jobs at once, each its own attempt with its own
+token and lease; acknowledge the completed ones together with the next batch; and release
+the claimed jobs that never started, back to pending at once and without counting an
+attempt. The first part of `--prefetch` (issue 18): nothing in jobq's own workers calls
+these yet."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Sequence
+
+from .backends.leases import expiry
+from .consuming import Consuming, Types, type_list
+from .records import ClaimedJob, Outcome
+from .running import runner
+
+log = logging.getLogger("jobq")
+
+
+def tokens(n: int, least: int) -> list[str]:
+    """n fresh attempt tokens; n is checked here, where the caller's mistake is still theirs."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < least:
+        raise ValueError(f"the number of jobs to claim must be an integer >= {least}, got {n!r}")
+    return [secrets.token_hex(16) for _ in range(n)]
+
+
+class BatchConsuming(Consuming):
+    def claim_many(self, n: int, type: Types = None) -> list[ClaimedJob]:
+        """Claim up to `n` ready jobs of `type` in one statement, as claim() picks them:
+        highest priority first, then schedule order, never of a paused type. Each is its own
+        attempt, with its own token and lease; they come back in the order picked."""
+        fresh = tokens(n, 1)
+        types = type_list(type)
+        backend = self._consumer("claim")
+        lease = self.lease_duration
+
+        def attempt() -> list[ClaimedJob]:
+            return backend.claim_many(types, fresh, lease, expiry(lease), runner())
+
+        return backend.retrying("claim", attempt)
+
+    def complete_many_and_claim(
+        self, claims: Sequence[ClaimedJob], n: int, type: Types = None
+    ) -> tuple[list[Outcome], list[ClaimedJob]]:
+        """Complete every attempt of `claims` and claim up to `n` more jobs of `type`, in one
+        commit (one statement where the database allows). Each completion is guarded by its
+        own token. Returns each claim's outcome, in order (as complete() decides it: a job
+        cancelled as it ran ends cancelled), and the new claims; n = 0 claims nothing."""
+        fresh = tokens(n, 0)
+        types = type_list(type)
+        backend = self._consumer("complete")
+        done = [(claim.id, claim.token) for claim in claims]
+        completed, next_claims = backend.retrying(
+            "complete",
+            lambda: backend.complete_many_and_claim(
+                done, types, fresh, self.lease_duration, runner()
+            ),
+        )
+        return [self._completed(claim, claim.id in completed) for claim in claims], next_claims
+
+    def release(self, claims: Sequence[tuple[int, str]]) -> set[int]:
+        """Put claimed jobs whose attempt never started back to pending, ready at once, with
+        the attempt not counted; each (id, token) only while that attempt still holds its
+        job. Returns the ids released. A job an operator asked to cancel is not released:
+        its lease ends it cancelled, as for any attempt."""
+        backend = self._consumer("release")
+        if not claims:
+            return set()
+        released = backend.retrying("release", lambda: backend.release(claims))
+        if released:
+            ids = ", ".join(map(str, sorted(released)))
+            log.info("Released unstarted jobs %s", ids, extra={"event": "released"})
+        return released
