@@ -151,7 +151,13 @@ def cmd_web(args: argparse.Namespace) -> int:
     check_exposure(host, credentials)
     load_app(args.app)  # its schedules, for the schedules page; a Django project set up
     with open_queue(args) as queue:
-        serve(make_app(queue, read_only=args.read_only, credentials=credentials), host, port)
+        app = make_app(
+            queue,
+            read_only=args.read_only,
+            credentials=credentials,
+            reopen=lambda: open_queue(args),
+        )
+        serve(app, host, port)
     return 0
 
 

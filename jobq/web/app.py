@@ -5,10 +5,12 @@ What each page shows is in views.py; this module decides whether a request gets 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import threading
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -61,8 +63,10 @@ class StatusPage:
         read_only: bool,
         credentials: Credentials,
         csrf: Csrf,
+        reopen: Callable[[], Queue] | None = None,
     ) -> None:
         self.queue = queue
+        self.reopen = reopen
         self.read_only = read_only
         self.credentials = credentials
         self.csrf = csrf
@@ -96,7 +100,7 @@ class StatusPage:
             if request.method == "POST":
                 self.check_post(request)
             with self.lock:
-                response = getattr(views, str(endpoint))(page, **arguments)
+                response = self.view(str(endpoint), page, arguments)
         except HTTPException as error:
             response = page.error(error)
         except Exception:
@@ -114,6 +118,27 @@ class StatusPage:
             )
         response.headers.update(SECURITY_HEADERS)
         return response
+
+    def view(self, endpoint: str, page: Page, arguments: Mapping[str, Any]) -> Response:
+        """The view's answer. Should it fail where the app knows how to reopen its queue,
+        the queue is replaced, since its connection may be what broke (a restarted database,
+        a failover), and a GET is answered once more on the new one. A POST is not sent
+        again: it may have been applied before its answer was lost."""
+        run = getattr(views, endpoint)
+        try:
+            return cast(Response, run(page, **arguments))
+        except HTTPException:
+            raise
+        except Exception:
+            if self.reopen is None:
+                raise
+            log.warning("The status page's query failed: opening a new connection", exc_info=True)
+            with contextlib.suppress(Exception):
+                self.queue.close()
+            self.queue = self.reopen()
+            if page.request.method != "GET":
+                raise
+            return cast(Response, run(dataclasses.replace(page, queue=self.queue), **arguments))
 
     def check_post(self, request: Request) -> None:
         if self.read_only:
@@ -136,16 +161,20 @@ def make_app(
     *,
     credentials: Credentials | None = None,
     csrf_key: bytes | None = None,
+    reopen: Callable[[], Queue] | None = None,
 ) -> StatusPage:
     """The status page as a WSGI application on `queue`.
 
     credentials: who may see it; by default read from JOBQ_WEB_USER and JOBQ_WEB_PASSWORD
     (HTTP basic) or JOBQ_WEB_TOKEN (bearer), and open to all when none is set. csrf_key signs
-    the forms; by default JOBQ_WEB_SECRET, else a random key of this app's own.
+    the forms; by default JOBQ_WEB_SECRET, else a random key of this app's own. reopen: how
+    to open a fresh queue once a query has failed (`jobq web` reconnects so); without it, an
+    application that mounts the page keeps its connection healthy itself.
     """
     return StatusPage(
         queue,
         read_only,
         Credentials.from_environment() if credentials is None else credentials,
         Csrf(csrf_key),
+        reopen,
     )

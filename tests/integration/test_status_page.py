@@ -9,6 +9,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 
+import psycopg
 import pytest
 from asgiref.testing import ApplicationCommunicator
 from asgiref.wsgi import WsgiToAsgi
@@ -445,3 +446,38 @@ def test_the_readme_lists_the_web_command_s_options() -> None:
         if isinstance(action, argparse._SubParsersAction)
     )
     assert markdown_table(commands.choices["web"].get_default("options")) in readme
+
+
+@pytest.mark.databases("postgresql")
+def test_a_page_reopens_its_connection_once_the_database_dropped_it(dsn: str) -> None:
+    opened: list[jobq.Queue] = []
+
+    def reopen() -> jobq.Queue:
+        opened.append(jobq.Queue.connect(dsn))
+        return opened[-1]
+
+    with jobq.Queue.connect(dsn) as queue, psycopg.connect(dsn, autocommit=True) as admin:
+        queue.install()
+        job_id = queue.enqueue(Noop())
+        app = make_app(queue, credentials=Credentials(), reopen=reopen)
+        client = Client(app)
+        assert f"Job {job_id}" in page(client, f"/jobs/{job_id}")
+        # What a restarted database or a failover does to the page's connection.
+        admin.execute("SELECT pg_terminate_backend(%s)", (queue.connection.info.backend_pid,))
+
+        assert f"Job {job_id}" in page(client, f"/jobs/{job_id}")
+
+        assert len(opened) == 1 and app.queue is opened[0]
+        opened[0].close()
+
+
+@pytest.mark.databases("postgresql")
+def test_without_a_way_to_reopen_a_dropped_connection_the_page_says_so(
+    dsn: str, client: Client, queue: jobq.Queue
+) -> None:
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (queue.connection.info.backend_pid,))
+
+    response = client.get("/")
+
+    assert response.status_code == 500 and "Database error" in text(response)
