@@ -163,8 +163,11 @@ class Master:
             for message in protocol.waiting(worker.process.sock):
                 self.on_message(worker, message)
         except EOFError:
-            # It closed its end: it is exiting; the reaper finishes the bookkeeping.
-            self.selector.unregister(worker.process.sock)
+            # It closed its end: it is exiting; the reaper finishes the bookkeeping. Read
+            # again before it is reaped (a renewal round that missed it), the socket says EOF
+            # again, and is no longer registered.
+            with contextlib.suppress(KeyError):
+                self.selector.unregister(worker.process.sock)
 
     def on_message(self, worker: WorkerProcess, message: protocol.Message) -> None:
         if isinstance(message, protocol.Ready):
