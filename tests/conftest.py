@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import jobq
+
 from .support.servers import (
     LocalServer,
     ServerInfo,
@@ -31,6 +33,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "databases(*kinds): run a test that uses `dsn` only on these kinds "
         f"(any of {', '.join(DB_KINDS)})",
+    )
+    config.addinivalue_line(
+        "markers",
+        "lease(seconds): the lease of the `queue` fixture's claims (default jobq's own, 600 s)",
     )
 
 
@@ -93,6 +99,16 @@ def dsn(db_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
     fresh = fresh_postgresql_database if db_kind == "postgresql" else fresh_mariadb_database
     with fresh(request.getfixturevalue(f"{db_kind}_server")) as url:
         yield url
+
+
+@pytest.fixture
+def queue(dsn: str, request: pytest.FixtureRequest) -> Iterator[jobq.Queue]:
+    """A queue on the test's database, installed; its lease from the `lease` marker."""
+    marker = request.node.get_closest_marker("lease")
+    lease = marker.args[0] if marker else 600
+    with jobq.Queue.connect(dsn, lease_duration=lease) as queue:
+        queue.install()
+        yield queue
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,13 +14,6 @@ from jobq.cli_controls import RECORD_KEYS
 from tests.support.jobs import Boom, Noop
 
 ONCE = jobq.RetryPolicy(max_attempts=1)
-
-
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn) as queue:
-        queue.install()
-        yield queue
 
 
 @pytest.fixture

@@ -43,13 +43,6 @@ def forget_runs() -> Iterator[None]:
     RAN.clear()
 
 
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn) as queue:
-        queue.install()
-        yield queue
-
-
 def same(a: Any, b: Any) -> bool:
     """Equality that also tells 0.0 from -0.0 and True from 1, which == does not."""
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True) and type(a) is type(b)

@@ -3,20 +3,13 @@ of one (see test_django.py), never None; and a closed one is called closed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 import jobq
 from tests.support import drivers
 from tests.support.jobs import Noop
 
-
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=60) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(60)
 
 
 @pytest.mark.databases("sqlite")

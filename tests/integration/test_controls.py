@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,13 +16,6 @@ from tests.support.jobs import Boom, Noop
 from tests.support.waiting import wait_for
 
 NOT_IDS: list[object] = ["1", -1, 0, 2**70, True, None, 1.0]
-
-
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn) as queue:
-        queue.install()
-        yield queue
 
 
 class CancelsItself(jobq.Job):

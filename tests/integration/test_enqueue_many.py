@@ -3,7 +3,6 @@ order given, and all or none of them with the transaction they were written in."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,12 +12,7 @@ from jobq.new_jobs import MAX_PAYLOAD_BYTES
 from tests.support import drivers
 from tests.support.jobs import Noop, Record
 
-
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=60) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(60)
 
 
 @pytest.fixture(autouse=True)

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 
 import jobq
@@ -23,13 +21,6 @@ DB_SETTINGS = settings(
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-
-
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn) as queue:
-        queue.install()
-        yield queue
 
 
 @DB_SETTINGS

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 import jobq
@@ -14,11 +12,7 @@ from tests.support.waiting import wait_for
 ONCE = jobq.RetryPolicy(max_attempts=1)
 
 
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=60) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(60)
 
 
 def test_prune_deletes_in_batches_until_none_is_left(

@@ -3,21 +3,12 @@ database's clock, on every database."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 import jobq
 from tests.support.jobs import Boom, Noop
 
 NO_RETRY = jobq.RetryPolicy(max_attempts=1)
-
-
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn) as queue:
-        queue.install()
-        yield queue
 
 
 def test_completed_jobs_count_in_the_minute_now_ending(queue: jobq.Queue) -> None:

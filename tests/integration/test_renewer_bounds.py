@@ -5,7 +5,6 @@ up (and the renewer killed), holding the locks it already took."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,12 +12,7 @@ import jobq
 from tests.support.drivers import connect, lock_job_row
 from tests.support.jobs import Noop
 
-
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=60) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(60)
 
 
 @pytest.mark.databases("postgresql", "mariadb")

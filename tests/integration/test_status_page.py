@@ -32,13 +32,6 @@ ASGI_TIMEOUT = 10.0
 
 
 @pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn) as queue:
-        queue.install()
-        yield queue
-
-
-@pytest.fixture
 def client(queue: jobq.Queue) -> Client:
     return Client(make_app(queue, credentials=Credentials()))
 

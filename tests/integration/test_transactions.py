@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,12 +14,7 @@ import jobq
 from tests.support import drivers
 from tests.support.jobs import Noop
 
-
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=60) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(60)
 
 
 CONSUMER_OPERATIONS: dict[str, Callable[[jobq.Queue, jobq.ClaimedJob], Any]] = {

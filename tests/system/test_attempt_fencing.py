@@ -91,11 +91,7 @@ class Case:
         assert record.attempts >= 2, record
 
 
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=LEASE) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(LEASE)
 
 
 @contextmanager

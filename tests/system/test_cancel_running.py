@@ -8,7 +8,6 @@ Pausing: no worker claims a paused type, and resuming wakes the idle ones."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,11 +26,7 @@ from .test_attempt_fencing import KINDS, LEASE, enqueued, stop
 GRACE = ("--kill-grace", "0.5")
 
 
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=LEASE) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(LEASE)
 
 
 def status_is(queue: jobq.Queue, job_id: int, status: Status) -> bool:

@@ -9,7 +9,6 @@ import secrets
 import signal
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,11 +40,7 @@ class ReadOwn(jobq.Job):
         self.token = token
 
 
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=6) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(6)
 
 
 @pytest.mark.databases("postgresql", "sqlite")

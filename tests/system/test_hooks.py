@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,11 +23,7 @@ class Step(jobq.Job):
     job_name = "Step"
 
 
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=6) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(6)
 
 
 @pytest.mark.databases("sqlite", "postgresql")

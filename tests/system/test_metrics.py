@@ -57,11 +57,7 @@ RENEWAL_TROUBLE = (
 KILL_REASONS = ("renewal", "self_fence", "lost", "job_timeout", "memory", "shutdown")
 
 
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=6) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(6)
 
 
 def wait_ready(port: int, running: Supervisor) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,12 +13,7 @@ import pytest
 import jobq
 from tests.support.apps import APPS
 
-
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=60) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(60)
 
 
 def test_jobq_schedules_lists_each_schedule(queue: jobq.Queue, dsn: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import signal
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
@@ -21,11 +20,7 @@ ARGS = (*FAST, "--workers", "1", "--app", "schedules_app")
 SLOTS = 20
 
 
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=60) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(60)
 
 
 def slots(queue: jobq.Queue) -> list[datetime]:

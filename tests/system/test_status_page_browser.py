@@ -40,13 +40,6 @@ def artifacts() -> Path:
 
 
 @pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn) as queue:
-        queue.install()
-        yield queue
-
-
-@pytest.fixture
 def server(dsn: str, queue: jobq.Queue) -> Iterator[str]:
     """`jobq web` on a free loopback port, on the test's database; yields its address."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBQ_WEB_")}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,12 +12,7 @@ from tests.support.apps.supervised_app import Crash, Sleep
 from tests.support.supervising import FAST, events, supervisor, wait_for_events
 from tests.support.waiting import wait_for
 
-
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=6) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(6)
 
 
 def test_a_job_longer_than_several_leases_runs_once(

@@ -9,7 +9,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,11 +23,7 @@ from tests.support.waiting import wait_for
 PAST_THE_LEASE = 7.5
 
 
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=6) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(6)
 
 
 def hold(queue: jobq.Queue, journal: Path, release: Path, max_attempts: int | None = None) -> int:

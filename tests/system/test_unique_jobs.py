@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pymysql
@@ -20,11 +19,7 @@ ACTIVE = ("pending", "in_progress")
 DEADLOCK = 1213
 
 
-@pytest.fixture
-def queue(dsn: str) -> Iterator[jobq.Queue]:
-    with jobq.Queue.connect(dsn, lease_duration=60) as queue:
-        queue.install()
-        yield queue
+pytestmark = pytest.mark.lease(60)
 
 
 def active_with(queue: jobq.Queue, key: str) -> list[int]:
