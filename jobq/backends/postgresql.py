@@ -18,14 +18,14 @@ from ..errors import ConfigurationError
 from ..records import ClaimedJob
 from .base import Backend, NewJob, Renewal, Runner
 from .leases import expiry
-from .postgresql_claims import CLAIM_COLUMNS, PostgresBatching
 from .postgresql_claims import MIGRATION as BATCHES
+from .postgresql_claims import PostgresBatching
 from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
 from .postgresql_insert import INSERT, INSERT_UNIQUE, copy_in
 from .postgresql_schema import MIGRATIONS, READY
 from .postgresql_uniqueness import MIGRATION as UNIQUENESS
 from .postgresql_uniqueness import PostgresUniqueness
-from .shapes import earliest, type_params
+from .shapes import CLAIM_COLUMNS, earliest, type_params
 
 COMPLETE = """
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,

@@ -12,12 +12,8 @@ from .base import Runner
 from .batching import Batching, in_picked_order
 from .leases import expiry
 from .postgresql_schema import NEXT_READY
-from .shapes import earliest, type_params
+from .shapes import CLAIM_COLUMNS, earliest, type_params
 
-CLAIM_COLUMNS = (
-    "id, type, class_name, payload, attempts, lease_until, "
-    "max_attempts, backoff, max_backoff, jitter, deadline"
-)
 RETURNED = ", ".join(f"j.{column}" for column in CLAIM_COLUMNS.split(", "))
 
 # jobq_next_ready with a row count: the same probe, planned with the same settings, that

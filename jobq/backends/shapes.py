@@ -14,6 +14,12 @@ if TYPE_CHECKING:
 CHUNK_ROWS = 5000
 CHUNK_BYTES = 4 * 2**20
 
+# What a claim reads of each job it takes, in the order the backends' row readers expect.
+CLAIM_COLUMNS = (
+    "id, type, class_name, payload, attempts, lease_until, "
+    "max_attempts, backoff, max_backoff, jitter, deadline"
+)
+
 
 def earliest(probes: Sequence[str], limit: str = "1") -> str:
     """The first row (or first `limit` rows), by (priority descending, scheduled_at, id), of

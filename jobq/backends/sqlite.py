@@ -19,16 +19,11 @@ from ..errors import ConfigurationError, NoSchema
 from ..records import ClaimedJob
 from .base import Backend, NewJob, Renewal, Runner
 from .batching import in_picked_order
-from .shapes import earliest, type_params
+from .shapes import CLAIM_COLUMNS, earliest, type_params
 from .sqlite_controls import SqliteControls
 from .sqlite_schema import MIGRATIONS, NOW
 from .sqlite_uniqueness import MIGRATION as UNIQUENESS
 from .sqlite_uniqueness import SqliteUniqueness
-
-CLAIM_COLUMNS = (
-    "id, type, class_name, payload, attempts, lease_until, "
-    "max_attempts, backoff, max_backoff, jitter, deadline"
-)
 
 READY = (
     f"status = 'pending' AND scheduled_at <= {NOW} "
