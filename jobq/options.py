@@ -186,7 +186,8 @@ DSN = Option(
 APP = Option(
     "app",
     None,
-    "the application: each worker imports it after its fork, registering its Job classes",
+    "the application's module: importing it registers its Job classes and declares its "
+    "schedules (a supervisor's workers import it after their fork)",
     unit="text",
     metavar="MODULE",
     shown_default="none",
