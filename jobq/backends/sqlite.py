@@ -20,19 +20,15 @@ from ..records import ClaimedJob
 from .base import Backend, NewJob, Renewal, Runner
 from .batching import in_picked_order
 from .shapes import earliest, type_params
+from .sqlite_controls import MIGRATION as STATUS_PAGE
 from .sqlite_controls import SqliteControls
-from .sqlite_schema import MIGRATIONS, NOW
+from .sqlite_schema import MIGRATIONS, NOW, READY
 from .sqlite_uniqueness import MIGRATION as UNIQUENESS
 from .sqlite_uniqueness import SqliteUniqueness
 
 CLAIM_COLUMNS = (
     "id, type, class_name, payload, attempts, lease_until, "
     "max_attempts, backoff, max_backoff, jitter, deadline"
-)
-
-READY = (
-    f"status = 'pending' AND scheduled_at <= {NOW} "
-    f"AND (deadline IS NULL OR deadline > {NOW}) AND attempts < max_attempts"
 )
 
 # The single-statement claim needs UPDATE … RETURNING.
@@ -113,7 +109,7 @@ def path_of(dsn: str) -> str:
 
 class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     kind = "sqlite"
-    migrations = (*MIGRATIONS, UNIQUENESS)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE)
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
         self.check_version()
@@ -369,8 +365,4 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     sql_counts = """
         SELECT type, status, count(*) FROM jobq_jobs
         WHERE :type IS NULL OR type = :type GROUP BY type, status
-    """
-
-    sql_oldest_ready = f"""
-        SELECT type, {NOW} - min(scheduled_at) FROM jobq_jobs WHERE {READY} GROUP BY type
     """

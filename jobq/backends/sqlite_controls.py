@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
-from .controls import RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
-from .sqlite_schema import NOW
+from .controls import (
+    NEXT_PENDING_PRIORITY,
+    NEXT_PENDING_TYPE,
+    READY_AGE,
+    RECORD_COLUMNS,
+    UNFINISHED_COUNTS,
+    Controls,
+)
+from .sqlite_schema import NOW, READY
+
+# The status page's schema version: the index filtered lists of jobs walk in id order (see
+# Controls.jobs).
+MIGRATION: tuple[str, ...] = (
+    "CREATE INDEX IF NOT EXISTS jobq_jobs_by_status ON jobq_jobs (status, type, id)",
+)
 
 
 class SqliteControls(Controls):
+    # The planner would as soon read the typed ready index, same first columns, and sort.
+    jobs_index_hint = " INDEXED BY jobq_jobs_by_status"
     sql_get = f"SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE id = :id"
 
     sql_jobs = f"""
-        SELECT {RECORD_COLUMNS} FROM jobq_jobs
-        WHERE (:status IS NULL OR status = :status) AND (:type IS NULL OR type = :type)
-          AND (:before IS NULL OR id < :before)
+        SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE :before IS NULL OR id < :before
         ORDER BY id DESC LIMIT :limit
     """
 
@@ -63,4 +76,10 @@ class SqliteControls(Controls):
         SELECT type, status, count(*) FROM jobq_jobs
         WHERE finished_at > {NOW} - :minutes * 60 GROUP BY type, status
     """
+    )
+
+    sql_next_pending_type = NEXT_PENDING_TYPE.format(after=":after")
+    sql_next_pending_priority = NEXT_PENDING_PRIORITY.format(type=":type", below=":below")
+    sql_ready_age = READY_AGE.format(
+        age=f"{NOW} - scheduled_at", ready=READY, type=":type", priority=":priority"
     )
