@@ -65,6 +65,10 @@ NEWEST_PROBE = (
 # Probes merged in one statement at most: SQLite allows 500 SELECTs in a compound one.
 PROBES_PER_STATEMENT = 100
 
+# The first page's bound (only a job with the largest 64-bit id is beyond it): the list is
+# then a range of the primary key whether paged or not ("IS NULL OR" is none on SQLite).
+LAST_ID = 2**63 - 1
+
 # The statuses an operator may retry from.
 RETRYABLE = (Status.FAILED, Status.EXPIRED, Status.CANCELLED)
 
@@ -80,6 +84,11 @@ class Controls(ABC):
     # The newest jobs first, below an id: paged by id. Filtered lists walk the jobs index
     # instead (see jobs()).
     sql_jobs: ClassVar[str]
+    # One probe of a filtered list, NEWEST_PROBE unless a backend has its own: it may take
+    # the id bound as a condition, {before}, or as a value that may be NULL, {before_id}.
+    newest_probe: ClassVar[str] = NEWEST_PROBE
+    # What follows "FROM jobq_jobs" where a page's records are read by id.
+    rowid_hint: ClassVar[str] = ""
     # What follows "FROM jobq_jobs" in NEWEST_PROBE and NEXT_TYPE_OF to make the planner
     # walk the jobs index.
     jobs_index_hint: ClassVar[str] = ""
@@ -178,25 +187,32 @@ class Controls(ABC):
             chunk = pairs[start : start + PROBES_PER_STATEMENT]
             ids += (int(row[0]) for row in self.fetchall(*self.newest(chunk, limit, before_id)))
         ids = sorted(ids, reverse=True)[:limit]
-        if not ids:
-            return []
+        return [self.record(row) for row in self.fetchall(*self.by_ids(ids))] if ids else []
+
+    def by_ids(self, ids: Sequence[int]) -> tuple[str, dict[str, Any]]:
+        """The statement reading these jobs' records, newest first, and its parameters."""
         marks = ", ".join(self.placeholder.format(f"id{i}") for i in range(len(ids)))
-        sql = f"SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE id IN ({marks}) ORDER BY id DESC"
-        rows = self.fetchall(sql, {f"id{i}": each for i, each in enumerate(ids)})
-        return [self.record(row) for row in rows]
+        sql = (
+            f"SELECT {RECORD_COLUMNS} FROM jobq_jobs{self.rowid_hint} WHERE id IN ({marks}) "
+            "ORDER BY id DESC"
+        )
+        return sql, {f"id{i}": each for i, each in enumerate(ids)}
 
     def types_of(self, status: Status) -> list[str]:
         """The types that have jobs of this status, one index probe each."""
         found: list[str] = []
-        mark = self.placeholder.format
-        sql = NEXT_TYPE_OF.format(
-            hint=self.jobs_index_hint, status=mark("status"), after=mark("after")
-        )
         params = {"status": str(status), "after": BELOW_ANY_TYPE}
-        while (name := self.next_value(sql, params)) is not None:
+        while (name := self.next_value(self.next_type_of(), params)) is not None:
             found.append(name)
             params["after"] = name
         return found
+
+    def next_type_of(self) -> str:
+        """NEXT_TYPE_OF in this backend's placeholders and hint."""
+        mark = self.placeholder.format
+        return NEXT_TYPE_OF.format(
+            hint=self.jobs_index_hint, status=mark("status"), after=mark("after")
+        )
 
     def newest(
         self, pairs: Sequence[tuple[Status, str]], limit: int, before_id: int | None
@@ -206,11 +222,12 @@ class Controls(ABC):
         mark = self.placeholder.format
         before = "" if before_id is None else f" AND id < {mark('before')}"
         probes = [
-            NEWEST_PROBE.format(
+            self.newest_probe.format(
                 hint=self.jobs_index_hint,
                 status=mark(f"status{i}"),
                 type=mark(f"type{i}"),
                 before=before,
+                before_id=mark("before"),
                 limit=mark("limit"),
             )
             for i in range(len(pairs))

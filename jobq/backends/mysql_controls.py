@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .controls import (
+    LAST_ID,
     NEXT_PENDING_PRIORITY,
     NEXT_PENDING_TYPE,
     READY_AGE,
@@ -26,7 +27,7 @@ class MysqlControls(Controls):
     sql_get = f"SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE id = %(id)s"
 
     sql_jobs = f"""
-        SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE %(before)s IS NULL OR id < %(before)s
+        SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE id < coalesce(%(before)s, {LAST_ID})
         ORDER BY id DESC LIMIT %(limit)s
     """
 

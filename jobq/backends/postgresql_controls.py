@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .controls import RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
-from .postgresql_schema import READY
+from .controls import LAST_ID, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
+from .postgresql_schema import READY, SETTINGS
 
 # Wakes idle workers: the payload is the job's type.
 NOTIFY_CHANNEL = "jobq_jobs"
@@ -37,6 +37,31 @@ OLDEST_READY = f"""
     FROM levels l WHERE l.priority IS NOT NULL GROUP BY l.type
 """
 
+# One probe of a filtered jobs list (see Controls.jobs), planned without sorts. Without
+# statistics, PostgreSQL expects one row of a status and type, and reads them from the
+# smaller typed ready index and sorts them, rather than walking (status, type, id) in
+# order: a sort of every pending job of the type. No sort leaves the ordered walks.
+NEWEST_QUERY = (
+    "SELECT id FROM jobq_jobs WHERE status = job_status AND type = job_type{before} "
+    "ORDER BY id DESC LIMIT how_many"
+)
+NEWEST = f"""
+    CREATE FUNCTION jobq_newest(job_status text, job_type text, before_id bigint, how_many integer)
+    RETURNS TABLE (id bigint)
+    LANGUAGE plpgsql STABLE
+    {SETTINGS}
+    AS $$
+    #variable_conflict use_column
+    BEGIN
+        IF before_id IS NULL THEN
+            RETURN QUERY {NEWEST_QUERY.format(before="")};
+        ELSE
+            RETURN QUERY {NEWEST_QUERY.format(before=" AND id < before_id")};
+        END IF;
+    END
+    $$
+"""
+
 # The status page's schema version: the index the jobs list walks, and the oldest-ready
 # skip-scan as a function. The function runs it with JIT off: the planner's estimate of a
 # recursive query's rows is ten times its first step's, compounded over two steps, which
@@ -46,6 +71,7 @@ MIGRATION: tuple[str, ...] = (
     # Filters by status, and by status and type, walk it in id order (see Controls.jobs).
     # Not partial: the completed jobs, most of the table, are filtered by type as well.
     "CREATE INDEX IF NOT EXISTS jobq_jobs_by_status ON jobq_jobs (status, type, id)",
+    NEWEST,
     f"""
     CREATE FUNCTION jobq_oldest_ready() RETURNS TABLE (type text, oldest timestamptz)
     LANGUAGE sql STABLE SET jit = off
@@ -55,11 +81,14 @@ MIGRATION: tuple[str, ...] = (
 
 
 class PostgresControls(Controls):
+    newest_probe = (
+        "SELECT id FROM jobq_newest({status}::text, {type}::text, {before_id}::bigint, {limit})"
+    )
     sql_get = f"SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE id = %(id)s"
 
     sql_jobs = f"""
         SELECT {RECORD_COLUMNS} FROM jobq_jobs
-        WHERE %(before)s::bigint IS NULL OR id < %(before)s::bigint
+        WHERE id < coalesce(%(before)s::bigint, {LAST_ID})
         ORDER BY id DESC LIMIT %(limit)s
     """
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .controls import (
+    LAST_ID,
     NEXT_PENDING_PRIORITY,
     NEXT_PENDING_TYPE,
     READY_AGE,
@@ -24,8 +25,11 @@ class SqliteControls(Controls):
     jobs_index_hint = " INDEXED BY jobq_jobs_by_status"
     sql_get = f"SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE id = :id"
 
+    # Lists read by rowid, newest first: with statistics taken while the table was small,
+    # SQLite would read the jobs index whole and sort the rows.
+    rowid_hint = " NOT INDEXED"
     sql_jobs = f"""
-        SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE :before IS NULL OR id < :before
+        SELECT {RECORD_COLUMNS} FROM jobq_jobs{rowid_hint} WHERE id < coalesce(:before, {LAST_ID})
         ORDER BY id DESC LIMIT :limit
     """
 
@@ -65,15 +69,18 @@ class SqliteControls(Controls):
 
     sql_paused = "SELECT type FROM jobq_paused"
 
+    # The last hour's range of finished_at, which SQLite, without statistics, would leave
+    # for every completed job in the jobs index (or all of that index, for its grouping).
     sql_completions = f"""
-        SELECT CAST(({NOW} - finished_at) / 60 AS INTEGER) AS ago, count(*) FROM jobq_jobs
+        SELECT CAST(({NOW} - finished_at) / 60 AS INTEGER) AS ago, count(*)
+        FROM jobq_jobs INDEXED BY jobq_jobs_finished
         WHERE finished_at > {NOW} - :minutes * 60 AND status = 'completed' GROUP BY ago
     """
 
     sql_recent_counts = (
         UNFINISHED_COUNTS
         + f"""
-        SELECT type, status, count(*) FROM jobq_jobs
+        SELECT type, status, count(*) FROM jobq_jobs INDEXED BY jobq_jobs_finished
         WHERE finished_at > {NOW} - :minutes * 60 GROUP BY type, status
     """
     )

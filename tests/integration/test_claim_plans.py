@@ -13,10 +13,8 @@ plans cannot drift from what runs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -30,6 +28,14 @@ from jobq.backends import (
 )
 from jobq.backends.shapes import type_params
 from tests.support.jobs import Noop
+from tests.support.plans import (
+    ANALYZE,
+    NO_AUTOMATIC_STATISTICS,
+    STATISTICS,
+    nodes,
+    postgresql_plan,
+    table_scans,
+)
 
 FINISHED_ROWS = 1500
 # Ready jobs of another type, scheduled before every job the typed claims look for, at
@@ -39,19 +45,13 @@ PRIORITIES = (-5, 0, 7)
 # Ready jobs of a paused type, at the highest priority: claims of any type step over them.
 PAUSED_ROWS = 200
 # The row a claim updates is found by primary key, and so is the one the fused statement
-# acknowledges, unless the planner reads the latter from the small index of jobs in progress.
-OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases")
-STATISTICS = ("current", "stale", "absent")
+# acknowledges, unless the planner reads the latter from the jobs in progress, few, in their
+# partial index or in their part of the jobs index (status, type, id).
+OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases", "jobq_jobs_by_status")
 # Claims of any type (none), of one type, and of several: one that has jobs, one without.
 TYPES = [(), ("email",), ("email", "missing")]
 # Where a claim says its attempt runs.
 HERE = {"host": "here", "pid": 1}
-
-ANALYZE = {"postgresql": "ANALYZE jobq_jobs", "mariadb": "ANALYZE TABLE jobq_jobs"}
-NO_AUTOMATIC_STATISTICS = {
-    "postgresql": "ALTER TABLE jobq_jobs SET (autovacuum_enabled = off)",
-    "mariadb": "ALTER TABLE jobq_jobs STATS_AUTO_RECALC = 0",
-}
 
 
 @pytest.fixture(params=STATISTICS)
@@ -82,33 +82,6 @@ def crowded(request: pytest.FixtureRequest, dsn: str, db_kind: str) -> Iterator[
         yield queue
 
 
-def postgresql_plan(queue: jobq.Queue, sql: str, params: dict[str, Any]) -> dict[str, Any]:
-    (row,) = queue.backend.fetchall("EXPLAIN (FORMAT JSON) " + sql, params)
-    document = row[0] if isinstance(row[0], list) else json.loads(row[0])
-    plan: dict[str, Any] = document[0]["Plan"]
-    return plan
-
-
-def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []):
-        yield from nodes(child)
-
-
-def table_scans(
-    node: dict[str, Any], sorting: bool = False
-) -> Iterator[tuple[dict[str, Any], bool]]:
-    """Every scan of jobq_jobs in a plan, and whether a sort reads its rows (as opposed to
-    the single rows a LIMIT 1 probe returns)."""
-    if node.get("Relation Name") == "jobq_jobs" and node["Node Type"] != "ModifyTable":
-        yield node, sorting
-    sorting = (sorting or node["Node Type"] in ("Sort", "Incremental Sort")) and (
-        node["Node Type"] != "Limit"
-    )
-    for child in node.get("Plans", []):
-        yield from table_scans(child, sorting)
-
-
 @pytest.mark.databases("postgresql")
 @pytest.mark.parametrize("types", TYPES, ids=["any", "one", "several"])
 def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple[str, ...]) -> None:
@@ -123,7 +96,7 @@ def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple
         plan = postgresql_plan(crowded, statement, params)
         found = [(scan["Node Type"], scan.get("Index Name")) for scan, _ in table_scans(plan)]
         # The row to update, and the row to acknowledge, are found by primary key (or the
-        # latter in the small index of jobs in progress): every other read is a probe.
+        # latter among the jobs in progress): every other read is a probe.
         assert all(name in OTHER_LOOKUPS for _, name in found), found
         calls = [node for node in nodes(plan) if node.get("Function Name") == function]
         assert len(calls) == max(len(types), 1), plan

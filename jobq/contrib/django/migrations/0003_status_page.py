@@ -8,13 +8,12 @@ from importlib import import_module
 
 from django.db import migrations
 
-# A module name that starts with a digit cannot be imported with an import statement.
-install = import_module("jobq.contrib.django.migrations.0001_install").install
+# A module name that starts with a digit cannot be imported with an import statement. The
+# operation is 0002's: install() again, which now has one more version to apply.
+upgrade = import_module("jobq.contrib.django.migrations.0002_upgrade").Migration
 
 
 class Migration(migrations.Migration):
     atomic = False
     dependencies = [("jobq", "0002_upgrade")]  # noqa: RUF012 - Django's own declaration style
-    operations = [  # noqa: RUF012
-        migrations.RunPython(install, migrations.RunPython.noop, atomic=False)
-    ]
+    operations = upgrade.operations
