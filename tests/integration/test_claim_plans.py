@@ -29,11 +29,10 @@ from jobq.backends import (
 from jobq.backends.shapes import type_params
 from tests.support.jobs import Noop
 from tests.support.plans import (
-    ANALYZE,
-    NO_AUTOMATIC_STATISTICS,
     STATISTICS,
     nodes,
     postgresql_plan,
+    statistics_left,
     table_scans,
 )
 
@@ -58,27 +57,18 @@ HERE = {"host": "here", "pid": 1}
 def crowded(request: pytest.FixtureRequest, dsn: str, db_kind: str) -> Iterator[jobq.Queue]:
     """Many finished jobs, many ready jobs of another type ahead of a few `email` ones, and
     statistics in the state the test's parameter names."""
-    statistics: str = request.param
     with jobq.Queue.connect(dsn) as queue:
         queue.install()
         backend = queue.backend
-        if db_kind in NO_AUTOMATIC_STATISTICS:
-            backend.execute(NO_AUTOMATIC_STATISTICS[db_kind])
-        analyze = ANALYZE.get(db_kind, "ANALYZE")
-        # Taken while `email` was the only type: the planner believes every row is one.
-        queue.enqueue_many([Noop() for _ in range(5)], type="email")
-        if statistics == "stale":
-            backend.execute(analyze)
-        queue.enqueue_many([Noop() for _ in range(FINISHED_ROWS)])
-        backend.execute("UPDATE jobq_jobs SET status = 'completed' WHERE type = 'noop'")
-        earlier = datetime.now(UTC) - timedelta(hours=1)
-        for priority in PRIORITIES:
-            others = [Noop() for _ in range(OTHER_ROWS // len(PRIORITIES))]
-            queue.enqueue_many(others, type="other", scheduled_at=earlier, priority=priority)
-        queue.enqueue_many([Noop() for _ in range(PAUSED_ROWS)], type="held", priority=1000)
-        queue.pause("held")
-        if statistics == "current":
-            backend.execute(analyze)
+        with statistics_left(queue, db_kind, request.param):
+            queue.enqueue_many([Noop() for _ in range(FINISHED_ROWS)])
+            backend.execute("UPDATE jobq_jobs SET status = 'completed' WHERE type = 'noop'")
+            earlier = datetime.now(UTC) - timedelta(hours=1)
+            for priority in PRIORITIES:
+                others = [Noop() for _ in range(OTHER_ROWS // len(PRIORITIES))]
+                queue.enqueue_many(others, type="other", scheduled_at=earlier, priority=priority)
+            queue.enqueue_many([Noop() for _ in range(PAUSED_ROWS)], type="held", priority=1000)
+            queue.pause("held")
         yield queue
 
 

@@ -21,10 +21,9 @@ from jobq.backends import postgresql_controls, postgresql_schema
 from jobq.records import Status
 from tests.support.jobs import Noop
 from tests.support.plans import (
-    ANALYZE,
-    NO_AUTOMATIC_STATISTICS,
     STATISTICS,
     postgresql_plan,
+    statistics_left,
     table_scans,
 )
 
@@ -53,30 +52,23 @@ FILTERS = [
 
 @pytest.fixture(params=STATISTICS)
 def crowded(request: pytest.FixtureRequest, dsn: str, db_kind: str) -> Iterator[jobq.Queue]:
-    statistics: str = request.param
     with jobq.Queue.connect(dsn) as queue:
         queue.install()
         backend = queue.backend
-        if db_kind in NO_AUTOMATIC_STATISTICS:
-            backend.execute(NO_AUTOMATIC_STATISTICS[db_kind])
-        analyze = ANALYZE.get(db_kind, "ANALYZE")
-        queue.enqueue_many([Noop() for _ in range(5)], type="email")
-        if statistics == "stale":
-            backend.execute(analyze)
-        queue.enqueue_many([Noop() for _ in range(FINISHED_ROWS)])
-        # Finished a day ago: the overview's last hour holds none of them.
-        yesterday = backend.moment(datetime.now(UTC) - timedelta(days=1))
-        mark = backend.placeholder.format("yesterday")
-        backend.execute(
-            f"UPDATE jobq_jobs SET status = 'completed', finished_at = {mark} WHERE type = 'noop'",
-            {"yesterday": yesterday},
-        )
-        earlier = datetime.now(UTC) - timedelta(hours=1)
-        for priority in PRIORITIES:
-            others = [Noop() for _ in range(READY_ROWS // len(PRIORITIES))]
-            queue.enqueue_many(others, type="other", scheduled_at=earlier, priority=priority)
-        if statistics == "current":
-            backend.execute(analyze)
+        with statistics_left(queue, db_kind, request.param):
+            queue.enqueue_many([Noop() for _ in range(FINISHED_ROWS)])
+            # Finished a day ago: the overview's last hour holds none of them.
+            yesterday = backend.moment(datetime.now(UTC) - timedelta(days=1))
+            mark = backend.placeholder.format("yesterday")
+            backend.execute(
+                f"UPDATE jobq_jobs SET status = 'completed', finished_at = {mark} "
+                "WHERE type = 'noop'",
+                {"yesterday": yesterday},
+            )
+            earlier = datetime.now(UTC) - timedelta(hours=1)
+            for priority in PRIORITIES:
+                others = [Noop() for _ in range(READY_ROWS // len(PRIORITIES))]
+                queue.enqueue_many(others, type="other", scheduled_at=earlier, priority=priority)
         yield queue
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import jobq
+from tests.support.jobs import Noop
 
 # current: taken after the rows were written; stale: taken before most of them, with
 # automatic statistics off; absent: never taken.
@@ -44,3 +46,20 @@ def table_scans(
     )
     for child in node.get("Plans", []):
         yield from table_scans(child, sorting)
+
+
+@contextmanager
+def statistics_left(queue: jobq.Queue, db_kind: str, statistics: str) -> Iterator[None]:
+    """Statistics on jobq_jobs as `statistics` names them once the rows written inside are
+    in: taken after them (current), or before them, while five pending `email` jobs were
+    all there was (stale: the planner believes every row is one), or never (absent)."""
+    backend = queue.backend
+    if db_kind in NO_AUTOMATIC_STATISTICS:
+        backend.execute(NO_AUTOMATIC_STATISTICS[db_kind])
+    analyze = ANALYZE.get(db_kind, "ANALYZE")
+    queue.enqueue_many([Noop() for _ in range(5)], type="email")
+    if statistics == "stale":
+        backend.execute(analyze)
+    yield
+    if statistics == "current":
+        backend.execute(analyze)
