@@ -37,11 +37,6 @@ UNFINISHED_COUNTS = """
 NEXT_PENDING_TYPE = (
     "SELECT type FROM jobq_jobs WHERE status = 'pending' AND type > {after} ORDER BY type LIMIT 1"
 )
-# The first type after {after} that has a job of status {status}, from the jobs index.
-NEXT_TYPE_OF = (
-    "SELECT type FROM jobq_jobs{hint} WHERE status = {status} AND type > {after} "
-    "ORDER BY type LIMIT 1"
-)
 NEXT_PENDING_PRIORITY = (
     "SELECT priority FROM jobq_jobs WHERE status = 'pending' AND type = {type} "
     "AND priority < {below} ORDER BY priority DESC LIMIT 1"
@@ -61,6 +56,11 @@ BELOW_ANY_TYPE = ""
 NEWEST_PROBE = (
     "SELECT id FROM jobq_jobs{hint} WHERE status = {status} AND type = {type}{before} "
     "ORDER BY id DESC LIMIT {limit}"
+)
+# The first type after {after} that has a job of status {status}, from the jobs index.
+NEXT_TYPE_OF = (
+    "SELECT type FROM jobq_jobs{hint} WHERE status = {status} AND type > {after} "
+    "ORDER BY type LIMIT 1"
 )
 # Probes merged in one statement at most: SQLite allows 500 SELECTs in a compound one.
 PROBES_PER_STATEMENT = 100
@@ -174,14 +174,13 @@ class Controls(ABC):
         type) pair it may match: every status of a type, or every type that has jobs of a
         status (found by stepping through the same index). Each walk stops at `limit` rows;
         the newest of them make the page."""
-        if status is None and job_type is None:
-            rows = self.fetchall(self.sql_jobs, {"before": before_id, "limit": limit})
-            return [self.record(row) for row in rows]
-        if job_type is None:
-            assert status is not None
+        if job_type is not None:
+            pairs = [(each, job_type) for each in ([status] if status else list(Status))]
+        elif status is not None:
             pairs = [(status, name) for name in self.types_of(status)]
         else:
-            pairs = [(each, job_type) for each in ([status] if status else list(Status))]
+            rows = self.fetchall(self.sql_jobs, {"before": before_id, "limit": limit})
+            return [self.record(row) for row in rows]
         ids: list[int] = []
         for start in range(0, len(pairs), PROBES_PER_STATEMENT):
             chunk = pairs[start : start + PROBES_PER_STATEMENT]
@@ -291,19 +290,23 @@ class Controls(ABC):
         ages: dict[str, float] = {}
         job_type = self.next_value(self.sql_next_pending_type, {"after": BELOW_ANY_TYPE})
         while job_type is not None:
-            oldest = None
-            params = {"type": job_type, "below": ABOVE_ANY_PRIORITY}
-            priority = self.next_value(self.sql_next_pending_priority, params)
-            while priority is not None:
-                age = self.next_value(self.sql_ready_age, {"type": job_type, "priority": priority})
-                if age is not None and (oldest is None or float(age) > oldest):
-                    oldest = float(age)
-                params["below"] = priority
-                priority = self.next_value(self.sql_next_pending_priority, params)
-            if oldest is not None:
-                ages[job_type] = oldest
+            age = self.oldest_ready_of(job_type)
+            if age is not None:
+                ages[job_type] = age
             job_type = self.next_value(self.sql_next_pending_type, {"after": job_type})
         return ages
+
+    def oldest_ready_of(self, job_type: str) -> float | None:
+        """The age of the oldest ready job of one type, from the first ready one of each of
+        its priorities; None if none is ready."""
+        ages = []
+        params = {"type": job_type, "below": ABOVE_ANY_PRIORITY}
+        while (priority := self.next_value(self.sql_next_pending_priority, params)) is not None:
+            age = self.next_value(self.sql_ready_age, {"type": job_type, "priority": priority})
+            if age is not None:
+                ages.append(float(age))
+            params["below"] = priority
+        return max(ages, default=None)
 
     def next_value(self, sql: str, params: dict[str, Any]) -> Any:
         """The one value a probe finds, or None when it finds no row."""
