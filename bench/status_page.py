@@ -125,8 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=8,
         choices=range(1, 99),
         metavar="PERCENT",
-        help="the share of pending jobs, all ready (default 8): the overview's oldest-ready "
-        "figure reads every one of them",
+        help="the share of pending jobs, all ready (default 8): the overview counts every "
+        "one of them",
     )
     parser.add_argument("--dsn", help="a PostgreSQL database to use (its jobs table is emptied)")
     args = parser.parse_args(argv)

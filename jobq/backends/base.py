@@ -230,7 +230,6 @@ class Backend(Uniqueness, Controls, Installing, Batching):
     # With {statuses} where the list of statuses goes.
     sql_prune: ClassVar[str]
     sql_counts: ClassVar[str]
-    sql_oldest_ready: ClassVar[str]
 
     def complete(self, job_id: int, token: str) -> bool:
         return self.execute(self.sql_complete, {"id": job_id, "token": token}) == 1
@@ -303,10 +302,6 @@ class Backend(Uniqueness, Controls, Installing, Batching):
         """Jobs by (type, status), of one type or of all."""
         rows = self.fetchall(self.sql_counts, {"type": job_type})
         return {(name, Status(status)): int(n) for name, status, n in rows}
-
-    def oldest_ready(self) -> dict[str, float]:
-        """Per type, how many seconds the oldest ready job has been ready."""
-        return {name: float(age) for name, age in self.fetchall(self.sql_oldest_ready)}
 
     def seconds(self, value: float) -> Any:
         """A duration as this database's statements take it (seconds unless overridden)."""

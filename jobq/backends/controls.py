@@ -30,6 +30,45 @@ UNFINISHED_COUNTS = """
     UNION ALL
 """
 
+# The statements of Controls.oldest_ready's probes, in each backend's placeholders: the first
+# type after {after} that has a pending job; the highest priority below {below} that a
+# pending job of {type} has; and {age}, the seconds since the first ready job (by {ready})
+# of {type} at {priority} was scheduled. Each is one LIMIT 1 walk of the typed ready index.
+NEXT_PENDING_TYPE = (
+    "SELECT type FROM jobq_jobs WHERE status = 'pending' AND type > {after} ORDER BY type LIMIT 1"
+)
+NEXT_PENDING_PRIORITY = (
+    "SELECT priority FROM jobq_jobs WHERE status = 'pending' AND type = {type} "
+    "AND priority < {below} ORDER BY priority DESC LIMIT 1"
+)
+READY_AGE = (
+    "SELECT {age} FROM jobq_jobs WHERE {ready} AND type = {type} AND priority = {priority} "
+    "ORDER BY scheduled_at LIMIT 1"
+)
+# Above the highest priority the schema allows (1000), and below every type name (none is
+# empty): where the probes start.
+ABOVE_ANY_PRIORITY = 1001
+BELOW_ANY_TYPE = ""
+
+# One ordered walk of the jobs index (status, type, id) for a filtered list: the newest jobs
+# of one status and type, below an id if {before} says so. {hint} names the index where a
+# planner might sort another one's rows instead.
+NEWEST_PROBE = (
+    "SELECT id FROM jobq_jobs{hint} WHERE status = {status} AND type = {type}{before} "
+    "ORDER BY id DESC LIMIT {limit}"
+)
+# The first type after {after} that has a job of status {status}, from the jobs index.
+NEXT_TYPE_OF = (
+    "SELECT type FROM jobq_jobs{hint} WHERE status = {status} AND type > {after} "
+    "ORDER BY type LIMIT 1"
+)
+# Probes merged in one statement at most: SQLite allows 500 SELECTs in a compound one.
+PROBES_PER_STATEMENT = 100
+
+# The first page's bound (only a job with the largest 64-bit id is beyond it): the list is
+# then a range of the primary key whether paged or not ("IS NULL OR" is none on SQLite).
+LAST_ID = 2**63 - 1
+
 # The statuses an operator may retry from.
 RETRYABLE = (Status.FAILED, Status.EXPIRED, Status.CANCELLED)
 
@@ -42,8 +81,17 @@ def policy_of(columns: Sequence[Any]) -> RetryPolicy:
 class Controls(ABC):
     # Each backend sets these; they take named parameters in its own style.
     sql_get: ClassVar[str]
-    # The newest jobs first, optionally of one status and type, below an id: paged by id.
+    # The newest jobs first, below an id: paged by id. Filtered lists walk the jobs index
+    # instead (see jobs()).
     sql_jobs: ClassVar[str]
+    # One probe of a filtered list, NEWEST_PROBE unless a backend has its own: it may take
+    # the id bound as a condition, {before}, or as a value that may be NULL, {before_id}.
+    newest_probe: ClassVar[str] = NEWEST_PROBE
+    # What follows "FROM jobq_jobs" where a page's records are read by id.
+    rowid_hint: ClassVar[str] = ""
+    # What follows "FROM jobq_jobs" in NEWEST_PROBE and NEXT_TYPE_OF to make the planner
+    # walk the jobs index.
+    jobs_index_hint: ClassVar[str] = ""
     # A pending job is cancelled at once; one in progress is marked for its attempt to stop.
     sql_cancel: ClassVar[str]
     # Ends an attempt marked for cancelling, if that attempt still holds the job.
@@ -60,6 +108,11 @@ class Controls(ABC):
     # last %(minutes)s minutes: the partial indexes of pending and running jobs, and a range
     # of the finished_at index, where counting every status would read the whole table.
     sql_recent_counts: ClassVar[str]
+    # Controls.oldest_ready's probes: NEXT_PENDING_TYPE, NEXT_PENDING_PRIORITY, READY_AGE.
+    # A backend that finds the ages in one statement overrides oldest_ready() instead.
+    sql_next_pending_type: ClassVar[str]
+    sql_next_pending_priority: ClassVar[str]
+    sql_ready_age: ClassVar[str]
     # How a statement names a parameter, by name.
     placeholder: ClassVar[str]
 
@@ -114,13 +167,79 @@ class Controls(ABC):
     def jobs(
         self, status: Status | None, job_type: str | None, limit: int, before_id: int | None
     ) -> list[JobRecord]:
-        params = {
-            "status": None if status is None else str(status),
-            "type": job_type,
-            "before": before_id,
-            "limit": limit,
-        }
-        return [self.record(row) for row in self.fetchall(self.sql_jobs, params)]
+        """The newest `limit` jobs below `before_id`, optionally of one status and type.
+
+        A filter that matches few jobs must not read the table until it has a page, so a
+        filtered list walks the index (status, type, id) in id order, once per (status,
+        type) pair it may match: every status of a type, or every type that has jobs of a
+        status (found by stepping through the same index). Each walk stops at `limit` rows;
+        the newest of them make the page."""
+        if job_type is not None:
+            pairs = [(each, job_type) for each in ([status] if status else list(Status))]
+        elif status is not None:
+            pairs = [(status, name) for name in self.types_of(status)]
+        else:
+            rows = self.fetchall(self.sql_jobs, {"before": before_id, "limit": limit})
+            return [self.record(row) for row in rows]
+        ids: list[int] = []
+        for start in range(0, len(pairs), PROBES_PER_STATEMENT):
+            chunk = pairs[start : start + PROBES_PER_STATEMENT]
+            ids += (int(row[0]) for row in self.fetchall(*self.newest(chunk, limit, before_id)))
+        ids = sorted(ids, reverse=True)[:limit]
+        return [self.record(row) for row in self.fetchall(*self.by_ids(ids))] if ids else []
+
+    def by_ids(self, ids: Sequence[int]) -> tuple[str, dict[str, Any]]:
+        """The statement reading these jobs' records, newest first, and its parameters."""
+        marks = ", ".join(self.placeholder.format(f"id{i}") for i in range(len(ids)))
+        sql = (
+            f"SELECT {RECORD_COLUMNS} FROM jobq_jobs{self.rowid_hint} WHERE id IN ({marks}) "
+            "ORDER BY id DESC"
+        )
+        return sql, {f"id{i}": each for i, each in enumerate(ids)}
+
+    def types_of(self, status: Status) -> list[str]:
+        """The types that have jobs of this status, one index probe each."""
+        found: list[str] = []
+        params = {"status": str(status), "after": BELOW_ANY_TYPE}
+        while (name := self.next_value(self.next_type_of(), params)) is not None:
+            found.append(name)
+            params["after"] = name
+        return found
+
+    def next_type_of(self) -> str:
+        """NEXT_TYPE_OF in this backend's placeholders and hint."""
+        mark = self.placeholder.format
+        return NEXT_TYPE_OF.format(
+            hint=self.jobs_index_hint, status=mark("status"), after=mark("after")
+        )
+
+    def newest(
+        self, pairs: Sequence[tuple[Status, str]], limit: int, before_id: int | None
+    ) -> tuple[str, dict[str, Any]]:
+        """One statement of the ids of the newest `limit` jobs of each (status, type) pair,
+        below `before_id`, and its parameters."""
+        mark = self.placeholder.format
+        before = "" if before_id is None else f" AND id < {mark('before')}"
+        probes = [
+            self.newest_probe.format(
+                hint=self.jobs_index_hint,
+                status=mark(f"status{i}"),
+                type=mark(f"type{i}"),
+                before=before,
+                before_id=mark("before"),
+                limit=mark("limit"),
+            )
+            for i in range(len(pairs))
+        ]
+        params: dict[str, Any] = {"before": before_id, "limit": limit}
+        for i, (status, name) in enumerate(pairs):
+            params |= {f"status{i}": str(status), f"type{i}": name}
+        if len(probes) == 1:
+            return probes[0], params
+        merged = " UNION ALL ".join(
+            f"SELECT id FROM ({probe}) AS probe{i}" for i, probe in enumerate(probes)
+        )
+        return f"{merged} ORDER BY id DESC LIMIT {mark('limit')}", params
 
     def cancel(self, job_id: int) -> bool:
         """Cancel a pending job, or mark one in progress for its attempt to stop; False when
@@ -159,6 +278,40 @@ class Controls(ABC):
         """{minutes ago: jobs completed then}, over the last `minutes` minutes."""
         rows = self.fetchall(self.sql_completions, {"minutes": minutes})
         return {int(ago): int(n) for ago, n in rows}
+
+    def oldest_ready(self) -> dict[str, float]:
+        """Per type, how many seconds the oldest ready job has been ready.
+
+        The typed ready index leads with (type, priority), so one min(scheduled_at) by type
+        reads every ready row (seconds on MariaDB with 80,000 ready jobs). These probes skip
+        through it instead, each a LIMIT 1 walk: to each type, then to each of that type's
+        priorities, then to the first ready row of that (type, priority) in schedule order;
+        the oldest of those is the type's. Round trips: about two per (type, priority)."""
+        ages: dict[str, float] = {}
+        job_type = self.next_value(self.sql_next_pending_type, {"after": BELOW_ANY_TYPE})
+        while job_type is not None:
+            age = self.oldest_ready_of(job_type)
+            if age is not None:
+                ages[job_type] = age
+            job_type = self.next_value(self.sql_next_pending_type, {"after": job_type})
+        return ages
+
+    def oldest_ready_of(self, job_type: str) -> float | None:
+        """The age of the oldest ready job of one type, from the first ready one of each of
+        its priorities; None if none is ready."""
+        ages = []
+        params = {"type": job_type, "below": ABOVE_ANY_PRIORITY}
+        while (priority := self.next_value(self.sql_next_pending_priority, params)) is not None:
+            age = self.next_value(self.sql_ready_age, {"type": job_type, "priority": priority})
+            if age is not None:
+                ages.append(float(age))
+            params["below"] = priority
+        return max(ages, default=None)
+
+    def next_value(self, sql: str, params: dict[str, Any]) -> Any:
+        """The one value a probe finds, or None when it finds no row."""
+        row = self.fetchone(sql, params)
+        return None if row is None else row[0]
 
     def recent_counts(self, minutes: int) -> dict[tuple[str, Status], int]:
         rows = self.fetchall(self.sql_recent_counts, {"minutes": minutes})

@@ -21,7 +21,8 @@ from ..dsn import redact
 from ..errors import ConfigurationError
 from ..records import ClaimedJob, Status
 from .base import Backend, NewJob, Renewal, Runner
-from .mysql_claims import READY, MysqlBatching, claim_select, later
+from .mysql_claims import MysqlBatching, claim_select, later
+from .mysql_controls import MIGRATION as STATUS_PAGE
 from .mysql_controls import MysqlControls
 from .mysql_schema import MIGRATIONS, NOW
 from .mysql_uniqueness import MIGRATION as UNIQUENESS
@@ -88,7 +89,7 @@ def connect_args(dsn: str) -> dict[str, Any]:
 
 class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
     kind = "mysql"
-    migrations = (*MIGRATIONS, UNIQUENESS)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE)
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         super().__init__(connection, owns_connection=owns_connection)
@@ -352,9 +353,4 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
     sql_counts = """
         SELECT type, status, count(*) FROM jobq_jobs
         WHERE %(type)s IS NULL OR type = %(type)s GROUP BY type, status
-    """
-
-    sql_oldest_ready = f"""
-        SELECT type, TIMESTAMPDIFF(MICROSECOND, min(scheduled_at), {NOW}) / 1000000
-        FROM jobq_jobs WHERE {READY} GROUP BY type
     """

@@ -20,9 +20,10 @@ from .base import Backend, NewJob, Renewal, Runner
 from .leases import expiry
 from .postgresql_claims import MIGRATION as BATCHES
 from .postgresql_claims import PostgresBatching
+from .postgresql_controls import MIGRATION as STATUS_PAGE
 from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
 from .postgresql_insert import INSERT, INSERT_UNIQUE, copy_in
-from .postgresql_schema import MIGRATIONS, READY
+from .postgresql_schema import MIGRATIONS
 from .postgresql_uniqueness import MIGRATION as UNIQUENESS
 from .postgresql_uniqueness import PostgresUniqueness
 from .shapes import CLAIM_COLUMNS, earliest, type_params
@@ -96,7 +97,7 @@ def pool_mode(dsn: str) -> tuple[str, bool]:
 
 class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
     kind = "postgresql"
-    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES)
+    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE)
 
     def __init__(
         self,
@@ -351,9 +352,4 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
     sql_counts = """
         SELECT type, status, count(*) FROM jobq_jobs
         WHERE %(type)s::text IS NULL OR type = %(type)s::text GROUP BY type, status
-    """
-
-    sql_oldest_ready = f"""
-        SELECT type, extract(epoch FROM now() - min(scheduled_at)) FROM jobq_jobs
-        WHERE {READY} GROUP BY type
     """

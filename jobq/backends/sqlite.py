@@ -20,15 +20,11 @@ from ..records import ClaimedJob
 from .base import Backend, NewJob, Renewal, Runner
 from .batching import in_picked_order
 from .shapes import CLAIM_COLUMNS, earliest, type_params
+from .sqlite_controls import MIGRATION as STATUS_PAGE
 from .sqlite_controls import SqliteControls
-from .sqlite_schema import MIGRATIONS, NOW
+from .sqlite_schema import MIGRATIONS, NOW, READY
 from .sqlite_uniqueness import MIGRATION as UNIQUENESS
 from .sqlite_uniqueness import SqliteUniqueness
-
-READY = (
-    f"status = 'pending' AND scheduled_at <= {NOW} "
-    f"AND (deadline IS NULL OR deadline > {NOW}) AND attempts < max_attempts"
-)
 
 # The single-statement claim needs UPDATE … RETURNING.
 MIN_VERSION = (3, 35, 0)
@@ -108,7 +104,7 @@ def path_of(dsn: str) -> str:
 
 class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     kind = "sqlite"
-    migrations = (*MIGRATIONS, UNIQUENESS)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE)
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
         self.check_version()
@@ -364,8 +360,4 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     sql_counts = """
         SELECT type, status, count(*) FROM jobq_jobs
         WHERE :type IS NULL OR type = :type GROUP BY type, status
-    """
-
-    sql_oldest_ready = f"""
-        SELECT type, {NOW} - min(scheduled_at) FROM jobq_jobs WHERE {READY} GROUP BY type
     """

@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
-from .controls import RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
-from .sqlite_schema import NOW
+from .controls import (
+    LAST_ID,
+    NEXT_PENDING_PRIORITY,
+    NEXT_PENDING_TYPE,
+    READY_AGE,
+    RECORD_COLUMNS,
+    UNFINISHED_COUNTS,
+    Controls,
+)
+from .sqlite_schema import NOW, READY
+
+# The status page's schema version: the index filtered lists of jobs walk in id order (see
+# Controls.jobs).
+MIGRATION: tuple[str, ...] = (
+    "CREATE INDEX IF NOT EXISTS jobq_jobs_by_status ON jobq_jobs (status, type, id)",
+)
 
 
 class SqliteControls(Controls):
+    # The planner would as soon read the typed ready index, same first columns, and sort.
+    jobs_index_hint = " INDEXED BY jobq_jobs_by_status"
     sql_get = f"SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE id = :id"
 
+    # Lists read by rowid, newest first: with statistics taken while the table was small,
+    # SQLite would read the jobs index whole and sort the rows.
+    rowid_hint = " NOT INDEXED"
     sql_jobs = f"""
-        SELECT {RECORD_COLUMNS} FROM jobq_jobs
-        WHERE (:status IS NULL OR status = :status) AND (:type IS NULL OR type = :type)
-          AND (:before IS NULL OR id < :before)
+        SELECT {RECORD_COLUMNS} FROM jobq_jobs{rowid_hint} WHERE id < coalesce(:before, {LAST_ID})
         ORDER BY id DESC LIMIT :limit
     """
 
@@ -52,15 +69,24 @@ class SqliteControls(Controls):
 
     sql_paused = "SELECT type FROM jobq_paused"
 
+    # The last hour's range of finished_at, which SQLite, without statistics, would leave
+    # for every completed job in the jobs index (or all of that index, for its grouping).
     sql_completions = f"""
-        SELECT CAST(({NOW} - finished_at) / 60 AS INTEGER) AS ago, count(*) FROM jobq_jobs
+        SELECT CAST(({NOW} - finished_at) / 60 AS INTEGER) AS ago, count(*)
+        FROM jobq_jobs INDEXED BY jobq_jobs_finished
         WHERE finished_at > {NOW} - :minutes * 60 AND status = 'completed' GROUP BY ago
     """
 
     sql_recent_counts = (
         UNFINISHED_COUNTS
         + f"""
-        SELECT type, status, count(*) FROM jobq_jobs
+        SELECT type, status, count(*) FROM jobq_jobs INDEXED BY jobq_jobs_finished
         WHERE finished_at > {NOW} - :minutes * 60 GROUP BY type, status
     """
+    )
+
+    sql_next_pending_type = NEXT_PENDING_TYPE.format(after=":after")
+    sql_next_pending_priority = NEXT_PENDING_PRIORITY.format(type=":type", below=":below")
+    sql_ready_age = READY_AGE.format(
+        age=f"{NOW} - scheduled_at", ready=READY, type=":type", priority=":priority"
     )

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
+# A pending job that may run now. Claims probe for it; metrics read its age.
+READY = (
+    f"status = 'pending' AND scheduled_at <= {NOW} "
+    f"AND (deadline IS NULL OR deadline > {NOW}) AND attempts < max_attempts"
+)
+
 STATUSES_V2 = "'pending', 'in_progress', 'completed', 'failed', 'expired', 'cancelled'"
 
 # Columns every version keeps, in order: version 2 copies them into its new table.

@@ -13,10 +13,8 @@ plans cannot drift from what runs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -30,6 +28,13 @@ from jobq.backends import (
 )
 from jobq.backends.shapes import type_params
 from tests.support.jobs import Noop
+from tests.support.plans import (
+    STATISTICS,
+    nodes,
+    postgresql_plan,
+    statistics_left,
+    table_scans,
+)
 
 FINISHED_ROWS = 1500
 # Ready jobs of another type, scheduled before every job the typed claims look for, at
@@ -39,74 +44,32 @@ PRIORITIES = (-5, 0, 7)
 # Ready jobs of a paused type, at the highest priority: claims of any type step over them.
 PAUSED_ROWS = 200
 # The row a claim updates is found by primary key, and so is the one the fused statement
-# acknowledges, unless the planner reads the latter from the small index of jobs in progress.
-OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases")
-STATISTICS = ("current", "stale", "absent")
+# acknowledges, unless the planner reads the latter from the jobs in progress, few, in their
+# partial index or in their part of the jobs index (status, type, id).
+OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases", "jobq_jobs_by_status")
 # Claims of any type (none), of one type, and of several: one that has jobs, one without.
 TYPES = [(), ("email",), ("email", "missing")]
 # Where a claim says its attempt runs.
 HERE = {"host": "here", "pid": 1}
-
-ANALYZE = {"postgresql": "ANALYZE jobq_jobs", "mariadb": "ANALYZE TABLE jobq_jobs"}
-NO_AUTOMATIC_STATISTICS = {
-    "postgresql": "ALTER TABLE jobq_jobs SET (autovacuum_enabled = off)",
-    "mariadb": "ALTER TABLE jobq_jobs STATS_AUTO_RECALC = 0",
-}
 
 
 @pytest.fixture(params=STATISTICS)
 def crowded(request: pytest.FixtureRequest, dsn: str, db_kind: str) -> Iterator[jobq.Queue]:
     """Many finished jobs, many ready jobs of another type ahead of a few `email` ones, and
     statistics in the state the test's parameter names."""
-    statistics: str = request.param
     with jobq.Queue.connect(dsn) as queue:
         queue.install()
         backend = queue.backend
-        if db_kind in NO_AUTOMATIC_STATISTICS:
-            backend.execute(NO_AUTOMATIC_STATISTICS[db_kind])
-        analyze = ANALYZE.get(db_kind, "ANALYZE")
-        # Taken while `email` was the only type: the planner believes every row is one.
-        queue.enqueue_many([Noop() for _ in range(5)], type="email")
-        if statistics == "stale":
-            backend.execute(analyze)
-        queue.enqueue_many([Noop() for _ in range(FINISHED_ROWS)])
-        backend.execute("UPDATE jobq_jobs SET status = 'completed' WHERE type = 'noop'")
-        earlier = datetime.now(UTC) - timedelta(hours=1)
-        for priority in PRIORITIES:
-            others = [Noop() for _ in range(OTHER_ROWS // len(PRIORITIES))]
-            queue.enqueue_many(others, type="other", scheduled_at=earlier, priority=priority)
-        queue.enqueue_many([Noop() for _ in range(PAUSED_ROWS)], type="held", priority=1000)
-        queue.pause("held")
-        if statistics == "current":
-            backend.execute(analyze)
+        with statistics_left(queue, db_kind, request.param):
+            queue.enqueue_many([Noop() for _ in range(FINISHED_ROWS)])
+            backend.execute("UPDATE jobq_jobs SET status = 'completed' WHERE type = 'noop'")
+            earlier = datetime.now(UTC) - timedelta(hours=1)
+            for priority in PRIORITIES:
+                others = [Noop() for _ in range(OTHER_ROWS // len(PRIORITIES))]
+                queue.enqueue_many(others, type="other", scheduled_at=earlier, priority=priority)
+            queue.enqueue_many([Noop() for _ in range(PAUSED_ROWS)], type="held", priority=1000)
+            queue.pause("held")
         yield queue
-
-
-def postgresql_plan(queue: jobq.Queue, sql: str, params: dict[str, Any]) -> dict[str, Any]:
-    (row,) = queue.backend.fetchall("EXPLAIN (FORMAT JSON) " + sql, params)
-    document = row[0] if isinstance(row[0], list) else json.loads(row[0])
-    plan: dict[str, Any] = document[0]["Plan"]
-    return plan
-
-
-def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []):
-        yield from nodes(child)
-
-
-def table_scans(
-    node: dict[str, Any], sorting: bool = False
-) -> Iterator[tuple[dict[str, Any], bool]]:
-    """Every scan of jobq_jobs in a plan, and whether a sort reads its rows (as opposed to
-    the single rows a LIMIT 1 probe returns)."""
-    if node.get("Relation Name") == "jobq_jobs" and node["Node Type"] != "ModifyTable":
-        yield node, sorting
-    sorting = (sorting or node["Node Type"] in ("Sort", "Incremental Sort")) and (
-        node["Node Type"] != "Limit"
-    )
-    for child in node.get("Plans", []):
-        yield from table_scans(child, sorting)
 
 
 @pytest.mark.databases("postgresql")
@@ -123,7 +86,7 @@ def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple
         plan = postgresql_plan(crowded, statement, params)
         found = [(scan["Node Type"], scan.get("Index Name")) for scan, _ in table_scans(plan)]
         # The row to update, and the row to acknowledge, are found by primary key (or the
-        # latter in the small index of jobs in progress): every other read is a probe.
+        # latter among the jobs in progress): every other read is a probe.
         assert all(name in OTHER_LOOKUPS for _, name in found), found
         calls = [node for node in nodes(plan) if node.get("Function Name") == function]
         assert len(calls) == max(len(types), 1), plan

@@ -93,6 +93,20 @@ def test_jobs_lists_newest_first_filtered_and_paged_by_id(queue: jobq.Queue) -> 
     assert queue.jobs(status=jobq.Status.COMPLETED) == []
 
 
+def test_filtered_jobs_merge_every_status_or_type_newest_first(queue: jobq.Queue) -> None:
+    boom = queue.enqueue(Boom(), type="a", retry=jobq.RetryPolicy(max_attempts=1))
+    assert queue.process_jobs(1, type="a") == 1
+    ids = [queue.enqueue(Noop(), type=name) for name in ("a", "b", "c", "a", "b", "c")]
+    assert [r.id for r in queue.jobs(status="pending")] == list(reversed(ids))
+    paged = queue.jobs(status="pending", limit=3, before_id=ids[4])
+    assert [r.id for r in paged] == [ids[3], ids[2], ids[1]]
+    assert [r.id for r in queue.jobs(type="a")] == [ids[3], ids[0], boom]
+    assert [r.id for r in queue.jobs(type="a", limit=1, before_id=ids[0])] == [boom]
+    assert [r.id for r in queue.jobs(status="failed")] == [boom]
+    assert queue.jobs(status="expired") == []
+    assert queue.jobs(type="none") == []
+
+
 @pytest.mark.databases("sqlite")
 @pytest.mark.parametrize(
     "arguments",

@@ -543,3 +543,19 @@ def test_oldest_ready_counts_only_jobs_that_could_run(queue: jobq.Queue) -> None
     ages = queue.oldest_ready()
     assert set(ages) == {"noop"}
     assert 599 < ages["noop"] < 900
+
+
+def test_oldest_ready_is_the_oldest_of_every_priority(queue: jobq.Queue) -> None:
+    now = datetime.now(UTC)
+    # The oldest ready job of `noop` has the lowest priority; a delayed one has the highest.
+    queue.enqueue(Noop(), scheduled_at=now - timedelta(minutes=1), priority=7)
+    queue.enqueue(Noop(), scheduled_at=now - timedelta(minutes=20), priority=-5)
+    queue.enqueue(Noop(), scheduled_at=now - timedelta(minutes=5))
+    queue.enqueue(Noop(), delay=600, priority=1000)
+    # Of `other`, the only ready job is below a priority whose jobs are all delayed.
+    queue.enqueue(Noop(), type="other", delay=600, priority=3)
+    queue.enqueue(Noop(), type="other", scheduled_at=now - timedelta(minutes=2), priority=-1000)
+    ages = queue.oldest_ready()
+    assert set(ages) == {"noop", "other"}
+    assert 20 * 60 - 1 < ages["noop"] < 25 * 60
+    assert 2 * 60 - 1 < ages["other"] < 7 * 60

@@ -1,0 +1,65 @@
+"""Reading query plans in tests: PostgreSQL's as JSON, and putting a table's statistics in
+the state a test names (current, stale, or never taken)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import jobq
+from tests.support.jobs import Noop
+
+# current: taken after the rows were written; stale: taken before most of them, with
+# automatic statistics off; absent: never taken.
+STATISTICS = ("current", "stale", "absent")
+ANALYZE = {"postgresql": "ANALYZE jobq_jobs", "mariadb": "ANALYZE TABLE jobq_jobs"}
+NO_AUTOMATIC_STATISTICS = {
+    "postgresql": "ALTER TABLE jobq_jobs SET (autovacuum_enabled = off)",
+    "mariadb": "ALTER TABLE jobq_jobs STATS_AUTO_RECALC = 0",
+}
+
+
+def postgresql_plan(queue: jobq.Queue, sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    (row,) = queue.backend.fetchall("EXPLAIN (FORMAT JSON) " + sql, params)
+    document = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    plan: dict[str, Any] = document[0]["Plan"]
+    return plan
+
+
+def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from nodes(child)
+
+
+def table_scans(
+    node: dict[str, Any], sorting: bool = False
+) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Every scan of jobq_jobs in a plan, and whether a sort reads its rows (as opposed to
+    the single rows a LIMIT 1 probe returns)."""
+    if node.get("Relation Name") == "jobq_jobs" and node["Node Type"] != "ModifyTable":
+        yield node, sorting
+    sorting = (sorting or node["Node Type"] in ("Sort", "Incremental Sort")) and (
+        node["Node Type"] != "Limit"
+    )
+    for child in node.get("Plans", []):
+        yield from table_scans(child, sorting)
+
+
+@contextmanager
+def statistics_left(queue: jobq.Queue, db_kind: str, statistics: str) -> Iterator[None]:
+    """Statistics on jobq_jobs as `statistics` names them once the rows written inside are
+    in: taken after them (current), or before them, while five pending `email` jobs were
+    all there was (stale: the planner believes every row is one), or never (absent)."""
+    backend = queue.backend
+    if db_kind in NO_AUTOMATIC_STATISTICS:
+        backend.execute(NO_AUTOMATIC_STATISTICS[db_kind])
+    analyze = ANALYZE.get(db_kind, "ANALYZE")
+    queue.enqueue_many([Noop() for _ in range(5)], type="email")
+    if statistics == "stale":
+        backend.execute(analyze)
+    yield
+    if statistics == "current":
+        backend.execute(analyze)
