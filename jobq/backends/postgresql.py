@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -21,7 +20,7 @@ from .leases import expiry
 from .postgresql_claims import CLAIM_COLUMNS, PostgresBatching
 from .postgresql_claims import MIGRATION as BATCHES
 from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
-from .postgresql_insert import INSERT, INSERT_UNIQUE, copy_in
+from .postgresql_insert import copy_in, insert_statement
 from .postgresql_schema import MIGRATIONS, READY
 from .postgresql_uniqueness import MIGRATION as UNIQUENESS
 from .postgresql_uniqueness import PostgresUniqueness
@@ -178,23 +177,25 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})
 
     def insert(self, job: NewJob, connection: Any = None) -> int:
-        row = self.insert_one(INSERT, job, connection)
-        return int(row[0][0])
+        row = self.insert_row(job, connection)
+        assert row is not None
+        return int(row[0])
 
     def insert_unique(self, job: NewJob, connection: Any) -> int | None:
-        row = self.insert_one(INSERT_UNIQUE, job, connection)
-        return None if row[0] is None else int(row[0][0])
+        row = self.insert_row(job, connection, "ON CONFLICT DO NOTHING")
+        return None if row is None else int(row[0])
 
-    def insert_one(self, statement: str, job: NewJob, connection: Any) -> Any:
-        # The row as one JSON parameter, in the statement enqueue_many used before COPY: one
-        # round trip, and a statement that prepares once.
-        rows = json.dumps([self.insert_params(job)], default=datetime.isoformat)
+    def insert_row(self, job: NewJob, connection: Any, taken: str = "") -> Any:
+        """The new row's id (None when `taken` kept it out): one statement, one round trip."""
+        params = self.insert_params(job)
+        statement = insert_statement(tuple(params), taken)
+        params["channel"] = NOTIFY_CHANNEL
+        if connection is None:
+            return self.fetchone(statement, params)
         cursor: psycopg.Cursor[Any]
-        with (connection or self.connection).cursor() as cursor:
-            cursor.execute(statement, {"rows": rows, "channel": NOTIFY_CHANNEL})
-            row = cursor.fetchone()
-        assert row is not None
-        return row
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            return cursor.fetchone()
 
     def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
         # One COPY, not chunks (see postgresql_insert). In autocommit it gets a transaction
