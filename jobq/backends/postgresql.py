@@ -21,7 +21,7 @@ from .postgresql_claims import CLAIM_COLUMNS, PostgresBatching
 from .postgresql_claims import MIGRATION as BATCHES
 from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
 from .postgresql_insert import copy_in, insert_statement
-from .postgresql_schema import MIGRATIONS, READY
+from .postgresql_schema import MIGRATIONS, NO_JIT, READY
 from .postgresql_uniqueness import MIGRATION as UNIQUENESS
 from .postgresql_uniqueness import PostgresUniqueness
 from .shapes import earliest, type_params
@@ -95,7 +95,7 @@ def pool_mode(dsn: str) -> tuple[str, bool]:
 
 class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
     kind = "postgresql"
-    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES)
+    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, NO_JIT)
 
     def __init__(
         self,
