@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
 import jobq
@@ -208,18 +209,25 @@ def compiled_probes(queue: jobq.Queue, sql: str, params: dict[str, Any]) -> list
     session (auto_explain); for each plan of a probe of jobq_jobs, whether it was compiled."""
     connection = queue.backend.connection
     plans: list[str] = []
-    connection.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
-    with connection.transaction(force_rollback=True):
-        for setting in (
-            "LOAD 'auto_explain'",
-            "SET LOCAL auto_explain.log_min_duration = 0",
-            "SET LOCAL auto_explain.log_nested_statements = on",
-            "SET LOCAL auto_explain.log_format = json",
-            "SET LOCAL client_min_messages = log",
-            "SET LOCAL jit_above_cost = 0",
-        ):
-            queue.backend.execute(setting)
-        queue.backend.execute(sql, params)
+
+    def keep(notice: psycopg.errors.Diagnostic) -> None:
+        plans.append(notice.message_primary or "")
+
+    connection.add_notice_handler(keep)
+    try:
+        with connection.transaction(force_rollback=True):
+            for setting in (
+                "LOAD 'auto_explain'",
+                "SET LOCAL auto_explain.log_min_duration = 0",
+                "SET LOCAL auto_explain.log_nested_statements = on",
+                "SET LOCAL auto_explain.log_format = json",
+                "SET LOCAL client_min_messages = log",
+                "SET LOCAL jit_above_cost = 0",
+            ):
+                queue.backend.execute(setting)
+            queue.backend.execute(sql, params)
+    finally:
+        connection.remove_notice_handler(keep)
     documents = [json.loads(plan.split("plan:", 1)[1]) for plan in plans if "plan:" in plan]
     return [
         "JIT" in document
