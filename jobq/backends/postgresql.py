@@ -15,7 +15,7 @@ from psycopg.pq import TransactionStatus
 
 from ..errors import ConfigurationError
 from ..records import ClaimedJob
-from .base import Backend, NewJob, Renewal, Runner
+from .base import INSERT_NAMES, Backend, NewJob, Renewal, Runner
 from .leases import expiry
 from .postgresql_claims import CLAIM_COLUMNS, PostgresBatching
 from .postgresql_claims import MIGRATION as BATCHES
@@ -188,7 +188,7 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
     def insert_row(self, job: NewJob, connection: Any, taken: str = "") -> Any:
         """The new row's id (None when `taken` kept it out): one statement, one round trip."""
         params = self.insert_params(job)
-        statement = insert_statement(tuple(params), taken)
+        statement = insert_statement(INSERT_NAMES, taken)
         params["channel"] = NOTIFY_CHANNEL
         if connection is None:
             return self.fetchone(statement, params)
@@ -201,7 +201,7 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
         # One COPY, not chunks (see postgresql_insert). In autocommit it gets a transaction
         # of its own: the ids, the wake-ups and the rows go together or not at all.
         connection = connection or self.connection
-        rows = [self.insert_params(job) for job in jobs]
+        rows = [self.insert_values(job) for job in jobs]
         if not connection.autocommit:
             return copy_in(connection, rows)
         with connection.transaction():
