@@ -132,8 +132,21 @@ def maintenance_runs(db: JobqDb) -> int:
     )
 
 
+# Set on the connection that polls a PostgreSQL drain (see finished()).
+INDEX_ONLY = ("SET enable_seqscan = off", "SET enable_bitmapscan = off")
+
+
 def finished(db: JobqDb) -> Callable[[], int]:
-    # The partial index of finished rows answers this without reading the backlog.
+    """How many jobs are finished, read five times a second while a drain runs.
+
+    The partial index of finished rows answers it without reading the backlog, but only if
+    the planner picks it. After TRUNCATE, PostgreSQL knows no row count, and the last
+    statistics (from a drain that finished every job) call most rows finished: it read all
+    1,000,000 rows per poll (190 ms at 300,000), half a core taken from the large drain
+    until autoanalyze came. So the poll's connection reads through indexes only."""
+    if db.kind == "postgresql":
+        for setting in INDEX_ONLY:
+            db.execute(setting)
     return lambda: int(db.scalar("SELECT count(*) FROM jobq_jobs WHERE finished_at IS NOT NULL"))
 
 

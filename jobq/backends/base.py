@@ -32,6 +32,24 @@ T = TypeVar("T")
 TRIES = 5
 
 
+# The insert parameters every backend's insert statement takes, in insert_values' order.
+INSERT_NAMES = (
+    "type",
+    "class_name",
+    "payload",
+    "max_attempts",
+    "backoff",
+    "max_backoff",
+    "jitter",
+    "scheduled_at",
+    "delay",
+    "deadline",
+    "deadline_in",
+    "priority",
+    "unique_key",
+)
+
+
 class NewJob(NamedTuple):
     """A row to insert. Times are either absolute or seconds from the database's now.
 
@@ -311,23 +329,30 @@ class Backend(Uniqueness, Controls, Installing, Batching):
         """An aware datetime as this database's statements take it (as is unless overridden)."""
         return value
 
+    def insert_values(self, job: NewJob) -> tuple[Any, ...]:
+        """The insert parameters' values, in the order of INSERT_NAMES. A tuple, for the bulk
+        paths that take them by position: a dict per row cost enqueue_many's COPY about 1 us
+        of its 7 us of client CPU per job."""
+        retry = job.retry
+        return (
+            job.type,
+            job.class_name,
+            job.payload,
+            retry.max_attempts,
+            retry.backoff,
+            retry.max_backoff,
+            retry.jitter,
+            None if job.scheduled_at is None else self.moment(job.scheduled_at),
+            self.seconds(job.delay),
+            None if job.deadline is None else self.moment(job.deadline),
+            None if job.deadline_in is None else self.seconds(job.deadline_in),
+            job.priority,
+            job.unique_key,
+        )
+
     def insert_params(self, job: NewJob) -> dict[str, Any]:
         """The named parameters every backend's insert statement takes."""
-        return {
-            "type": job.type,
-            "class_name": job.class_name,
-            "payload": job.payload,
-            "max_attempts": job.retry.max_attempts,
-            "backoff": job.retry.backoff,
-            "max_backoff": job.retry.max_backoff,
-            "jitter": job.retry.jitter,
-            "scheduled_at": None if job.scheduled_at is None else self.moment(job.scheduled_at),
-            "delay": self.seconds(job.delay),
-            "deadline": None if job.deadline is None else self.moment(job.deadline),
-            "deadline_in": None if job.deadline_in is None else self.seconds(job.deadline_in),
-            "priority": job.priority,
-            "unique_key": job.unique_key,
-        }
+        return dict(zip(INSERT_NAMES, self.insert_values(job), strict=True))
 
     def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob:
         """A claim from the row its claim statement returned, in the column order

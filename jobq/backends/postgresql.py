@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,14 +15,14 @@ from psycopg.pq import TransactionStatus
 
 from ..errors import ConfigurationError
 from ..records import ClaimedJob
-from .base import Backend, NewJob, Renewal, Runner
+from .base import INSERT_NAMES, Backend, NewJob, Renewal, Runner
 from .leases import expiry
 from .postgresql_claims import MIGRATION as BATCHES
 from .postgresql_claims import PostgresBatching
 from .postgresql_controls import MIGRATION as STATUS_PAGE
 from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
-from .postgresql_insert import INSERT, INSERT_UNIQUE, copy_in
-from .postgresql_schema import MIGRATIONS
+from .postgresql_insert import copy_in, insert_statement
+from .postgresql_schema import MIGRATIONS, NO_JIT
 from .postgresql_uniqueness import MIGRATION as UNIQUENESS
 from .postgresql_uniqueness import PostgresUniqueness
 from .shapes import CLAIM_COLUMNS, earliest, type_params
@@ -97,7 +96,7 @@ def pool_mode(dsn: str) -> tuple[str, bool]:
 
 class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
     kind = "postgresql"
-    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE)
+    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE, NO_JIT)
 
     def __init__(
         self,
@@ -179,29 +178,31 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})
 
     def insert(self, job: NewJob, connection: Any = None) -> int:
-        row = self.insert_one(INSERT, job, connection)
-        return int(row[0][0])
+        row = self.insert_row(job, connection)
+        assert row is not None
+        return int(row[0])
 
     def insert_unique(self, job: NewJob, connection: Any) -> int | None:
-        row = self.insert_one(INSERT_UNIQUE, job, connection)
-        return None if row[0] is None else int(row[0][0])
+        row = self.insert_row(job, connection, "ON CONFLICT DO NOTHING")
+        return None if row is None else int(row[0])
 
-    def insert_one(self, statement: str, job: NewJob, connection: Any) -> Any:
-        # The row as one JSON parameter, in the statement enqueue_many used before COPY: one
-        # round trip, and a statement that prepares once.
-        rows = json.dumps([self.insert_params(job)], default=datetime.isoformat)
+    def insert_row(self, job: NewJob, connection: Any, taken: str = "") -> Any:
+        """The new row's id (None when `taken` kept it out): one statement, one round trip."""
+        params = self.insert_params(job)
+        statement = insert_statement(INSERT_NAMES, taken)
+        params["channel"] = NOTIFY_CHANNEL
+        if connection is None:
+            return self.fetchone(statement, params)
         cursor: psycopg.Cursor[Any]
-        with (connection or self.connection).cursor() as cursor:
-            cursor.execute(statement, {"rows": rows, "channel": NOTIFY_CHANNEL})
-            row = cursor.fetchone()
-        assert row is not None
-        return row
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            return cursor.fetchone()
 
     def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
         # One COPY, not chunks (see postgresql_insert). In autocommit it gets a transaction
         # of its own: the ids, the wake-ups and the rows go together or not at all.
         connection = connection or self.connection
-        rows = [self.insert_params(job) for job in jobs]
+        rows = [self.insert_values(job) for job in jobs]
         if not connection.autocommit:
             return copy_in(connection, rows)
         with connection.transaction():

@@ -87,7 +87,7 @@ def claim_many_statement(type_count: int) -> str:
     """
 
 
-# Positional parameters, in the order of insert_params: SQLite looks each named parameter up
+# Positional parameters, in the order of INSERT_NAMES: SQLite looks each named parameter up
 # in a list of the statement's names, which made a chunk of 2,000 rows take half a second.
 INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?)"
 
@@ -236,7 +236,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
             VALUES {values} {taken}
             RETURNING id
         """
-        params = [value for job in jobs for value in self.insert_params(job).values()]
+        params = [value for job in jobs for value in self.insert_values(job)]
         cursor = (connection or self.connection).execute(sql, params)
         rows = cursor.fetchall()
         cursor.close()

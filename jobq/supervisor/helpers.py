@@ -50,8 +50,10 @@ class Helpers:
         if helper is Helper.RENEWER:
             body = partial(renewer.serve, config.dsn, config.lease, config.renew_timeout)
         elif helper is Helper.HOUSEKEEPER:
-            interval = config.maintenance_interval
-            body = partial(housekeeper.serve, config.dsn, config.lease, interval, config.app)
+            interval, metrics = config.maintenance_interval, config.metrics_port is not None
+            body = partial(
+                housekeeper.serve, config.dsn, config.lease, interval, config.app, metrics
+            )
         else:
             body = partial(keeper.serve, self.fences, config.safety_margin, os.getpid())
         # The keeper outlives the master on purpose: it kills what the workers started.

@@ -41,9 +41,8 @@ class QueueDepth(Collector):
     """Queue depth and the age of the oldest ready job, as last read from the database.
 
     Read by the housekeeper when a scrape finds the figures older than DEPTH_FRESH, and after
-    each maintenance run: a scrape that asks waits for the answer (see Endpoint.holds), so
-    it shows figures at most that old, while nobody scraping costs no queries beyond
-    maintenance's.
+    each maintenance run when /metrics is served: a scrape that asks waits for the answer
+    (see Endpoint.holds), so it shows figures at most that old.
     """
 
     def __init__(self) -> None:

@@ -13,9 +13,12 @@ plans cannot drift from what runs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import psycopg
 import pytest
 
 import jobq
@@ -163,3 +166,55 @@ def test_mariadb_claims_walk_a_ready_index_in_order(
         # (and type) in index order.
         assert row[3] in ("range", "ref"), rows
         assert "filesort" not in str(row[9]), rows
+
+
+def compiled_probes(queue: jobq.Queue, sql: str, params: dict[str, Any]) -> list[bool]:
+    """Run `sql` and roll it back, with every plan costly enough to compile (as a probe's is
+    at a million jobs) and each statement's plan, nested ones included, sent back to this
+    session (auto_explain); for each plan of a probe of jobq_jobs, whether it was compiled."""
+    connection = queue.backend.connection
+    plans: list[str] = []
+
+    def keep(notice: psycopg.errors.Diagnostic) -> None:
+        plans.append(notice.message_primary or "")
+
+    connection.add_notice_handler(keep)
+    try:
+        with connection.transaction(force_rollback=True):
+            for setting in (
+                "LOAD 'auto_explain'",
+                "SET LOCAL auto_explain.log_min_duration = 0",
+                "SET LOCAL auto_explain.log_nested_statements = on",
+                "SET LOCAL auto_explain.log_format = json",
+                "SET LOCAL client_min_messages = log",
+                "SET LOCAL jit_above_cost = 0",
+            ):
+                queue.backend.execute(setting)
+            queue.backend.execute(sql, params)
+    finally:
+        connection.remove_notice_handler(keep)
+    documents = [json.loads(plan.split("plan:", 1)[1]) for plan in plans if "plan:" in plan]
+    return [
+        "JIT" in document
+        for document in documents
+        if document["Query Text"].startswith(postgresql_schema.PROBE.split(" WHERE ")[0])
+    ]
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_probes_never_compile_however_costly_they_look(queue: jobq.Queue) -> None:
+    (available,) = queue.backend.fetchone("SELECT pg_jit_available()")
+    assert available, "this PostgreSQL has no JIT: the test cannot tell whether probes use it"
+    queue.enqueue_many([Noop() for _ in range(3)], type="email")
+    params = {"token": "t", "lease": 60.0, **HERE, "n": 2, "tokens": ["a", "b"]}
+    params |= type_params(("email",))
+    # The probe sent as a plain statement is compiled: the check sees JIT where there is some.
+    probe = postgresql_schema.PROBE.format(which="type = %(type0)s")
+    assert compiled_probes(queue, probe, params) == [True]
+    for statement in (
+        postgresql.claim_statement(0),
+        postgresql.claim_statement(1),
+        postgresql_claims.claim_many_statement(0),
+        postgresql_claims.claim_many_statement(1),
+    ):
+        assert compiled_probes(queue, statement, params) == [False], statement
