@@ -1,6 +1,7 @@
 """Brings a database that 0002 upgraded to this jobq's schema: the status page's indexes (and
-PostgreSQL's oldest-ready function), and PostgreSQL's claim probes without JIT. install() applies only the versions the database lacks,
-so on a database 0001 has just created it does nothing."""
+PostgreSQL's oldest-ready function), and PostgreSQL's claim probes without JIT. install()
+applies only the versions the database lacks, so on a database 0001 has just created it does
+nothing."""
 
 from __future__ import annotations
 
