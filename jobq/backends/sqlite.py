@@ -26,6 +26,8 @@ from .sqlite_schema import MIGRATIONS, NOW, READY
 from .sqlite_uniqueness import MIGRATION as UNIQUENESS
 from .sqlite_uniqueness import SqliteUniqueness
 
+TYPED_READY = READY.replace("scheduled_at <=", "+scheduled_at <=", 1)
+
 # The single-statement claim needs UPDATE … RETURNING.
 MIN_VERSION = (3, 35, 0)
 
@@ -35,7 +37,10 @@ def probe(index: int | None, limit: str = "1") -> str:
     type for None.
 
     INDEXED BY: with no statistics (SQLite has none until ANALYZE) the planner may walk the
-    untyped index for a typed probe, past every row of the other types.
+    untyped index for a typed probe, past every row of the other types. The typed probe's
+    schedule test is a filter (unary plus), not a range: statistics that show one type and
+    one priority (an ANALYZE after a burst of one type) made the planner skip over both
+    columns to range over scheduled_at, and then sort every ready row of the type.
     """
     if index is None:
         return f"""
@@ -45,7 +50,7 @@ def probe(index: int | None, limit: str = "1") -> str:
         """
     return f"""
         SELECT id, priority, scheduled_at FROM jobq_jobs INDEXED BY jobq_jobs_ready_by_type
-        WHERE {READY} AND type = :type{index}
+        WHERE {TYPED_READY} AND type = :type{index}
           AND NOT EXISTS (SELECT 1 FROM jobq_paused WHERE type = :type{index})
         ORDER BY priority DESC, scheduled_at, id LIMIT {limit}
     """
