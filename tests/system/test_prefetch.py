@@ -130,6 +130,31 @@ def test_a_worker_s_unstarted_jobs_go_back_at_once_uncounted_when_fenced_or_recy
     run_ending(queue, dsn, tmp_path, ending)
 
 
+@pytest.mark.databases("postgresql")
+def test_a_queued_job_whose_lease_is_half_gone_is_released_not_started(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal"
+    # With FAST's 6 s lease, a head job of 4 s leaves the one queued behind it less than half
+    # of what its lease vouches for (4.9 s to the kill point).
+    head = queue.enqueue(Sleep(4, str(journal)), priority=10)
+    behind = queue.enqueue(Sleep(0, str(journal)))
+    with supervisor(dsn, "--workers", "1", "--prefetch", "2", *FAST) as running:
+        running.wait_for_log(f"Job {behind} waited half its lease")
+        wait_for(
+            "both jobs to complete",
+            lambda: (
+                {record(queue, head).status, record(queue, behind).status} == {Status.COMPLETED}
+            ),
+            timeout=30,
+        )
+        running.signal(signal.SIGTERM)
+        assert running.wait(30) == 0, running.log
+    assert f"Released unstarted jobs {behind}" in running.log
+    assert record(queue, behind).attempts == 1, "the release did not count an attempt"
+    assert [start["attempt"] for start in events(journal, "start", behind)] == [1]
+
+
 @pytest.mark.databases("postgresql", "sqlite")
 def test_jobs_a_killed_worker_completed_are_acknowledged_by_its_master_not_run_again(
     queue: jobq.Queue, dsn: str, tmp_path: Path
