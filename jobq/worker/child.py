@@ -335,8 +335,8 @@ class Child:
         delay = FIRST_RECONNECT_WAIT
         while (left := min(map(self.vouched_until, claims)) - time.monotonic()) > 0:
             log.warning(
-                "Could not record how job %s ended (%s): trying on a new connection",
-                ", ".join(str(claim.id) for claim in claims),
+                "Could not record how %s ended (%s): trying on a new connection",
+                described(claims),
                 error,
                 extra={"event": "ack_retry"},
             )
@@ -372,9 +372,9 @@ class Child:
         # The master stops renewing the attempts, their leases run out, and maintenance gives
         # the jobs another one.
         self.end([(claim, UNACKNOWLEDGED) for claim in claims])
-        ids = ", ".join(str(claim.id) for claim in claims)
         raise DatabaseLost(
-            f"Could not record how job {ids} ended, so it will run again after its lease"
+            f"Could not record how {described(claims)} ended, so the job will run again after "
+            "its lease"
         ) from error
 
     def reconnect(self, session: Session) -> bool:
@@ -450,6 +450,11 @@ class Child:
                 self.stopping.set()
                 if message is None:
                     return
+
+
+def described(claims: Sequence[ClaimedJob]) -> str:
+    """Attempts as a log line names them: "attempt 2 of job 7; attempt 1 of job 8"."""
+    return "; ".join(f"attempt {claim.attempt} of job {claim.id}" for claim in claims)
 
 
 def deferred(queue: Queue, claim: ClaimedJob) -> tuple[Outcome | None, list[ClaimedJob]]:
