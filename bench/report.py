@@ -8,7 +8,7 @@ import platform
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import scale
+from . import prefetch, scale
 from .context import Bench
 from .latency import percentile
 from .results import Drain
@@ -321,6 +321,10 @@ def plot(bench: Bench, path: Path) -> str:
         ("limit", "two statements", "pgbench, claim then ack (two statements)", "k:"),
         ("floor", "psycopg", "psycopg alone, jobq's statement (Python floor)", "x-."),
     ]
+    series += [
+        ("jobq", prefetch.FIXED, "jobq-supervise --type a --prefetch 10 (bursts)", "D-"),
+        ("jobq", "prefetch adaptive", "jobq-supervise --type a, adaptive prefetch (bursts)", "v-"),
+    ]
     for peer in peers(bench):
         series += [
             (peer, "default", f"{peer} (defaults)", "s:"),
@@ -534,6 +538,7 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
                     cells += [f"`{name}`" if name else "", f"{share:.1%}" if name else ""]
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
+    lines += prefetch.markdown(bench.drains, bench.recoveries, s.prefetch_jobs, s.workers)
     if bench.scale_drains or bench.enqueue_rates:
         sizes = {
             "small backlog": f"{s.scale_small:,}",
