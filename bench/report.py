@@ -261,11 +261,9 @@ def explanations(bench: Bench) -> list[str]:
                 "batch's jobs concurrently on an event loop: fewer round trips and commits per "
                 "job. A crash loses the buffered acknowledgements (the jobs run again after "
                 "the heartbeat timeout), which jobq's durable per-job acknowledgement does not. "
-                "Decision: no batched mode in jobq for now. A batch claim holds leases on jobs "
-                "that have not started (a crashed worker delays all of them by a lease), and "
-                "buffered acknowledgements give up the per-job durability jobq promises; "
-                "acknowledging and claiming in one statement takes the saving that costs "
-                "neither.",
+                "jobq's own batching, `--prefetch` (issue 18), keeps each acknowledgement "
+                "durable and releases a dead worker's unstarted jobs at once: see the prefetch "
+                "section below for its rates and its recovery delay after a crash.",
                 "procrastinate": "its workers run several jobs concurrently on one event loop "
                 "(--concurrency), each fetched with one statement; with no-op async jobs the "
                 "process never waits on a job.",
