@@ -60,17 +60,11 @@ PGQ_HEARTBEAT_TIMEOUT = 30.0
 Measure = Callable[[str, Callable[[], Drain]], None]
 
 
-def has_prefetch() -> bool:
+def has_prefetch(bench: Bench) -> bool:
     """Whether the jobq measured has `--prefetch` (code from before it, by --jobq-at, not)."""
-    out = subprocess.run(
-        [PYTHON, "-m", "jobq.supervisor", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        check=False,
-    )
+    cmd = [PYTHON, "-m", "jobq.supervisor", "--help"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=REPO,
+                         env=bench.env(), check=False)  # fmt: skip
     return "--prefetch" in out.stdout
 
 
@@ -101,7 +95,7 @@ def section(
     throughput steps do); returns the crash tests to run, named."""
     s = bench.settings
     variants = VARIANTS
-    if not has_prefetch():
+    if not has_prefetch(bench):
         bench.note("jobq-supervise has no --prefetch here: jobq measured one at a time only")
         variants = ((ONE_AT_A_TIME, ()),)
     for w in s.workers:
