@@ -158,14 +158,27 @@ def kill_child(supervisor: subprocess.Popen[bytes], pid: int) -> bool:
     return True
 
 
-def recovered(db: JobqDb, ids: list[int]) -> tuple[float, int] | None:
-    """(last completion time as epoch seconds, attempts counted) once every job is done."""
+@dataclass
+class Completed:
+    """The killed child's jobs once all are completed: epoch seconds of the last completion,
+    of all and of those whose attempt was not counted (released unstarted), and the
+    attempts counted."""
+
+    last: float
+    last_released: float | None
+    attempts: int
+
+
+def recovered(db: JobqDb, ids: list[int]) -> Completed | None:
     row = db.queue.backend.fetchall(
-        "SELECT count(*) FILTER (WHERE status = 'completed'), "
-        "extract(epoch FROM max(finished_at)), sum(attempts) FROM jobq_jobs WHERE id = ANY(%s)",
+        "SELECT count(*) FILTER (WHERE status = 'completed'), extract(epoch FROM "
+        "max(finished_at)), extract(epoch FROM max(finished_at) FILTER (WHERE attempts = 1)), "
+        "sum(attempts) FROM jobq_jobs WHERE id = ANY(%s)",
         (ids,),
     )[0]
-    return (float(row[1]), int(row[2])) if int(row[0]) == len(ids) else None
+    if int(row[0]) != len(ids):
+        return None
+    return Completed(float(row[1]), None if row[2] is None else float(row[2]), int(row[3]))
 
 
 def waiting(db: JobqDb, ids: list[int]) -> str:
@@ -231,9 +244,10 @@ def crash_round(
         if done is None:
             waits = waiting(db, held.ids)
             return f"jobs of a killed child not done after {RECOVERY_TIMEOUT:g} s: {waits}"
-        last, attempts = done
-        result.delays.append(max(0.0, last - killed))
-        result.extra_attempts += attempts - len(held.ids)
+        result.delays.append(max(0.0, done.last - killed))
+        if done.last_released is not None and variant != ONE_AT_A_TIME:
+            result.released_delays.append(max(0.0, done.last_released - killed))
+        result.extra_attempts += done.attempts - len(held.ids)
         return ""
     finally:
         bench.procs.stop(proc, signal.SIGTERM, grace=30.0)
@@ -253,31 +267,26 @@ async def pgq_fill(peer: Peer, jobs: int) -> None:
         await connection.close()
 
 
-def pgq_picked(peer: Peer, manager: str | None) -> tuple[str, list[int]] | None:
-    """(queue manager, ids) of the jobs picked by `manager`, or by the one process picking."""
-    rows = peer.conn.execute(
-        "SELECT queue_manager_id::text, array_agg(id ORDER BY id) FROM pgqueuer "
-        "WHERE status = 'picked' AND (%s::text IS NULL OR queue_manager_id::text = %s) "
-        "GROUP BY 1",
-        (manager, manager),
-    ).fetchall()
-    return (str(rows[0][0]), [int(i) for i in rows[0][1]]) if rows else None
+def pgq_picked(peer: Peer) -> list[int]:
+    """The ids of the jobs picked (by the one process running)."""
+    rows = peer.conn.execute("SELECT id FROM pgqueuer WHERE status = 'picked'").fetchall()
+    return [int(r[0]) for r in rows]
 
 
-def pgq_done(peer: Peer, ids: list[int]) -> tuple[float, int] | None:
-    """(last success as epoch seconds, 0) once every job has a 'successful' log row."""
+def pgq_done(peer: Peer, ids: list[int]) -> float | None:
+    """The last success, as epoch seconds, once every job has a 'successful' log row."""
     row = peer.conn.execute(
         "SELECT count(DISTINCT job_id), extract(epoch FROM max(created)) FROM pgqueuer_log "
         "WHERE status = 'successful' AND job_id = ANY(%s)",
         (ids,),
     ).fetchone()
     assert row is not None
-    return (float(row[1]), 0) if int(row[0]) == len(ids) else None
+    return float(row[1]) if int(row[0]) == len(ids) else None
 
 
 def pgqueuer_recovery(bench: Bench, peer: Peer) -> Recovery:
-    """Two pgqueuer processes, default batch; the first, once it has picked jobs, is killed.
-    Its picked jobs wait for the heartbeat timeout, then the other re-picks them."""
+    """pgqueuer with its default batch: one process, killed once it has picked jobs, and
+    another; the picked jobs wait for the heartbeat timeout, then the other re-picks them."""
     setting = peer.default_setting()
     result = Recovery(
         peer.name,
@@ -292,35 +301,26 @@ def pgqueuer_recovery(bench: Bench, peer: Peer) -> Recovery:
     cmd, extra = peer.worker_cmd(setting, drain=False)
     env = bench.env(**extra)
     victim = bench.procs.spawn(f"{peer.name}-crash-victim", cmd, env=env, cwd=REPO)
-    # The first process alone names its queue manager; the second starts once it is known.
-    first = until(partial(pgq_picked, peer, None), HOLDER_TIMEOUT)
-    if first is None:
-        bench.procs.stop(victim)
+    # Killed as soon as it has picked jobs (a batch of short jobs is soon done); the other
+    # process starts right after, its start-up far inside the heartbeat timeout.
+    held = until(partial(pgq_picked, peer), HOLDER_TIMEOUT)
+    bench.procs.send(victim, signal.SIGKILL)
+    killed = time.time()
+    bench.procs.stop(victim)
+    if held is None:
         result.note = f"no jobs picked within {HOLDER_TIMEOUT:g} s"
         return result
     survivor = bench.procs.spawn(f"{peer.name}-crash-survivor", cmd, env=env, cwd=REPO)
     try:
-        manager = first[0]
-        until(lambda: len(peer.conn.execute(
-            "SELECT DISTINCT queue_manager_id FROM pgqueuer WHERE status = 'picked'"
-        ).fetchall()) > 1, HOLDER_TIMEOUT)  # fmt: skip
-        held = pgq_picked(peer, manager)
-        bench.procs.send(victim, signal.SIGKILL)
-        killed = time.time()
-        if held is None:
-            result.note = "the first process held no jobs when killed"
-            return result
-        result.held.append(len(held[1]))
-        done = until(
-            partial(pgq_done, peer, held[1]), PGQ_HEARTBEAT_TIMEOUT + RECOVERY_TIMEOUT, poll=0.1
-        )
+        result.held.append(len(held))
+        wait = PGQ_HEARTBEAT_TIMEOUT + RECOVERY_TIMEOUT
+        done = until(partial(pgq_done, peer, held), wait, poll=0.1)
         if done is None:
-            result.note = "jobs of the killed process not done in time"
+            result.note = f"jobs of the killed process not done after {wait:g} s"
         else:
-            result.delays.append(max(0.0, done[0] - killed))
+            result.delays.append(max(0.0, done - killed))
     finally:
         bench.procs.stop(survivor, signal.SIGTERM, grace=10.0)
-        bench.procs.stop(victim)
     return result
 
 
@@ -414,18 +414,24 @@ def markdown(drains: Sequence[Drain], recoveries: Sequence[Recovery], jobs: int,
         lines += [
             "### Recovery delay after a worker crash",
             "",
-            "A worker holding jobs is killed with SIGKILL while the others run; the delay is "
-            "from the kill to the last of its jobs completed by another worker (or the child "
-            "the master starts in its place). 'extra attempts': attempts counted on those jobs "
-            "beyond the one that completed them.",
+            "A worker holding jobs is killed with SIGKILL; the delay runs from the kill to the "
+            "last of its jobs completed by another worker (or by the child the master starts "
+            "in its place). 'unstarted': the jobs whose only counted attempt is the one that "
+            "completed them, i.e. released by the master without counting one; 'all': these "
+            "and the job that was running, failed by the master and retried after its "
+            "backoff. 'extra attempts': attempts counted beyond the completing ones. "
+            "pgqueuer: one process is killed once it has picked jobs and another started "
+            "right after; its jobs run at once, concurrently, so none is unstarted, and they "
+            "wait for the heartbeat timeout.",
             "",
-            "| system | setting | kills | jobs held per kill | delay s, median / max "
-            "| extra attempts | note |",
-            "|---|---|---|---|---|---|---|",
+            "| system | setting | kills | jobs held per kill | unstarted: delay s, median / max "
+            "| all: delay s, median / max | extra attempts | note |",
+            "|---|---|---|---|---|---|---|---|",
             *(
                 f"| {r.system} | {r.settings} | {len(r.held)} | "
-                f"{', '.join(map(str, r.held)) or '-'} | {seconds(r.delays)} | "
-                f"{r.extra_attempts if r.system == 'jobq' else '-'} | {r.note} |"
+                f"{', '.join(map(str, r.held)) or '-'} | {seconds(r.released_delays)} | "
+                f"{seconds(r.delays)} | {r.extra_attempts if r.system == 'jobq' else '-'} "
+                f"| {r.note} |"
                 for r in recoveries
             ),
             "",

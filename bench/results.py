@@ -125,5 +125,7 @@ class Recovery:
     settings: str
     held: list[int] = field(default_factory=list)  # jobs the killed worker held, per kill
     delays: list[float] = field(default_factory=list)  # seconds, per kill that recovered
+    # The same for the jobs that had not started (one attempt counted: their own), per kill.
+    released_delays: list[float] = field(default_factory=list)
     extra_attempts: int = 0  # attempts counted on those jobs beyond the one that completed
     note: str = ""

@@ -209,11 +209,11 @@ def test_the_prefetch_section_reports_recoveries_and_is_absent_when_not_run() ->
 
     assert markdown([prefetch_drain("jobq", "default", 8, 10.0)], [], 10, [8]) == []
     kills = Recovery("jobq", "prefetch 10", "jobq-supervise ...", held=[9, 7],
-                     delays=[0.25, 0.75])  # fmt: skip
+                     delays=[6.0, 8.0], released_delays=[0.25, 0.75], extra_attempts=2)  # fmt: skip
     stuck = Recovery("pgqueuer", "default", "2 processes", held=[30], note="not done in time")
     lines = markdown([], [kills, stuck], 10, [8])
-    assert "| jobq | jobq-supervise ... | 2 | 9, 7 | 0.50 / 0.75 | 0 |  |" in lines
-    assert "| pgqueuer | 2 processes | 1 | 30 | - | - | not done in time |" in lines
+    assert "| jobq | jobq-supervise ... | 2 | 9, 7 | 0.50 / 0.75 | 7.00 / 8.00 | 2 |  |" in lines
+    assert "| pgqueuer | 2 processes | 1 | 30 | - | - | - | not done in time |" in lines
     assert "- not measured at W = 8 in this run" in lines
 
 
