@@ -1,8 +1,7 @@
 """Batched consuming: claim several ready jobs at once, each its own attempt with its own
 token and lease; acknowledge the completed ones together with the next batch; and release
 the claimed jobs that never started, back to pending at once and without counting an
-attempt. The first part of `--prefetch` (issue 18): nothing in jobq's own workers calls
-these yet."""
+attempt. jobq-supervise's workers use them for --prefetch (see worker/prefetch.py)."""
 
 from __future__ import annotations
 
@@ -39,6 +38,15 @@ class BatchConsuming(Consuming):
             return backend.claim_many(types, fresh, lease, expiry(lease), runner())
 
         return backend.retrying("claim", attempt)
+
+    def run_unacknowledged(self, claim: ClaimedJob) -> Outcome | None:
+        """run(), except that a completed attempt is not acknowledged: None then, for
+        complete_many_and_claim() to acknowledge with others. A failed attempt is
+        acknowledged at once, as run() does, and its outcome returned."""
+        failed = self._run_code(claim)
+        if failed is not None and self.hooks is not None:
+            self.hooks.after_job(claim, failed)
+        return failed
 
     def complete_many_and_claim(
         self, claims: Sequence[ClaimedJob], n: int, type: Types = None

@@ -134,33 +134,9 @@ class Consuming:
     def _attempt(
         self, claim: ClaimedJob, types: tuple[str, ...], more: Callable[[], bool] | None
     ) -> tuple[Outcome, ClaimedJob | None]:
-        try:
-            job = self.codec.decode(claim.class_name, claim.payload)
-        except Exception as error:
-            log.error("Could not decode job: %s", error, extra=job_extra(claim, "decode_failed"))
-            return self._failed(claim, error), None
-        log.info("Running job %d", claim.id, extra=job_extra(claim, "running"))
-        self.listener.on_claimed(claim)
-        if time.monotonic() >= claim.expires_monotonic:
-            log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
-            return self._failed(claim, LEASE_EXPIRED_BEFORE_START), None
-        token, on = running.set(claim), running_on.set(self)
-        try:
-            if self.hooks is not None:
-                self.hooks.before_job(claim)
-            job.handle()
-        except Exception as error:
-            log.warning(
-                "Job %d failed: %s", claim.id, printable(error), extra=job_extra(claim, "failed")
-            )
-            return self._failed(claim, error), None
-        except BaseException as error:
-            self._failed(claim, error)
-            raise
-        finally:
-            running.reset(token)
-            running_on.reset(on)
-        self.listener.on_settling(claim)
+        failed = self._run_code(claim)
+        if failed is not None:
+            return failed, None
         try:
             if more is None or more():
                 outcome, next_claim = self._complete_and_claim(claim, types)
@@ -170,6 +146,38 @@ class Consuming:
             raise Unacknowledged(claim, None) from failure
         self.listener.on_settled(claim, outcome)
         return outcome, next_claim
+
+    def _run_code(self, claim: ClaimedJob) -> Outcome | None:
+        """Decode, check the lease and handle: the failure's outcome, acknowledged, or None
+        once the job's code completed, its acknowledgement still to be made."""
+        try:
+            job = self.codec.decode(claim.class_name, claim.payload)
+        except Exception as error:
+            log.error("Could not decode job: %s", error, extra=job_extra(claim, "decode_failed"))
+            return self._failed(claim, error)
+        log.info("Running job %d", claim.id, extra=job_extra(claim, "running"))
+        self.listener.on_claimed(claim)
+        if time.monotonic() >= claim.expires_monotonic:
+            log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
+            return self._failed(claim, LEASE_EXPIRED_BEFORE_START)
+        token, on = running.set(claim), running_on.set(self)
+        try:
+            if self.hooks is not None:
+                self.hooks.before_job(claim)
+            job.handle()
+        except Exception as error:
+            log.warning(
+                "Job %d failed: %s", claim.id, printable(error), extra=job_extra(claim, "failed")
+            )
+            return self._failed(claim, error)
+        except BaseException as error:
+            self._failed(claim, error)
+            raise
+        finally:
+            running.reset(token)
+            running_on.reset(on)
+        self.listener.on_settling(claim)
+        return None
 
     def _failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
         self.listener.on_settling(claim)

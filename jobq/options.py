@@ -252,6 +252,13 @@ SUPERVISOR = (
         "recycle a worker whose RSS passes this, between jobs",
         unit="MiB",
     ),
+    Option(
+        "prefetch",
+        None,
+        "jobs a worker claims at once, run in order and acknowledged together; 1: one at a time",
+        unit="count",
+        shown_default="adaptive, up to 10",
+    ),
     Option("poll_interval", 1.0, "longest idle wait between polls"),
     Option("maintenance_interval", 10.0, "time between maintenance runs"),
     Option(

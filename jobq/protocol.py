@@ -3,11 +3,23 @@
 They travel over a SOCK_SEQPACKET socket pair: the kernel keeps message boundaries and
 order, and a closed end reads as end-of-file, so neither side needs framing or a handshake.
 
-worker -> master: ready, claimed, finished.       master -> worker: drain.
+worker -> master: ready, claimed, started, finished, releasing.
+master -> worker: drain.
 (Extensions reach a worker's fence through the fence table, not as messages.)
 master -> renewer: renew.                         renewer -> master: renewed.
-master -> housekeeper: fail_attempt, measure_depth, drain.
+master -> housekeeper: fail_attempt, left_behind, measure_depth, drain.
 housekeeper -> master: maintained, depth, settled.
+
+A worker holds up to --prefetch attempts at once (see worker/prefetch.py). Each claim it makes
+is reported in one message, `claimed` or a `finished`'s `then`: its first attempt starts at
+once (the worker fenced itself on it before sending), the others are queued. `started(id)`
+starts the next queued one, and says the one started before it completed: a failed attempt
+is acknowledged at once, in a `finished` of its own, while completed ones are acknowledged
+together, in one `finished` whose `then` is the next claim. `releasing(ids)` comes before
+the worker puts queued attempts back to pending: from then on the master no longer vouches
+for them. So the master always knows which attempt runs (the one it fences), which queued
+ones never started (released at once if the worker dies), and which completed ones await
+their acknowledgement (completed by the housekeeper if the worker dies).
 """
 
 from __future__ import annotations
@@ -36,11 +48,9 @@ class Ready:
 
 
 @dataclass(frozen=True)
-class Claimed:
-    """The child holds this attempt and is about to run it. Sent before decoding, so the
-    master tracks every lease from the moment it exists."""
+class Attempt:
+    """One claimed attempt, as a message carries it: everything but the payload."""
 
-    kind: ClassVar[str] = "claimed"
     id: int
     token: str
     attempt: int
@@ -52,7 +62,7 @@ class Claimed:
     expires_monotonic: float
 
     @classmethod
-    def of(cls, claim: ClaimedJob) -> Claimed:
+    def of(cls, claim: ClaimedJob) -> Attempt:
         return cls(
             id=claim.id,
             token=claim.token,
@@ -81,15 +91,44 @@ class Claimed:
         )
 
 
+def attempts(claims: list[ClaimedJob]) -> list[Attempt]:
+    return [Attempt.of(claim) for claim in claims]
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """The child holds these attempts: it runs the first now, the others after it, in order.
+    Sent before decoding, so the master tracks every lease from the moment it exists."""
+
+    kind: ClassVar[str] = "claimed"
+    attempts: list[Attempt]
+
+
+@dataclass(frozen=True)
+class Started:
+    """The child runs this queued attempt now; the one it started before completed."""
+
+    kind: ClassVar[str] = "started"
+    id: int
+
+
 @dataclass(frozen=True)
 class Finished:
-    """The attempt was acknowledged (outcome: completed, failed or lost), and, when the
-    acknowledgement claimed the next job in the same commit, the attempt that claim began."""
+    """These attempts were acknowledged, (job id, outcome: completed, failed, lost...), and,
+    when the acknowledgement claimed more jobs in the same commit, the attempts that claim
+    began (as in Claimed: the first runs now)."""
 
     kind: ClassVar[str] = "finished"
-    id: int
-    outcome: str
-    then: Claimed | None = None
+    outcomes: list[tuple[int, str]]
+    then: list[Attempt] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Releasing:
+    """The child puts these queued attempts back to pending, unstarted: stop vouching."""
+
+    kind: ClassVar[str] = "releasing"
+    ids: list[int]
 
 
 @dataclass(frozen=True)
@@ -125,8 +164,18 @@ class FailAttempt:
     """Fail this attempt, whose worker died holding it."""
 
     kind: ClassVar[str] = "fail_attempt"
-    claim: Claimed
+    claim: Attempt
     error: str
+
+
+@dataclass(frozen=True)
+class LeftBehind:
+    """A dead worker's attempts: put those it claimed and never started back to pending, and
+    acknowledge those it completed and had not acknowledged."""
+
+    kind: ClassVar[str] = "left_behind"
+    queued: list[Attempt]
+    completed: list[Attempt]
 
 
 @dataclass(frozen=True)
@@ -179,11 +228,14 @@ class Scheduled:
 Message = (
     Ready
     | Claimed
+    | Started
     | Finished
+    | Releasing
     | Drain
     | Renew
     | Renewed
     | FailAttempt
+    | LeftBehind
     | MeasureDepth
     | Depth
     | Maintained
@@ -196,11 +248,14 @@ KINDS: dict[str, type[Message]] = {
     for cls in (
         Ready,
         Claimed,
+        Started,
         Finished,
+        Releasing,
         Drain,
         Renew,
         Renewed,
         FailAttempt,
+        LeftBehind,
         MeasureDepth,
         Depth,
         Maintained,
@@ -210,8 +265,9 @@ KINDS: dict[str, type[Message]] = {
 }
 
 
-# Fields that carry a claim inside another message.
-NESTED = ("claim", "then")
+# Fields that carry an attempt, or a list of them, inside a message.
+NESTED = ("claim",)
+NESTED_LISTS = ("attempts", "then", "queued", "completed")
 
 
 def send(sock: socket.socket, message: Message) -> None:
@@ -230,8 +286,11 @@ def encode(message: Message) -> dict[str, Any]:
     # copy was a tenth of a worker's CPU per job.
     fields = {"kind": message.kind, **vars(message)}
     for name in NESTED:
-        if isinstance(fields.get(name), Claimed):
+        if isinstance(fields.get(name), Attempt):
             fields[name] = vars(fields[name])
+    for name in NESTED_LISTS:
+        if name in fields:
+            fields[name] = [vars(each) for each in fields[name]]
     return fields
 
 
@@ -240,7 +299,10 @@ def decode(data: bytes) -> Message:
     kind = fields.pop("kind")
     for name in NESTED:
         if isinstance(fields.get(name), dict):
-            fields[name] = Claimed(**fields[name])
+            fields[name] = Attempt(**fields[name])
+    for name in NESTED_LISTS:
+        if name in fields:
+            fields[name] = [Attempt(**each) for each in fields[name]]
     return KINDS[kind](**fields)
 
 

@@ -57,6 +57,7 @@ class SupervisorConfig:
     graceful_timeout: float = declared("graceful_timeout")
     max_jobs_per_child: int | None = declared("max_jobs_per_child")
     max_memory_per_child: float | None = declared("max_memory_per_child")
+    prefetch: int | None = declared("prefetch")
     poll_interval: float = declared("poll_interval")
     maintenance_interval: float = declared("maintenance_interval")
     metrics_address: str = declared("metrics_address")
@@ -115,4 +116,5 @@ class SupervisorConfig:
             max_memory_mib=self.max_memory_per_child,
             app=self.app,
             listen_dsn=self.listen_dsn,
+            prefetch=self.prefetch,
         )

@@ -1,6 +1,7 @@
 """The housekeeper: a process of the master's with its own connection, for the master's
 other database work. It runs maintenance on an interval, fails the attempts of workers
-that died holding them, and enqueues the periodic jobs' due slots. None of this can delay a
+that died holding them (and releases the ones they never started, and acknowledges the ones
+they completed), and enqueues the periodic jobs' due slots. None of this can delay a
 renewal, which has a process of its own.
 
 The schedules are declared in the application, which the master never imports (see
@@ -44,7 +45,7 @@ def serve(dsn: str, lease: float, interval: float, app: str | None, sock: socket
         # A due slot comes before the messages waiting: a stream of them cannot starve it.
         scheduling = now >= next_schedule
         message = protocol.receive(sock) if readable and not scheduling else None
-        work = protocol.FailAttempt | protocol.MeasureDepth
+        work = protocol.FailAttempt | protocol.LeftBehind | protocol.MeasureDepth
         if readable and not scheduling and not isinstance(message, work):
             break  # drain, or the master closed the socket
         if message is None:
@@ -70,6 +71,11 @@ def serve(dsn: str, lease: float, interval: float, app: str | None, sock: socket
                 status = connection._settle_failure(claim, message.error)
                 outcome = FAILURE_OUTCOMES[status]
                 protocol.send(sock, protocol.Settled(claim.type, str(outcome)))
+            elif isinstance(message, protocol.LeftBehind):
+                connection.release([(each.id, each.token) for each in message.queued])
+                claims = [each.claim() for each in message.completed]
+                if claims:
+                    connection.complete_many_and_claim(claims, 0)
             elif isinstance(message, protocol.MeasureDepth):
                 protocol.send(sock, depth(connection))
             else:

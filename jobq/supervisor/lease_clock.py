@@ -14,6 +14,11 @@ Why it holds, term by term:
   early so that the processes are gone, not just signalled, by `expires - safety_margin`.
   The stop point (SIGTERM) comes a kill grace before it. The fence keeper's deadline is the
   kill point too, written as an absolute time, never an interval from an earlier reading.
+- A queued attempt (claimed with others by --prefetch, not started yet) starts only while
+  more than half its lease is left as its worker knows it: the claim's own `expires`, never
+  the master's later extensions, which the worker does not see. So a job starts with at
+  least as much lease left as the timing rule gives a renewed one, even while renewal rounds
+  fail; otherwise the worker releases it and every one queued behind it (startable()).
 - The startup timing rule makes the lease long enough for the master to see a renewal fail
   and still fence in time: the next round, a timed-out try and its retry after a pause,
   the kill grace, the fence lead and the safety margin all fit within one lease.
@@ -71,6 +76,12 @@ def kill_at(now: float, kill_grace: float, expires: float | None, safety_margin:
     past the kill point of the lease the worker holds, if any."""
     at = now + kill_grace
     return at if expires is None else min(at, kill_point(expires, safety_margin))
+
+
+def startable(expires: float, now: float, lease: float) -> bool:
+    """Whether a queued attempt whose lease, as its worker knows it, ends at `expires` may
+    start at `now`: more than half a lease is left."""
+    return expires - now > lease / 2
 
 
 def timing_budget(

@@ -30,12 +30,13 @@ from .endpoint import Endpoint
 from .forking import adopt_orphans
 from .helpers import Helpers
 from .metrics import Metrics
-from .pool import Lease, Pool, WorkerProcess, describe_exit
+from .pool import Pool, describe_exit
 from .probes import Probes
 from .renewal import Missed, Renewals
 from .shared import Shared
 from .signals import SignalQueue
 from .states import Helper, Phase, StopReason
+from .workers import WorkerProcess
 
 log = logging.getLogger("jobq")
 
@@ -173,19 +174,42 @@ class Master:
         if isinstance(message, protocol.Ready):
             self.pool.on_ready(worker)
         elif isinstance(message, protocol.Claimed):
-            self.on_claimed(worker, message)
+            self.on_claimed(worker, message.attempts)
+        elif isinstance(message, protocol.Started):
+            self.on_started(worker, message.id)
         elif isinstance(message, protocol.Finished):
-            if worker.lease is not None:
-                seconds = time.monotonic() - worker.lease.started
-                self.metrics.on_finished(worker.lease.claim.type, message.outcome, seconds)
-            worker.lease = None
-            worker.jobs += 1
-            if message.then is not None:
+            now = time.monotonic()
+            for job_id, outcome in message.outcomes:
+                lease = worker.finished(job_id)
+                if lease is not None:
+                    seconds = (lease.ended or now) - lease.started
+                    self.metrics.on_finished(lease.claim.type, outcome, seconds)
+                worker.jobs += 1
+            if message.then:
                 self.on_claimed(worker, message.then)
+        elif isinstance(message, protocol.Releasing):
+            worker.released(message.ids)
 
-    def on_claimed(self, worker: WorkerProcess, message: protocol.Claimed) -> None:
-        worker.lease = Lease(message.claim(), message.expires_monotonic, time.monotonic())
-        self.metrics.on_claimed(message.type)
+    def on_claimed(self, worker: WorkerProcess, attempts: list[protocol.Attempt]) -> None:
+        worker.claimed(attempts, time.monotonic())
+        for each in attempts:
+            self.metrics.on_claimed(each.type)
+
+    def on_started(self, worker: WorkerProcess, job_id: int) -> None:
+        """A worker started a queued attempt: fence it on it, with the master's own best
+        known lease end (as after a renewal), unless a round found that lease lost."""
+        now = time.monotonic()
+        lease = worker.started(job_id, now)
+        if lease is not None:
+            worker.slot.master.write(lease.held_as(worker.pid))
+        elif job_id in worker.lost and worker.stop_reason is None:
+            log.error(
+                "Worker %d started job %d, whose lease a renewal round found lost: killing it",
+                worker.pid,
+                job_id,
+                extra={"event": "lost", "job_id": job_id},
+            )
+            self.pool.stop(worker, StopReason.LOST, now, at_once=True)
 
     # -- reaping ---------------------------------------------------------------------------
 
@@ -221,9 +245,31 @@ class Master:
             failure = self.pool.orphaned(worker, how if gone else None)
             if failure is not None:
                 self.helpers.tell(Helper.HOUSEKEEPER, failure)
+        self.settle_left_behind(worker)
         if self.pool.crash_looping(worker, how, running):
             self.exit_code = 1
             self.stop_now()
+
+    def settle_left_behind(self, worker: WorkerProcess) -> None:
+        """Have the housekeeper release a dead worker's unstarted attempts at once (not
+        counted as attempts), and acknowledge its completed ones, so that a crash loses no
+        finished work; both guarded by the attempts' tokens."""
+        queued, completed = worker.left_behind()
+        if not queued and not completed:
+            return
+        log.info(
+            "Worker %d left jobs %s claimed and never started, and jobs %s completed and not "
+            "acknowledged: releasing and acknowledging them",
+            worker.pid,
+            ", ".join(str(lease.claim.id) for lease in queued) or "none",
+            ", ".join(str(lease.claim.id) for lease in completed) or "none",
+            extra={"event": "left_behind", "worker": worker.pid},
+        )
+        message = protocol.LeftBehind(
+            [protocol.Attempt.of(lease.claim) for lease in queued],
+            [protocol.Attempt.of(lease.claim) for lease in completed],
+        )
+        self.helpers.tell(Helper.HOUSEKEEPER, message)
 
     # -- renewal ---------------------------------------------------------------------------
 
@@ -250,13 +296,20 @@ class Master:
         self.metrics.on_round(seconds, answer.extended, lost)
 
     def lost(self, missed: Missed) -> bool:
-        """Kill a worker whose attempt a round missed, unless it just ended that attempt."""
+        """Kill a worker whose running attempt a round missed, unless it just ended that
+        attempt; remember a queued one as lost (its worker is killed if it starts it). A
+        completed one runs no code: its acknowledgement will be refused, nothing more."""
         worker = missed.worker
         # A settling attempt runs no job code any more: most likely its acknowledgement
         # is what made the round miss it, and either way nothing can overlap with it.
         # Read before the messages: the worker clears it only after it sent them.
         settling = worker.mark.settling(missed.job_id, missed.token)
         self.read_messages(worker)  # it may have acknowledged just before the round
+        queued = worker.queued.get(missed.job_id)
+        if queued is not None and queued.claim.token == missed.token:
+            del worker.queued[missed.job_id]
+            worker.lost.add(missed.job_id)
+            return False
         lease = worker.lease
         if lease is None or lease.claim.token != missed.token or settling:
             return False

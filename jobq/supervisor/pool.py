@@ -11,25 +11,22 @@ import selectors
 import signal
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import psutil
 
 from .. import protocol
 from ..outcomes import job_extra
-from ..records import ClaimedJob
-from ..worker import attempt, child
-from ..worker.fence import FenceTable, Hold, Slot, token_key
+from ..worker import child
+from ..worker.fence import FenceTable
 from ..worker.mark import SettlingMark
 from . import lease_clock
-from .forking import Forked, fork
+from .forking import fork
 from .shared import Shared
-from .states import LEFT_TO_MAINTENANCE, StopReason, WorkerState
+from .states import LEFT_TO_MAINTENANCE, StopReason
+from .workers import Lease, WorkerProcess
 
 log = logging.getLogger("jobq")
 
-# How long the master waits for a dead worker's attempt to be confirmed gone.
-CONFIRM_KILL = 1.0
 # This many children in a row exiting before they were ready is a crash loop.
 CRASH_LOOP_LIMIT = 5
 MAX_SPAWN_BACKOFF = 10.0
@@ -45,70 +42,6 @@ STOP_CAUSES: dict[StopReason | None, str] = {
     StopReason.SHUTDOWN: "Interrupted: the supervisor shut down",
     StopReason.CANCELLED: "its worker was stopped",
 }
-
-
-@dataclass
-class Lease:
-    """An attempt a worker holds, as the master fences it."""
-
-    claim: ClaimedJob
-    expires: float  # monotonic: the lease certainly lasts until then, never longer
-    started: float  # monotonic: when the master learned of the claim
-
-    def held_as(self, pid: int) -> Hold:
-        """This attempt as the fence table writes it."""
-        return Hold(pid, self.claim.id, token_key(self.claim.token), self.expires)
-
-
-@dataclass
-class WorkerProcess:
-    process: Forked
-    mark: SettlingMark
-    slot: Slot  # its row of the fence table
-    generation: int
-    spawned: float
-    ready: bool = False
-    lease: Lease | None = None
-    retiring: bool = False  # told to drain: it finishes its job, then exits
-    stop_reason: StopReason | None = None  # set once the master decided to stop it by signal
-    kill_at: float | None = None  # when SIGKILL follows the SIGTERM already sent
-    killed: bool = False
-    jobs: int = 0
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def state(self) -> WorkerState:
-        if self.lease is not None:
-            return WorkerState.BUSY
-        return WorkerState.IDLE if self.ready else WorkerState.STARTING
-
-    def terminate(self) -> None:
-        """SIGTERM to its whole process group: a job's subprocesses get the same chance to
-        stop cleanly."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGTERM)
-
-    def kill(self) -> None:
-        """SIGKILL it and every process of its attempt (confirmed once it has exited)."""
-        attempt.kill(self.pid)
-        self.killed = True
-
-    def end_attempt(self) -> bool:
-        """Once it has exited, but before it is reaped (its pid, its group's id, cannot be
-        reused till then): kill what is left of its attempt. Whether that is confirmed gone."""
-        if self.lease is None:
-            attempt.kill(self.pid)  # nothing should be left; make sure, cheaply
-            return True
-        return attempt.kill_and_confirm(self.pid, CONFIRM_KILL)
-
-    def fenced_by_keeper(self) -> bool:
-        """Whether the fence keeper killed it for the attempt it held."""
-        if self.lease is None:
-            return False
-        return self.lease.held_as(self.pid).same_attempt(self.slot.keeper.read())
 
 
 def resident_memory(workers: Iterable[WorkerProcess]) -> list[int]:
@@ -143,9 +76,9 @@ class Pool:
     def held(self) -> dict[int, tuple[int, str]]:
         """Every attempt the master still vouches for: job id -> (pid, token)."""
         return {
-            w.lease.claim.id: (w.pid, w.lease.claim.token)
+            lease.claim.id: (w.pid, lease.claim.token)
             for w in self.children.values()
-            if w.lease is not None and w.stop_reason is None
+            for lease in w.leases()
         }
 
     def stop_point(self, lease: Lease) -> float:
@@ -183,7 +116,7 @@ class Pool:
     def pick_to_retire(self) -> WorkerProcess:
         """An idle child if there is one, else the youngest: the least work is lost."""
         candidates = [w for w in self.children.values() if not w.retiring and not w.stop_reason]
-        return min(candidates, key=lambda w: (w.lease is not None, -w.spawned))
+        return min(candidates, key=lambda w: (w.busy, -w.spawned))
 
     def retire(self, worker: WorkerProcess, why: str) -> None:
         if worker.retiring:
@@ -369,5 +302,5 @@ class Pool:
         if worker.stop_reason is StopReason.JOB_TIMEOUT:
             cause += f" after {self.config.job_timeout:g} s"
         return protocol.FailAttempt(
-            protocol.Claimed.of(claim), f"{cause} (worker {worker.pid}, {how})"
+            protocol.Attempt.of(claim), f"{cause} (worker {worker.pid}, {how})"
         )

@@ -14,7 +14,7 @@ from . import lease_clock
 from .config import SupervisorConfig
 from .lease_clock import Round
 from .metrics import Metrics
-from .pool import WorkerProcess
+from .workers import WorkerProcess
 
 log = logging.getLogger("jobq")
 
@@ -110,16 +110,18 @@ class Renewals:
         missed, cancelled = [], []
         for job_id, (pid, token) in done.claims.items():
             worker = children.get(pid)
-            if worker is None or worker.lease is None:
-                continue
-            lease = worker.lease
-            if (lease.claim.id, lease.claim.token) != (job_id, token):
-                continue  # it finished that attempt meanwhile
+            lease = None if worker is None else worker.holding(job_id, token)
+            if worker is None or lease is None:
+                continue  # it finished or released that attempt meanwhile
             if job_id in extended:
                 lease.expires = lease_clock.extended(lease.expires, done.sent, self.config.lease)
-                worker.slot.master.write(lease.held_as(pid))
-                if job_id in result.cancelled:
-                    cancelled.append(worker)
+                # Only the running attempt is fenced on: a queued one's extension is written
+                # when it starts, a completed one runs no code. A cancelled queued job is
+                # stopped by the round after it starts; the database keeps it cancelled.
+                if lease is worker.lease:
+                    worker.slot.master.write(lease.held_as(pid))
+                    if job_id in result.cancelled:
+                        cancelled.append(worker)
             else:
                 missed.append(Missed(worker, job_id, token))
         return Answer(done, len(extended & done.claims.keys()), missed, cancelled)

@@ -1,6 +1,7 @@
-"""A worker child's life: claim one job at a time, report it, run it, acknowledge, report.
+"""A worker child's life: claim jobs (one, or a batch: see prefetch.py), report them, run them
+in order, acknowledge, report.
 
-The master renews the lease; this process only has to tell it what it holds, in a message and
+The master renews the leases; this process only has to tell it what it holds, in messages and
 in the fence table (see fence.py), and to end its job's leftover processes with each attempt.
 """
 
@@ -13,8 +14,10 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from functools import partial
+from typing import NoReturn, TypeVar
 
 import psutil
 
@@ -23,9 +26,11 @@ from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
 from ..queue import Queue
 from ..records import ClaimedJob, Outcome
+from ..supervisor.lease_clock import startable
 from . import attempt, title
 from .fence import EMPTY, Hold, Slot, token_key
 from .mark import SettlingMark
+from .prefetch import PrefetchRule
 from .settings import WorkerSettings
 from .settling import SettlingReporter
 
@@ -52,12 +57,17 @@ TITLE_REFRESH = 0.5
 
 @dataclass
 class Session:
-    """A worker's connection, whether it can be woken by the database, and the claim it made
+    """A worker's connection, whether it can be woken by the database, and the claims it made
     on connecting, if any."""
 
     queue: Queue
     notifying: bool
-    first: ClaimedJob | None
+    first: list[ClaimedJob]
+
+
+# Attempts ended, with how, as the master is told of them.
+Ended = Sequence[tuple[ClaimedJob, str]]
+Recorded = TypeVar("Recorded")
 
 
 def close_quietly(queue: Queue | None) -> None:
@@ -90,6 +100,7 @@ class Child:
         self.reporter = SettlingReporter(mark)
         self.started = 0.0
         self.done = 0
+        self.prefetch = PrefetchRule(settings.prefetch, settings.types)
 
     def main(self) -> int:
         title.starting()
@@ -130,7 +141,7 @@ class Child:
                 )
                 queue.hooks = hooks.for_jobs()
                 notifying = queue._listen()
-                return Session(queue, notifying, queue.claim(self.settings.types))
+                return Session(queue, notifying, self.claim(queue))
             except Exception as error:
                 close_quietly(queue)
                 # A schema dropped (or never created) names its fix.
@@ -159,25 +170,24 @@ class Child:
             close_quietly(session.queue)
 
     def run_jobs(self, session: Session) -> int:
-        claim = session.first
+        batch = self.reported(session.first)
         while True:
             # A claim already made runs even if a drain came meanwhile: it holds a lease.
-            if claim is None and self.stopping.is_set():
+            if not batch and self.stopping.is_set():
                 return EXIT_OK
             try:
-                if claim is None:
-                    claim = self.next_claim(session)
+                if not batch:
+                    batch = self.reported(self.next_claim(session))
                     continue
-                claim = self.run_claim(session, claim)
+                batch = self.run_batch(session, batch)
             except DatabaseLost as lost:
                 log.error("%s: %s", lost.what, lost.__cause__, extra={"event": "db_error"})
                 if not self.reconnect(session):
                     return EXIT_OK
-                claim = session.first
+                batch = self.reported(session.first)
                 continue
-            self.done += 1
             # With a claim in hand, wants_another() already found no reason to recycle.
-            recycle = None if claim is not None else self.recycle_due(self.done)
+            recycle = None if batch else self.recycle_due(self.done)
             if recycle is not None:
                 code, why = recycle
                 log.info("Recycling worker: %s", why, extra={"event": "recycle"})
@@ -188,13 +198,32 @@ class Child:
         Not when the worker is about to drain or to be recycled."""
         return not self.stopping.is_set() and self.recycle_due(self.done + 1) is None
 
-    def next_claim(self, session: Session) -> ClaimedJob | None:
-        """Claim a job, or wait a while (idle) and return None."""
+    def claim_size(self) -> int:
+        """How many jobs the next claim asks for: the prefetch rule's, but never more than
+        --max-jobs-per-child leaves this worker to run."""
+        size = self.prefetch.size()
+        if self.settings.max_jobs:
+            size = min(size, max(1, self.settings.max_jobs - self.done))
+        return size
+
+    def claim(self, queue: Queue) -> list[ClaimedJob]:
+        """Claim as many jobs as claim_size() says (maybe none)."""
+        size = self.claim_size()
+        if size == 1:
+            claim = queue.claim(self.settings.types)
+            claims = [] if claim is None else [claim]
+        else:
+            claims = queue.claim_many(size, self.settings.types)
+        self.prefetch.claimed(size, len(claims))
+        return claims
+
+    def next_claim(self, session: Session) -> list[ClaimedJob]:
+        """Claim jobs, or wait a while (idle) and return none."""
         try:
-            claim = session.queue.claim(self.settings.types)
-            if claim is not None:
+            claims = self.claim(session.queue)
+            if claims:
                 self.idle_wait = FIRST_IDLE_WAIT
-                return claim
+                return claims
             if session.notifying:
                 self.wait_for_jobs(session.queue)
             else:
@@ -202,37 +231,167 @@ class Child:
                 self.idle_wait = min(self.idle_wait * 2, self.settings.poll_interval)
         except Exception as error:
             raise DatabaseLost("Claim failed") from error
-        return None
+        return []
 
-    def run_claim(self, session: Session, claim: ClaimedJob) -> ClaimedJob | None:
-        """Run one attempt; returns the next claim when its acknowledgement made one."""
-        self.begin(claim)
+    def reported(self, claims: list[ClaimedJob]) -> list[ClaimedJob]:
+        """Tell the master of a claim's attempts, fenced on the first, which runs now."""
+        if claims:
+            self.hold(claims[0])
+            # Before decoding or running anything: from here on the master renews them.
+            protocol.send(self.sock, protocol.Claimed(protocol.attempts(claims)))
+        return claims
+
+    def run_batch(self, session: Session, batch: list[ClaimedJob]) -> list[ClaimedJob]:
+        """Run a claim's attempts in order, and acknowledge the completed ones with the next
+        claim; returns that claim. The first attempt is reported started already."""
+        if len(batch) == 1 and self.claim_size() == 1:
+            return self.run_one(session, batch[0])
+        completed: list[ClaimedJob] = []
+        for index, claim in enumerate(batch):
+            if index:
+                if not self.may_start(claim):
+                    self.release(session, batch[index:])
+                    break
+                self.hold(claim)
+                protocol.send(self.sock, protocol.Started(claim.id))
+            try:
+                outcome, _ = self.run_attempt(
+                    session, claim, partial(deferred, session.queue, claim)
+                )
+            except DatabaseLost:
+                # Neither acknowledged nor started, as far as this worker can tell: their
+                # leases run out, and maintenance does the rest.
+                self.end([(done, UNACKNOWLEDGED) for done in completed])
+                self.release(session, batch[index + 1 :], at_database=False)
+                raise
+            self.done += 1
+            if outcome is None:
+                completed.append(claim)
+            else:
+                self.end([(claim, outcome)])
+        return self.acknowledge(session, completed)
+
+    def run_one(self, session: Session, claim: ClaimedJob) -> list[ClaimedJob]:
+        """One attempt, acknowledged with the claim of the next job in one statement: the
+        path of --prefetch 1."""
+        types = self.settings.types
+        outcome, then = self.run_attempt(
+            session,
+            claim,
+            lambda: listed(session.queue.run_and_claim(claim, types, more=self.wants_another)),
+        )
+        assert outcome is not None  # run_and_claim always acknowledges
+        self.done += 1
+        self.end([(claim, outcome)], then)
+        return then
+
+    def record_again(self, session: Session, unacknowledged: Unacknowledged) -> Outcome:
+        """acknowledge_again() for one attempt, with the outcome its run found."""
+
+        def record(queue: Queue) -> Outcome:
+            return queue._acknowledge(unacknowledged)
+
+        return self.acknowledge_again(
+            session, [unacknowledged.claim], unacknowledged.__cause__, record
+        )
+
+    def run_attempt(
+        self,
+        session: Session,
+        claim: ClaimedJob,
+        run: Callable[[], tuple[Outcome | None, list[ClaimedJob]]],
+    ) -> tuple[Outcome | None, list[ClaimedJob]]:
+        """run() the attempt, recording its outcome on a fresh connection if the session's
+        failed; remembers how long it ran, for the prefetch rule."""
+        began = time.monotonic()
         try:
-            outcome, next_claim = session.queue.run_and_claim(
-                claim, self.settings.types, more=self.wants_another
-            )
+            outcome, then = run()
         except Unacknowledged as unacknowledged:
-            outcome, next_claim = self.acknowledge_again(session, unacknowledged), None
+            outcome, then = self.record_again(session, unacknowledged), []
         except Exception as error:
-            self.unacknowledged(claim, error)
+            self.unacknowledged([claim], error)
         except BaseException:
             # handle() raised SystemExit or the like: its attempt is failed; honour it.
-            self.end(claim, self.reporter.outcome_of(claim))
+            self.end([(claim, self.reporter.outcome_of(claim))])
             raise
-        self.end(claim, outcome, next_claim)
-        return next_claim
+        self.prefetch.ran(claim.type, time.monotonic() - began)
+        return outcome, then
 
-    def acknowledge_again(self, session: Session, unacknowledged: Unacknowledged) -> Outcome:
-        """Record an outcome the session's connection could not, on a fresh connection, for
-        as long as the attempt's lease is vouched for; the fresh connection then replaces the
-        session's. After a database failover, the job need not run again in full."""
-        claim, delay = unacknowledged.claim, FIRST_RECONNECT_WAIT
-        error = unacknowledged.__cause__
-        while (left := self.vouched_until(claim) - time.monotonic()) > 0:
+    def may_start(self, claim: ClaimedJob) -> bool:
+        """Whether a queued attempt may start: not when draining or due to recycle, nor
+        with half its lease or less left (see lease_clock.startable)."""
+        if not self.wants_another():
+            return False
+        if startable(claim.expires_monotonic, time.monotonic(), self.settings.lease):
+            return True
+        log.info(
+            "Job %d waited half its lease in this worker's queue: releasing it and the jobs "
+            "behind it",
+            claim.id,
+            extra={"event": "release_late"},
+        )
+        return False
+
+    def release(self, session: Session, claims: list[ClaimedJob], at_database: bool = True) -> None:
+        """Give back queued attempts: the master stops vouching for them first, then they
+        go back to pending (token-guarded). If that fails, their leases run out."""
+        if not claims:
+            return
+        protocol.send(self.sock, protocol.Releasing([claim.id for claim in claims]))
+        if not at_database:
+            return
+        try:
+            session.queue.release([(claim.id, claim.token) for claim in claims])
+        except Exception as error:
             log.warning(
-                "Could not record how attempt %d of job %d ended (%s): trying on a new connection",
-                claim.attempt,
-                claim.id,
+                "Could not release unstarted jobs (%s): they wait for their leases",
+                error,
+                extra={"event": "release_failed"},
+            )
+
+    def acknowledge(self, session: Session, completed: list[ClaimedJob]) -> list[ClaimedJob]:
+        """Acknowledge the completed attempts of a batch, claiming the next in the same
+        statement unless the worker is draining or due to recycle; returns that claim."""
+        if not completed:
+            return []
+        size = self.claim_size() if self.wants_another() else 0
+        types = self.settings.types
+        try:
+            outcomes, then = session.queue.complete_many_and_claim(completed, size, types)
+        except Exception as error:
+            outcomes = self.acknowledge_again(
+                session,
+                completed,
+                error,
+                lambda queue: queue.complete_many_and_claim(completed, 0, types)[0],
+            )
+            then = []
+        else:
+            if size:
+                self.prefetch.claimed(size, len(then))
+        hooks = session.queue.hooks
+        for claim, outcome in zip(completed, outcomes, strict=True):
+            if hooks is not None:
+                hooks.after_job(claim, outcome)
+        self.end(list(zip(completed, outcomes, strict=True)), then)
+        return then
+
+    def acknowledge_again(
+        self,
+        session: Session,
+        claims: Sequence[ClaimedJob],
+        error: BaseException | None,
+        record: Callable[[Queue], Recorded],
+    ) -> Recorded:
+        """Record outcomes the session's connection could not (`record` does, given a
+        queue), on a fresh connection, for as long as the attempts' leases are vouched for;
+        the fresh connection then replaces the session's. After a database failover, the
+        jobs need not run again in full."""
+        delay = FIRST_RECONNECT_WAIT
+        while (left := min(map(self.vouched_until, claims)) - time.monotonic()) > 0:
+            log.warning(
+                "Could not record how job %s ended (%s): trying on a new connection",
+                ", ".join(str(claim.id) for claim in claims),
                 error,
                 extra={"event": "ack_retry"},
             )
@@ -241,7 +400,7 @@ class Child:
                 queue = Queue.connect(
                     self.settings.dsn, lease_duration=self.settings.lease, listener=self.reporter
                 )
-                outcome = queue._acknowledge(unacknowledged)
+                recorded = record(queue)
                 session.notifying = queue._listen()
             except Exception as failure:
                 close_quietly(queue)
@@ -251,8 +410,8 @@ class Child:
                 continue
             close_quietly(session.queue)
             session.queue = queue
-            return outcome
-        self.unacknowledged(claim, error)
+            return recorded
+        self.unacknowledged(claims, error)
 
     def vouched_until(self, claim: ClaimedJob) -> float:
         """The end of the attempt's lease as this worker knows it (its claim, or the master's
@@ -264,13 +423,13 @@ class Child:
             expires = max(expires, extension.expires)
         return expires - self.settings.safety_margin
 
-    def unacknowledged(self, claim: ClaimedJob, error: BaseException | None) -> NoReturn:
-        # The master stops renewing the attempt, its lease runs out, and maintenance gives the
-        # job another one.
-        self.end(claim, UNACKNOWLEDGED)
+    def unacknowledged(self, claims: Sequence[ClaimedJob], error: BaseException | None) -> NoReturn:
+        # The master stops renewing the attempts, their leases run out, and maintenance gives
+        # the jobs another one.
+        self.end([(claim, UNACKNOWLEDGED) for claim in claims])
+        ids = ", ".join(str(claim.id) for claim in claims)
         raise DatabaseLost(
-            f"Could not record how attempt {claim.attempt} of job {claim.id} ended, so "
-            "the job will run again after its lease"
+            f"Could not record how job {ids} ended, so it will run again after its lease"
         ) from error
 
     def reconnect(self, session: Session) -> bool:
@@ -291,25 +450,19 @@ class Child:
             if remaining <= 0 or queue._wait_for_jobs(min(remaining, DRAIN_CHECK)):
                 return
 
-    def begin(self, claim: ClaimedJob) -> None:
-        if self.current is claim:
-            return  # claimed with the last acknowledgement: end() reported it already
-        self.hold(claim)
-        # Before decoding or running anything: from here on the master renews this lease.
-        protocol.send(self.sock, protocol.Claimed.of(claim))
-
-    def end(self, claim: ClaimedJob, outcome: str, then: ClaimedJob | None = None) -> None:
-        """Report an attempt's end, and the attempt its acknowledgement began, if any, in one
-        message: the master swaps one lease for the other."""
-        if then is None:
+    def end(self, ended: Ended, then: list[ClaimedJob] | None = None) -> None:
+        """Report attempts' ends, and the attempts their acknowledgement claimed, if any, in
+        one message: the master swaps the old leases for the new, and the worker is fenced
+        on the first new one, which runs now."""
+        outcomes = [(claim.id, str(outcome)) for claim, outcome in ended]
+        if then:
+            self.hold(then[0])
+            protocol.send(self.sock, protocol.Finished(outcomes, protocol.attempts(then)))
+        else:
             self.slot.worker.write(EMPTY)
             with self.lock:
                 self.current = None
-            protocol.send(self.sock, protocol.Finished(claim.id, str(outcome)))
-        else:
-            self.hold(then)
-            next_attempt = protocol.Claimed.of(then)
-            protocol.send(self.sock, protocol.Finished(claim.id, str(outcome), next_attempt))
+            protocol.send(self.sock, protocol.Finished(outcomes))
         # Only now: the master reads the mark after the messages, so it never sees the mark
         # cleared while it still believes the attempt is running.
         self.mark.clear()
@@ -352,6 +505,15 @@ class Child:
                 self.stopping.set()
                 if message is None:
                     return
+
+
+def deferred(queue: Queue, claim: ClaimedJob) -> tuple[Outcome | None, list[ClaimedJob]]:
+    return queue.run_unacknowledged(claim), []
+
+
+def listed(ran: tuple[Outcome, ClaimedJob | None]) -> tuple[Outcome | None, list[ClaimedJob]]:
+    outcome, then = ran
+    return outcome, [] if then is None else [then]
 
 
 def run(settings: WorkerSettings, sock: socket.socket, mark: SettlingMark, slot: Slot) -> int:

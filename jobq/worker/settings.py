@@ -20,3 +20,5 @@ class WorkerSettings:
     # The database has worked for this supervisor before: a worker that cannot reach it is
     # in an outage, and waits for it rather than exit as unable to start.
     patient: bool = False
+    # --prefetch: how many jobs a claim takes (None: adaptive; see prefetch.py).
+    prefetch: int | None = None

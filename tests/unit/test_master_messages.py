@@ -9,7 +9,7 @@ from typing import cast
 from jobq import protocol
 from jobq.supervisor.config import SupervisorConfig
 from jobq.supervisor.master import Master
-from jobq.supervisor.pool import WorkerProcess
+from jobq.supervisor.workers import WorkerProcess
 
 
 def test_a_worker_read_again_after_it_closed_its_socket_leaves_the_master_running() -> None:

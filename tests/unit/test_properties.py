@@ -172,7 +172,7 @@ def test_a_claim_survives_the_supervisor_s_messages(
         deadline=deadline,
         expires_monotonic=expires,
     )
-    sent = protocol.FailAttempt(protocol.Claimed.of(claim), "The worker died")
+    sent = protocol.FailAttempt(protocol.Attempt.of(claim), "The worker died")
     master, housekeeper = protocol.pair()
     with master, housekeeper:
         protocol.send(master, sent)

@@ -1,0 +1,196 @@
+"""jobq-supervise --prefetch with real processes: a worker's claimed jobs that never started
+go back to pending at once, their attempts uncounted, whichever way the worker ends; the
+ones it completed are acknowledged for it, never run again; and the history checker finds
+nothing lost and no overlap under kills, a frozen master and drains."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+import jobq
+from chaos.observe import Deaths, Observer, busy_workers
+from jobq.records import Status
+from jobq.testing.history import check, read_journal
+from tests.support.apps.supervised_app import Crash, Grow, Hold, Sleep
+from tests.support.supervising import FAST, events, supervisor, wait_for_events
+from tests.support.waiting import wait_for
+from tests.system.test_faults import (
+    SETTINGS,
+    all_completed,
+    completed,
+    completed_at_least,
+    enqueue,
+    judged,
+    kill_a_busy_worker,
+    mixed_lengths,
+    records_of,
+)
+
+# A lease far longer than the tests' waits: a job back within them was released by jobq, not
+# recovered by maintenance after its lease.
+LONG_LEASE = (*FAST, "--lease", "60")
+# One worker taking the head job and QUEUED more in one claim.
+QUEUED = 3
+PREFETCH = ("--workers", "1", "--prefetch", str(QUEUED + 1))
+ONCE = jobq.RetryPolicy(max_attempts=1)
+
+
+def enqueue_batch(queue: jobq.Queue, head: jobq.Job, journal: Path) -> tuple[int, list[int]]:
+    """The head job first (by priority), then QUEUED short ones: the worker's first claim."""
+    first = queue.enqueue(head, priority=10, retry=ONCE)
+    return first, [queue.enqueue(Sleep(0, str(journal))) for _ in range(QUEUED)]
+
+
+def record(queue: jobq.Queue, job_id: int) -> jobq.JobRecord:
+    found = queue.get(job_id)
+    assert found is not None
+    return found
+
+
+def assert_released_then_run_once(
+    queue: jobq.Queue, journal: Path, queued: list[int], worker: int
+) -> None:
+    """Each queued job ran once, attempt 1, in a worker other than the one that claimed it:
+    it came back uncounted, and long before its lease."""
+    wait_for(
+        "the queued jobs to complete",
+        lambda: all(record(queue, job_id).status is Status.COMPLETED for job_id in queued),
+        timeout=30,
+    )
+    for job_id in queued:
+        assert record(queue, job_id).attempts == 1, record(queue, job_id)
+        starts = events(journal, "start", job_id)
+        assert [start["attempt"] for start in starts] == [1], starts
+        assert starts[0]["pid"] != worker, "it ran in the worker that was ended"
+
+
+def assert_no_overlap(queue: jobq.Queue, journal: Path, ids: list[int]) -> None:
+    report = check(read_journal(journal), [record(queue, job_id) for job_id in ids])
+    assert not report.overlaps, report.summary()
+
+
+def run_ending(queue: jobq.Queue, dsn: str, tmp_path: Path, ending: str) -> None:
+    """Start a prefetching worker on a head job and QUEUED more, end it the `ending` way
+    while it runs the head job, and check the queued ones row by row."""
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    args = [*PREFETCH, *LONG_LEASE]
+    if ending == "recycle":
+        head: jobq.Job = Grow(300, str(journal))
+        args += ["--max-memory-per-child", "200"]
+    else:
+        head = Hold(str(journal), str(release))
+    if ending == "fence":
+        args += ["--job-timeout", "1"]
+    first, queued = enqueue_batch(queue, head, journal)
+    with supervisor(dsn, *args) as running:
+        worker = wait_for_events(journal, "start")[0]["pid"]
+        if ending == "kill":
+            os.kill(worker, signal.SIGKILL)
+        if ending == "drain":
+            running.signal(signal.SIGTERM)
+            running.wait_for_log(f"Retiring worker {worker}")
+            release.touch()
+            assert running.wait(30) == 0, running.log
+            for job_id in queued:
+                row = record(queue, job_id)
+                assert (row.status, row.attempts, row.lease_until) == (
+                    Status.PENDING,
+                    0,
+                    None,
+                ), row
+            assert record(queue, first).status is Status.COMPLETED
+            assert events(journal, "start", queued[0]) == []
+        else:
+            assert_released_then_run_once(queue, journal, queued, worker)
+            running.signal(signal.SIGTERM)
+            assert running.wait(30) == 0, running.log
+    # The worker, or its master once it was gone, put them back: they were in its claim.
+    assert f"Released unstarted jobs {', '.join(map(str, queued))}" in running.log, running.log
+    assert_no_overlap(queue, journal, [first, *queued])
+
+
+@pytest.mark.parametrize("ending", ["kill", "drain"])
+def test_a_worker_s_unstarted_jobs_go_back_at_once_uncounted_when_killed_or_drained(
+    queue: jobq.Queue, dsn: str, tmp_path: Path, ending: str
+) -> None:
+    run_ending(queue, dsn, tmp_path, ending)
+
+
+@pytest.mark.databases("postgresql")
+@pytest.mark.parametrize("ending", ["fence", "recycle"])
+def test_a_worker_s_unstarted_jobs_go_back_at_once_uncounted_when_fenced_or_recycled(
+    queue: jobq.Queue, dsn: str, tmp_path: Path, ending: str
+) -> None:
+    run_ending(queue, dsn, tmp_path, ending)
+
+
+@pytest.mark.databases("postgresql", "sqlite")
+def test_jobs_a_killed_worker_completed_are_acknowledged_by_its_master_not_run_again(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal"
+    # In claim order: two short jobs, completed and awaiting their acknowledgement with the
+    # next claim, then one that kills its worker.
+    done = [queue.enqueue(Sleep(0, str(journal)), priority=10 - n) for n in range(2)]
+    crash = queue.enqueue(Crash(str(journal)), retry=ONCE)
+    with supervisor(dsn, "--workers", "1", "--prefetch", "3", *LONG_LEASE) as running:
+        wait_for("the crash to be failed", lambda: record(queue, crash).status is Status.FAILED)
+        wait_for(
+            "the completed jobs to be acknowledged",
+            lambda: all(record(queue, job_id).status is Status.COMPLETED for job_id in done),
+            timeout=30,
+        )
+        running.signal(signal.SIGTERM)
+        assert running.wait(30) == 0, running.log
+    assert f"and jobs {done[0]}, {done[1]} completed and not acknowledged" in running.log
+    for job_id in done:
+        assert record(queue, job_id).attempts == 1
+        assert len(events(journal, "start", job_id)) == 1, "a completed job ran again"
+
+
+@pytest.mark.databases("postgresql")
+def test_prefetching_workers_lose_nothing_under_kills_a_frozen_master_and_drains(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Two supervisors share the database, one with a fixed --prefetch, one adaptive. Busy
+    workers are SIGKILLed; then the fixed one's master is frozen while the other works on,
+    and thawed; then it drains. The checker judges the whole history."""
+    rng = random.Random(18)
+    journal = tmp_path / "journal"
+    ids = enqueue(dsn, mixed_lengths(240, rng), journal)
+    observer = Observer(dsn)
+    with (
+        Deaths() as deaths,
+        supervisor(dsn, "--workers", "3", "--prefetch", "5", *SETTINGS) as fixed,
+        supervisor(dsn, "--workers", "3", *SETTINGS) as adaptive,
+    ):
+        deaths.family(fixed.pid)
+        deaths.family(adaptive.pid)
+        for n in range(1, 5):
+            wait_for(f"{20 * n} jobs done", partial(completed_at_least, observer, 20 * n), 60)
+            kill_a_busy_worker(observer, journal, deaths, [fixed, adaptive], rng)
+
+        wait_for("a busy worker under the master to freeze", lambda: busy_workers(fixed.pid), 30)
+        fixed.signal(signal.SIGSTOP)
+        try:
+            # The other supervisor works on meanwhile: the frozen master's workers' leases
+            # run out unrenewed (its fence keeper kills the busy ones).
+            later = completed(observer) + 30
+            wait_for("work to go on", partial(completed_at_least, observer, later), 60)
+        finally:
+            fixed.signal(signal.SIGCONT)
+        wait_for("more work after the thaw", partial(completed_at_least, observer, later + 20), 60)
+        fixed.signal(signal.SIGTERM)
+        assert fixed.wait(30) == 0, fixed.log
+
+        wait_for("every job to complete", lambda: all_completed(observer, len(ids)), 120)
+        adaptive.signal(signal.SIGTERM)
+        assert adaptive.wait(30) == 0, adaptive.log
+        judged(journal, deaths, records_of(observer, ids))
+    observer.close()

@@ -1,0 +1,163 @@
+"""--prefetch's rules, without processes: how many jobs a worker claims, when a queued job may
+still start, and the attempts the master holds for a worker as its messages arrive."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import cast
+
+import pytest
+
+from jobq import protocol
+from jobq.records import ClaimedJob
+from jobq.retry import RetryPolicy
+from jobq.supervisor.forking import Forked
+from jobq.supervisor.lease_clock import startable
+from jobq.supervisor.states import StopReason
+from jobq.supervisor.workers import WorkerProcess
+from jobq.worker.fence import Slot
+from jobq.worker.mark import SettlingMark
+from jobq.worker.prefetch import ADAPTIVE_MAX, SHORT, WINDOW, PrefetchRule
+
+
+def warmed(rule: PrefetchRule, durations: dict[str, float]) -> PrefetchRule:
+    for job_type, seconds in durations.items():
+        for _ in range(WINDOW):
+            rule.ran(job_type, seconds)
+    rule.claimed(1, 1)
+    return rule
+
+
+def test_an_adaptive_worker_claims_one_job_until_it_has_seen_short_jobs_and_a_full_claim() -> None:
+    rule = PrefetchRule(None, ())
+    assert rule.size() == 1
+    rule.claimed(1, 1)
+    assert rule.size() == 1, "no job seen yet: unseen types count as long"
+    warmed(rule, {"a": SHORT / 10})
+    assert rule.size() == ADAPTIVE_MAX
+
+
+def test_an_adaptive_worker_claims_one_job_when_the_backlog_ran_dry() -> None:
+    rule = warmed(PrefetchRule(None, ()), {"a": SHORT / 10})
+    rule.claimed(ADAPTIVE_MAX, 3)
+    assert rule.size() == 1
+    rule.claimed(1, 1)
+    assert rule.size() == ADAPTIVE_MAX
+
+
+def test_one_long_type_among_those_seen_keeps_an_untyped_worker_at_one_job() -> None:
+    rule = warmed(PrefetchRule(None, ()), {"short": SHORT / 10, "long": SHORT * 4})
+    assert rule.size() == 1
+
+
+def test_the_median_decides_so_one_slow_job_does_not_stop_the_batches() -> None:
+    rule = warmed(PrefetchRule(None, ()), {"a": SHORT / 10})
+    rule.ran("a", 30.0)
+    assert rule.size() == ADAPTIVE_MAX
+    for _ in range(WINDOW):
+        rule.ran("a", SHORT)
+    assert rule.size() == 1, "a median of exactly the threshold is not short"
+
+
+def test_a_typed_worker_counts_a_type_it_may_claim_and_never_ran_as_long() -> None:
+    rule = warmed(PrefetchRule(None, ("a", "b")), {"a": SHORT / 10})
+    assert rule.size() == 1
+    warmed(rule, {"b": SHORT / 10, "elsewhere": 5.0})
+    assert rule.size() == ADAPTIVE_MAX, "a type it may not claim does not count"
+
+
+@pytest.mark.parametrize("fixed", [1, 3, 50])
+def test_a_fixed_prefetch_is_the_size_whatever_the_jobs_took(fixed: int) -> None:
+    rule = PrefetchRule(fixed, ())
+    assert rule.size() == fixed
+    warmed(rule, {"a": 10.0})
+    rule.claimed(fixed, 0)
+    assert rule.size() == fixed
+
+
+def test_a_queued_job_starts_only_with_more_than_half_its_lease_left() -> None:
+    assert startable(expires=106.0, now=100.0, lease=10.0)
+    assert not startable(expires=105.0, now=100.0, lease=10.0)
+    assert not startable(expires=99.0, now=100.0, lease=10.0)
+
+
+# -- the master's view of a worker's attempts ---------------------------------------------------
+
+
+def claim(job_id: int) -> ClaimedJob:
+    return ClaimedJob(
+        id=job_id,
+        type="t",
+        class_name="C",
+        payload="",
+        attempt=1,
+        token=f"token-{job_id}",
+        lease_until=datetime(2026, 1, 1, tzinfo=UTC),
+        retry=RetryPolicy(),
+        deadline=None,
+        expires_monotonic=100.0 + job_id,
+    )
+
+
+def worker() -> WorkerProcess:
+    # The process and its shared memory play no part in the bookkeeping.
+    return WorkerProcess(cast(Forked, None), cast(SettlingMark, None), cast(Slot, None), 0, 0.0)
+
+
+def held(process: WorkerProcess) -> list[int]:
+    return [lease.claim.id for lease in process.leases()]
+
+
+def test_the_master_holds_a_worker_s_running_queued_and_completed_attempts() -> None:
+    process = worker()
+    process.claimed(protocol.attempts([claim(1), claim(2), claim(3)]), now=0.0)
+    assert process.lease is not None and process.lease.claim.id == 1
+    assert list(process.queued) == [2, 3]
+    assert held(process) == [1, 2, 3]
+
+    started = process.started(2, now=5.0)
+    assert started is process.lease and started is not None and started.started == 5.0
+    assert list(process.completed) == [1], "starting 2 says 1 completed"
+    assert held(process) == [2, 3, 1]
+
+    assert process.finished(2) is not None  # a failure, acknowledged at once
+    process.released([3])
+    assert held(process) == [1]
+    assert process.finished(1) is not None
+    assert held(process) == [] and not process.busy
+
+
+def test_a_stopped_worker_s_running_attempt_is_no_longer_renewed_its_others_are() -> None:
+    process = worker()
+    process.claimed(protocol.attempts([claim(1), claim(2)]), now=0.0)
+    process.stop_reason = StopReason.SHUTDOWN
+    assert held(process) == [2]
+    assert [lease.claim.id for lease in process.left_behind()[0]] == [2]
+
+
+def test_a_round_finds_each_of_a_worker_s_attempts_by_its_token() -> None:
+    process = worker()
+    process.claimed(protocol.attempts([claim(1), claim(2)]), now=0.0)
+    process.started(2, now=1.0)
+    for job_id in (1, 2):
+        assert process.holding(job_id, f"token-{job_id}") is not None
+    assert process.holding(2, "token-1") is None
+
+
+def test_claims_and_acknowledgements_cross_the_socket_whole() -> None:
+    sent: list[protocol.Message] = [
+        protocol.Claimed(protocol.attempts([claim(1), claim(2)])),
+        protocol.Started(2),
+        protocol.Finished([(1, "completed"), (2, "completed")], protocol.attempts([claim(3)])),
+        protocol.Releasing([4, 5]),
+    ]
+    ours, theirs = protocol.pair()
+    with ours, theirs:
+        for message in sent:
+            protocol.send(ours, message)
+        received = [protocol.receive(theirs) for _ in sent]
+    assert received[0] == sent[0] and received[1] == sent[1] and received[3] == sent[3]
+    finished = received[2]
+    assert isinstance(finished, protocol.Finished)
+    assert [tuple(pair) for pair in finished.outcomes] == [(1, "completed"), (2, "completed")]
+    assert finished.then == protocol.attempts([claim(3)])
