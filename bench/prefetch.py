@@ -49,7 +49,11 @@ TARGET_WORKERS = 8
 
 # The crash test: jobs long enough that a child killed while holding a batch has mostly
 # unstarted jobs in it, short enough that a batch is fetched several times a second.
-CRASH_JOB_SECONDS = 0.02
+CRASH_JOB_SECONDS = 0.04
+# A child reports its claim to the master just after the claim commits; one killed in between
+# leaves its jobs to their lease (see the README). A crash lands there rarely, a kill timed on
+# the claim itself often: the jobs killed for are this old at least.
+CLAIM_AGE = 0.01
 CRASH_WORKERS = 2
 CRASH_JOBS = 400
 HOLDER_TIMEOUT = 15.0  # for a child to hold jobs to kill
@@ -127,10 +131,13 @@ class Held:
 
 
 def holder(db: JobqDb, least: int) -> Held | None:
-    """The worker child holding the most claimed jobs, if it holds at least `least`."""
-    rows = db.rows(
+    """The worker child holding the most jobs claimed at least CLAIM_AGE ago, if it holds at
+    least `least`."""
+    rows = db.queue.backend.fetchall(
         "SELECT pid, array_agg(id ORDER BY id) FROM jobq_jobs WHERE status = 'in_progress' "
-        "GROUP BY pid ORDER BY count(*) DESC LIMIT 1"
+        "AND updated_at < now() - make_interval(secs => %s) "
+        "GROUP BY pid ORDER BY count(*) DESC LIMIT 1",
+        (CLAIM_AGE,),
     )
     if not rows or len(rows[0][1]) < least:
         return None
