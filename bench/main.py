@@ -258,8 +258,12 @@ def prefetched(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
         r = attempt(bench, what, test)
         if r is not None:
             bench.recoveries.append(r)
-            delays = ", ".join(f"{d:.2f} s" for d in r.delays) or "none"
-            bench.say(f"{what}: held {r.held}, delays {delays} {r.note}")
+            delays, unstarted = (", ".join(f"{d:.2f} s" for d in ds) or "none"
+                                 for ds in (r.delays, r.released_delays))  # fmt: skip
+            bench.say(
+                f"{what}: held {r.held}; delay of all {delays}, of the unstarted {unstarted}; "
+                f"{r.extra_attempts} extra attempt(s) {r.note}"
+            )
 
 
 def latencies(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:

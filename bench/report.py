@@ -319,9 +319,12 @@ def plot(bench: Bench, path: Path) -> str:
         ("limit", "two statements", "pgbench, claim then ack (two statements)", "k:"),
         ("floor", "psycopg", "psycopg alone, jobq's statement (Python floor)", "x-."),
     ]
+    # The prefetch section's drains: typed workers on jobs enqueued in bursts, its own count.
+    bursts = f"{bench.settings.prefetch_jobs:,} jobs in bursts"
     series += [
-        ("jobq", prefetch.FIXED, "jobq-supervise --type a --prefetch 10 (bursts)", "D-"),
-        ("jobq", "prefetch adaptive", "jobq-supervise --type a, adaptive prefetch (bursts)", "v-"),
+        ("jobq", prefetch.ONE_AT_A_TIME, f"jobq --type a --prefetch 1 ({bursts})", "o:"),
+        ("jobq", prefetch.FIXED, f"jobq --type a --prefetch 10 ({bursts})", "D-"),
+        ("jobq", "prefetch adaptive", f"jobq --type a, adaptive prefetch ({bursts})", "v-"),
     ]
     for peer in peers(bench):
         series += [
