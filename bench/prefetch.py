@@ -49,11 +49,10 @@ TARGET_WORKERS = 8
 
 # The crash test: jobs long enough that a child killed while holding a batch has mostly
 # unstarted jobs in it, short enough that a batch is fetched several times a second.
-CRASH_JOB_SECONDS = 0.04
 # A child reports its claim to the master just after the claim commits; one killed in between
 # leaves its jobs to their lease (see the README). A crash lands there rarely, a kill timed on
-# the claim itself often: the jobs killed for are this old at least.
-CLAIM_AGE = 0.01
+# the claim itself often: the test kills a child only once it shows a job running.
+CRASH_JOB_SECONDS = 0.04
 CRASH_WORKERS = 2
 CRASH_JOBS = 400
 HOLDER_TIMEOUT = 15.0  # for a child to hold jobs to kill
@@ -130,18 +129,24 @@ class Held:
     ids: list[int]
 
 
-def holder(db: JobqDb, least: int) -> Held | None:
-    """The worker child holding the most jobs claimed at least CLAIM_AGE ago, if it holds at
-    least `least`."""
-    rows = db.queue.backend.fetchall(
+def holder(db: JobqDb, least: int, supervisor: subprocess.Popen[bytes]) -> Held | None:
+    """The worker child holding the most jobs, if it holds at least `least` and is running
+    one of them: then its master knows the claim (see CRASH_JOB_SECONDS)."""
+    rows = db.rows(
         "SELECT pid, array_agg(id ORDER BY id) FROM jobq_jobs WHERE status = 'in_progress' "
-        "AND updated_at < now() - make_interval(secs => %s) "
-        "GROUP BY pid ORDER BY count(*) DESC LIMIT 1",
-        (CLAIM_AGE,),
+        "GROUP BY pid ORDER BY count(*) DESC LIMIT 1"
     )
     if not rows or len(rows[0][1]) < least:
         return None
-    return Held(int(rows[0][0]), [int(i) for i in rows[0][1]])
+    pid = int(rows[0][0])
+    try:
+        child = next(p for p in psutil.Process(supervisor.pid).children() if p.pid == pid)
+        # Its process title, set once the claim is reported: "jobq-supervise: worker job …".
+        if "worker job" not in " ".join(child.cmdline()):
+            return None
+    except (StopIteration, psutil.NoSuchProcess):
+        return None
+    return Held(pid, [int(i) for i in rows[0][1]])
 
 
 def until(check: Callable[[], Any], timeout: float, poll: float = 0.005) -> Any:
@@ -240,7 +245,7 @@ def crash_round(
         # One at a time, the one job is all a child holds; a batch of two or more has one
         # started at most.
         least = 1 if variant == ONE_AT_A_TIME else 2
-        held = until(partial(holder, db, least), HOLDER_TIMEOUT)
+        held = until(partial(holder, db, least, proc), HOLDER_TIMEOUT)
         if held is None:
             return f"no child held {least} jobs within {HOLDER_TIMEOUT:g} s"
         if not kill_child(proc, held.pid):
