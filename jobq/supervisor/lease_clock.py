@@ -15,10 +15,12 @@ Why it holds, term by term:
   The stop point (SIGTERM) comes a kill grace before it. The fence keeper's deadline is the
   kill point too, written as an absolute time, never an interval from an earlier reading.
 - A queued attempt (claimed with others by --prefetch, not started yet) starts only while
-  more than half its lease is left as its worker knows it: the claim's own `expires`, never
-  the master's later extensions, which the worker does not see. So a job starts with at
-  least as much lease left as the timing rule gives a renewed one, even while renewal rounds
-  fail; otherwise the worker releases it and every one queued behind it (startable()).
+  more than half of what its lease vouches for is left, as its worker knows it: the claim's
+  own `expires`, never the master's later extensions, which the worker does not see, and
+  only up to the kill point. So its kill point is still well ahead when it starts, even
+  before the master has written its extension to the fence table, and even while renewal
+  rounds fail; otherwise the worker releases it and every one queued behind it
+  (startable()).
 - The startup timing rule makes the lease long enough for the master to see a renewal fail
   and still fence in time: the next round, a timed-out try and its retry after a pause,
   the kill grace, the fence lead and the safety margin all fit within one lease.
@@ -78,10 +80,12 @@ def kill_at(now: float, kill_grace: float, expires: float | None, safety_margin:
     return at if expires is None else min(at, kill_point(expires, safety_margin))
 
 
-def startable(expires: float, now: float, lease: float) -> bool:
+def startable(expires: float, now: float, lease: float, safety_margin: float) -> bool:
     """Whether a queued attempt whose lease, as its worker knows it, ends at `expires` may
-    start at `now`: more than half a lease is left."""
-    return expires - now > lease / 2
+    start at `now`: more than half of the time a lease vouches for (up to its kill point) is
+    left before its kill point."""
+    vouched = kill_point(lease, safety_margin)  # a lease's kill point, counted from its start
+    return kill_point(expires, safety_margin) - now > vouched / 2
 
 
 def timing_budget(

@@ -7,7 +7,6 @@ in the fence table (see fence.py), and to end its job's leftover processes with 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import select
@@ -15,13 +14,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import NoReturn, TypeVar
 
 import psutil
 
-from .. import hooks, protocol, schema
+from .. import protocol
 from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
 from ..queue import Queue
@@ -31,6 +29,14 @@ from . import attempt, title
 from .fence import EMPTY, Hold, Slot, token_key
 from .mark import SettlingMark
 from .prefetch import PrefetchRule
+from .session import (
+    FIRST_RECONNECT_WAIT,
+    MAX_RECONNECT_WAIT,
+    DatabaseLost,
+    Session,
+    close_quietly,
+    open_session,
+)
 from .settings import WorkerSettings
 from .settling import SettlingReporter
 
@@ -44,9 +50,6 @@ EXIT_MEMORY = 5  # --max-memory-per-child passed
 
 # An idle child polls quickly right after work dried up, then backs off to poll_interval.
 FIRST_IDLE_WAIT = 0.05
-# A worker that lost its database tries again after this, doubling up to the maximum.
-FIRST_RECONNECT_WAIT = 0.5
-MAX_RECONNECT_WAIT = 5.0
 # What a worker reports when it could not record an attempt's outcome (see run_jobs).
 UNACKNOWLEDGED = "unacknowledged"
 # How often a child blocked on LISTEN/NOTIFY checks whether it was told to drain.
@@ -55,33 +58,9 @@ DRAIN_CHECK = 0.25
 TITLE_REFRESH = 0.5
 
 
-@dataclass
-class Session:
-    """A worker's connection, whether it can be woken by the database, and the claims it made
-    on connecting, if any."""
-
-    queue: Queue
-    notifying: bool
-    first: list[ClaimedJob]
-
-
 # Attempts ended, with how, as the master is told of them.
 Ended = Sequence[tuple[ClaimedJob, str]]
 Recorded = TypeVar("Recorded")
-
-
-def close_quietly(queue: Queue | None) -> None:
-    if queue is not None:
-        with contextlib.suppress(Exception):
-            queue.close()
-
-
-class DatabaseLost(Exception):
-    """A database call failed in a way that leaves this worker without a usable connection."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
 
 
 class Child:
@@ -122,45 +101,7 @@ class Child:
         return self.work(session)
 
     def open_session(self, patient: bool) -> Session | None:
-        """Connect and make a first claim; None if that cannot be done.
-
-        The first claim comes before the worker says it is ready: a connection that works but
-        cannot claim (no schema, no permission) is a worker that cannot start, which the master
-        counts towards a crash loop. A patient worker (the database worked before: this is an
-        outage, not a misconfiguration) keeps trying instead, until it is told to stop.
-        """
-        delay = FIRST_RECONNECT_WAIT
-        while True:
-            queue: Queue | None = None
-            try:
-                queue = Queue.connect(
-                    self.settings.dsn,
-                    lease_duration=self.settings.lease,
-                    listener=self.reporter,
-                    listen_dsn=self.settings.listen_dsn,
-                )
-                queue.hooks = hooks.for_jobs()
-                notifying = queue._listen()
-                return Session(queue, notifying, self.claim(queue))
-            except Exception as error:
-                close_quietly(queue)
-                # A schema dropped (or never created) names its fix.
-                advice = schema.hint(self.settings.dsn, error)
-                if not patient:
-                    log.error(
-                        "Worker cannot start: %s%s", error, advice, extra={"event": "worker_failed"}
-                    )
-                    return None
-                log.warning(
-                    "Database out of reach, trying again in %.1f s: %s%s",
-                    delay,
-                    error,
-                    advice,
-                    extra={"event": "db_wait"},
-                )
-            if self.stopping.wait(delay):
-                return None
-            delay = min(delay * 2, MAX_RECONNECT_WAIT)
+        return open_session(self.settings, self.reporter, self.stopping, self.claim, patient)
 
     def work(self, session: Session) -> int:
         """Run jobs until drained (EXIT_OK) or recycled (EXIT_RECYCLED, EXIT_MEMORY)."""
@@ -281,6 +222,7 @@ class Child:
             lambda: listed(session.queue.run_and_claim(claim, types, more=self.wants_another)),
         )
         assert outcome is not None  # run_and_claim always acknowledges
+        self.prefetch.claimed(1, len(then))
         self.done += 1
         self.end([(claim, outcome)], then)
         return then
@@ -322,7 +264,10 @@ class Child:
         with half its lease or less left (see lease_clock.startable)."""
         if not self.wants_another():
             return False
-        if startable(claim.expires_monotonic, time.monotonic(), self.settings.lease):
+        settings = self.settings
+        if startable(
+            claim.expires_monotonic, time.monotonic(), settings.lease, settings.safety_margin
+        ):
             return True
         log.info(
             "Job %d waited half its lease in this worker's queue: releasing it and the jobs "
@@ -390,8 +335,8 @@ class Child:
         delay = FIRST_RECONNECT_WAIT
         while (left := min(map(self.vouched_until, claims)) - time.monotonic()) > 0:
             log.warning(
-                "Could not record how job %s ended (%s): trying on a new connection",
-                ", ".join(str(claim.id) for claim in claims),
+                "Could not record how %s ended (%s): trying on a new connection",
+                described(claims),
                 error,
                 extra={"event": "ack_retry"},
             )
@@ -427,9 +372,9 @@ class Child:
         # The master stops renewing the attempts, their leases run out, and maintenance gives
         # the jobs another one.
         self.end([(claim, UNACKNOWLEDGED) for claim in claims])
-        ids = ", ".join(str(claim.id) for claim in claims)
         raise DatabaseLost(
-            f"Could not record how job {ids} ended, so it will run again after its lease"
+            f"Could not record how {described(claims)} ended, so the job will run again after "
+            "its lease"
         ) from error
 
     def reconnect(self, session: Session) -> bool:
@@ -505,6 +450,11 @@ class Child:
                 self.stopping.set()
                 if message is None:
                     return
+
+
+def described(claims: Sequence[ClaimedJob]) -> str:
+    """Attempts as a log line names them: "attempt 2 of job 7; attempt 1 of job 8"."""
+    return "; ".join(f"attempt {claim.attempt} of job {claim.id}" for claim in claims)
 
 
 def deferred(queue: Queue, claim: ClaimedJob) -> tuple[Outcome | None, list[ClaimedJob]]:

@@ -12,8 +12,8 @@ of a batch makes the jobs behind it wait, which matters for every job. So:
   type, so every type in its window must be short, and a type it never ran counts as long
   (it claims one at a time until it has seen one).
 
-Whatever the size, a queued job starts only while more than half its lease is left
-(lease_clock.startable); otherwise the worker releases it and the jobs behind it.
+Whatever the size, a queued job starts only while more than half of what its lease vouches
+for is left (lease_clock.startable); otherwise the worker releases it and the jobs behind it.
 """
 
 from __future__ import annotations

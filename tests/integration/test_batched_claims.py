@@ -63,6 +63,27 @@ def test_a_batched_claim_takes_higher_priorities_first_and_no_paused_type(
     assert queue.claim_many(10, type=["held", "a"]) == []
 
 
+def test_the_batch_claimed_with_an_acknowledgement_keeps_priorities_and_pauses(
+    queue: jobq.Queue,
+) -> None:
+    # What a prefetching worker does after each batch: the next claim rides on the
+    # acknowledgement, and must pick exactly as a claim of its own would.
+    queue.enqueue(Noop(), type="a")
+    (done,) = queue.claim_many(1)
+    earlier = datetime.now(UTC) - timedelta(minutes=1)
+    low = queue.enqueue_many([Noop() for _ in range(2)], type="a", scheduled_at=earlier)
+    high = queue.enqueue_many([Noop() for _ in range(2)], type="b", priority=5)
+    queue.enqueue_many([Noop() for _ in range(2)], type="held", priority=9)
+    queue.pause("held")
+    outcomes, claims = queue.complete_many_and_claim([done], 10)
+    assert outcomes == [jobq.Outcome.COMPLETED]
+    assert [claim.id for claim in claims] == high + low
+    assert queue.complete_many_and_claim(claims, 10, type=["held", "a"]) == (
+        [jobq.Outcome.COMPLETED] * 4,
+        [],
+    )
+
+
 def test_a_batched_claim_by_type_takes_only_those_types(queue: jobq.Queue) -> None:
     wanted = queue.enqueue_many([Noop() for _ in range(3)], type="a")
     queue.enqueue_many([Noop() for _ in range(3)], type="other")

@@ -18,7 +18,7 @@ from chaos.observe import Deaths, Observer, busy_workers
 from jobq.records import Status
 from jobq.testing.history import check, read_journal
 from tests.support.apps.supervised_app import Crash, Grow, Hold, Sleep
-from tests.support.supervising import FAST, events, supervisor, wait_for_events
+from tests.support.supervising import FAST, alive, events, supervisor, wait_for_events
 from tests.support.waiting import wait_for
 from tests.system.test_faults import (
     SETTINGS,
@@ -85,13 +85,16 @@ def run_ending(queue: jobq.Queue, dsn: str, tmp_path: Path, ending: str) -> None
         args += ["--max-memory-per-child", "200"]
     else:
         head = Hold(str(journal), str(release))
-    if ending == "fence":
+    if ending == "job-timeout":
         args += ["--job-timeout", "1"]
     first, queued = enqueue_batch(queue, head, journal)
     with supervisor(dsn, *args) as running:
         worker = wait_for_events(journal, "start")[0]["pid"]
         if ending == "kill":
             os.kill(worker, signal.SIGKILL)
+        if ending == "cancel":
+            # The next renewal round sees it, and the master stops the worker.
+            assert queue.cancel(first)
         if ending == "drain":
             running.signal(signal.SIGTERM)
             running.wait_for_log(f"Retiring worker {worker}")
@@ -123,11 +126,59 @@ def test_a_worker_s_unstarted_jobs_go_back_at_once_uncounted_when_killed_or_drai
 
 
 @pytest.mark.databases("postgresql")
-@pytest.mark.parametrize("ending", ["fence", "recycle"])
-def test_a_worker_s_unstarted_jobs_go_back_at_once_uncounted_when_fenced_or_recycled(
+@pytest.mark.parametrize("ending", ["job-timeout", "recycle", "cancel"])
+def test_a_worker_s_unstarted_jobs_go_back_at_once_uncounted_when_timed_out_recycled_or_cancelled(
     queue: jobq.Queue, dsn: str, tmp_path: Path, ending: str
 ) -> None:
     run_ending(queue, dsn, tmp_path, ending)
+
+
+@pytest.mark.databases("postgresql")
+def test_a_worker_its_fence_keeper_killed_under_a_frozen_master_has_its_unstarted_jobs_released(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    first, queued = enqueue_batch(queue, Hold(str(journal), str(release)), journal)
+    # The queued leases, renewed with the running one, outlive its fence by the safety
+    # margin: room for the thawed master to release them before maintenance could.
+    args = [*PREFETCH, *FAST, "--lease", "8", "--safety-margin", "3"]
+    with supervisor(dsn, *args) as running:
+        worker = wait_for_events(journal, "start")[0]["pid"]
+        running.signal(signal.SIGSTOP)
+        try:
+            wait_for("the fence keeper to kill the worker", lambda: not alive(worker), 15)
+        finally:
+            running.signal(signal.SIGCONT)
+        assert_released_then_run_once(queue, journal, queued, worker)
+        running.signal(signal.SIGTERM)
+        assert running.wait(30) == 0, running.log
+    assert f"Released unstarted jobs {', '.join(map(str, queued))}" in running.log, running.log
+    assert_no_overlap(queue, journal, [first, *queued])
+
+
+@pytest.mark.databases("postgresql")
+def test_a_queued_job_whose_lease_is_half_gone_is_released_not_started(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal"
+    # With FAST's 6 s lease, a head job of 4 s leaves the one queued behind it less than half
+    # of what its lease vouches for (4.9 s to the kill point).
+    head = queue.enqueue(Sleep(4, str(journal)), priority=10)
+    behind = queue.enqueue(Sleep(0, str(journal)))
+    with supervisor(dsn, "--workers", "1", "--prefetch", "2", *FAST) as running:
+        running.wait_for_log(f"Job {behind} waited half its lease")
+        wait_for(
+            "both jobs to complete",
+            lambda: (
+                {record(queue, head).status, record(queue, behind).status} == {Status.COMPLETED}
+            ),
+            timeout=30,
+        )
+        running.signal(signal.SIGTERM)
+        assert running.wait(30) == 0, running.log
+    assert f"Released unstarted jobs {behind}" in running.log
+    assert record(queue, behind).attempts == 1, "the release did not count an attempt"
+    assert [start["attempt"] for start in events(journal, "start", behind)] == [1]
 
 
 @pytest.mark.databases("postgresql", "sqlite")

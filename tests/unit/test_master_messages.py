@@ -6,10 +6,18 @@ import selectors
 from types import SimpleNamespace
 from typing import cast
 
+import pytest
+
 from jobq import protocol
 from jobq.supervisor.config import SupervisorConfig
+from jobq.supervisor.forking import Forked
 from jobq.supervisor.master import Master
+from jobq.supervisor.renewal import Missed
+from jobq.supervisor.states import StopReason
 from jobq.supervisor.workers import WorkerProcess
+from jobq.worker.fence import Slot
+from jobq.worker.mark import SettlingMark
+from tests.unit.test_prefetch import claim
 
 
 def test_a_worker_read_again_after_it_closed_its_socket_leaves_the_master_running() -> None:
@@ -27,4 +35,36 @@ def test_a_worker_read_again_after_it_closed_its_socket_leaves_the_master_runnin
         master.read_messages(worker)
     finally:
         ours.close()
+        master.selector.close()
+
+
+def test_a_queued_attempt_a_round_missed_is_lost_and_its_start_stops_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A queued attempt runs no code, so a round that finds its lease gone kills nothing; but
+    # its worker must never run it: the master stops the worker the moment it starts it.
+    master = Master(SupervisorConfig(dsn="postgresql://jobq@db/jobq"))
+    stops: list[StopReason] = []
+    monkeypatch.setattr(
+        master.pool, "stop", lambda w, reason, now, at_once=False: stops.append(reason)
+    )
+    ours, theirs = protocol.pair()
+    mark = SettlingMark()
+    process = Forked(pid=2**22 + 1, pidfd=-1, sock=ours)
+    worker = WorkerProcess(process, mark, cast(Slot, None), 0, 0.0)
+    try:
+        ours.setblocking(False)
+        master.selector.register(ours, selectors.EVENT_READ, worker)
+        worker.claimed(protocol.attempts([claim(1), claim(2), claim(3)]), now=0.0)
+        assert not master.lost(Missed(worker, 2, "token-2"))
+        assert list(worker.queued) == [3] and worker.lost == {2}
+        assert sorted(lease.claim.id for lease in worker.leases()) == [1, 3]
+        assert stops == []
+        protocol.send(theirs, protocol.Started(2))
+        master.read_messages(worker)
+        assert stops == [StopReason.LOST]
+    finally:
+        ours.close()
+        theirs.close()
+        mark.close()
         master.selector.close()

@@ -75,10 +75,16 @@ def test_a_fixed_prefetch_is_the_size_whatever_the_jobs_took(fixed: int) -> None
     assert rule.size() == fixed
 
 
-def test_a_queued_job_starts_only_with_more_than_half_its_lease_left() -> None:
-    assert startable(expires=106.0, now=100.0, lease=10.0)
-    assert not startable(expires=105.0, now=100.0, lease=10.0)
-    assert not startable(expires=99.0, now=100.0, lease=10.0)
+def test_a_queued_job_starts_only_with_more_than_half_its_vouched_lease_left() -> None:
+    # A 10 s lease with a 1.9 s margin vouches for 8 s (to the kill point, 0.1 s earlier).
+    def left(seconds: float) -> bool:
+        return startable(expires=100.0 + seconds, now=100.0, lease=10.0, safety_margin=1.9)
+
+    assert left(10.0) and left(6.01)
+    assert not left(6.0), "exactly half is not more than half"
+    assert not left(2.0) and not left(-1.0)
+    # A margin so wide that half a lease would leave the kill point behind.
+    assert not startable(expires=105.5, now=100.0, lease=10.0, safety_margin=6.0)
 
 
 # -- the master's view of a worker's attempts ---------------------------------------------------
