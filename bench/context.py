@@ -9,14 +9,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .procs import Processes
-from .results import Drain, EnqueueRate, Latency, MasterLoad, Profile, RenewalRound
+from .results import (
+    Drain,
+    EnqueueRate,
+    Latency,
+    MasterLoad,
+    Profile,
+    Recovery,
+    RenewalRound,
+)
 from .servers import MariadbServer, PostgresServer
 
 # Where children run and import jobq and bench.app from: the run's frozen copy of the work
 # tree's code (see snapshot.py), or the work tree itself.
 REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parent.parent)
 
-SECTIONS = ("drain", "limit", "peers", "latency", "renewal", "other-dbs", "profile", "scale")
+SECTIONS = (
+    "drain", "limit", "peers", "prefetch", "latency", "renewal", "other-dbs", "profile", "scale",
+)  # fmt: skip
 
 
 @dataclass
@@ -43,6 +53,9 @@ class Settings:
     scale_measured: int = 10_000
     scale_workers: int = 8
     scale_enqueue_jobs: int = 100_000
+    # The prefetch section (bench/prefetch.py): jobs per drain, and kills per recovery test.
+    prefetch_jobs: int = 20_000
+    prefetch_kills: int = 3
     jobq_at: str | None = None  # the commit whose jobq/ is measured, if not the work tree's
 
     def drain_timeout(self, jobs: int) -> float:
@@ -66,6 +79,7 @@ class Bench:
     profile_results: dict[str, Profile] = field(default_factory=dict)
     scale_drains: list[Drain] = field(default_factory=list)
     enqueue_rates: list[EnqueueRate] = field(default_factory=list)
+    recoveries: list[Recovery] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     server_settings: dict[str, dict[str, str]] = field(default_factory=dict)

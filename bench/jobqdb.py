@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -192,21 +192,31 @@ def drain(
     *,
     variant: str = "default",
     log_level: str = "WARNING",
+    options: Sequence[str] = (),
+    load: Callable[[JobqDb], object] | None = None,
 ) -> Drain:
-    """Preload `jobs` no-op jobs, run `jobq-supervise --workers W` until the table is drained,
-    stop it with TERM (a drain with nothing in flight), and read the completion times."""
+    """Preload `jobs` no-op jobs (or have `load` enqueue them), run `jobq-supervise --workers
+    W` with `options` until the table is drained, stop it with TERM (a drain with nothing in
+    flight), and read the completion times."""
     db = JobqDb(dsn)
     database = DATABASE_NAMES[db.kind]
-    settings = f"jobq-supervise --workers {workers} --log-level {log_level}, other options default"
+    given = " ".join(options)
+    settings = (
+        f"jobq-supervise --workers {workers} --log-level {log_level}{' ' if given else ''}"
+        f"{given}, other options default"
+    )
     result = Drain("jobq", variant, database, workers, jobs, settings=settings)
     try:
         db.reset()
-        db.preload(Noop(), jobs)
+        if load is None:
+            db.preload(Noop(), jobs)
+        else:
+            load(db)
         db.settle()
         result.load = os.getloadavg()[0]
         proc = bench.procs.spawn(
             f"jobq-{database}-w{workers}",
-            supervise_cmd(dsn, workers, log_level=log_level),
+            supervise_cmd(dsn, workers, *options, log_level=log_level),
             env=bench.env(),
             cwd=REPO,
         )

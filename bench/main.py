@@ -19,9 +19,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TypeVar
 
-from . import floor, jobqdb, latency, limit, profiling, renewal, report, scale
+from . import floor, jobqdb, latency, limit, prefetch, profiling, renewal, report, scale
 from .context import REPO, SECTIONS, Bench, Settings
-from .peers import PEERS, Peer, installed
+from .peers import PEERS, Peer, Pgqueuer, installed
 from .procs import Processes
 from .results import Drain
 from .servers import MariadbServer, PostgresServer
@@ -106,6 +106,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         scale_other_large=min(args.scale_large or 100_000, 20_000 if quick else 100_000),
         scale_measured=2000 if quick else 10_000,
         scale_enqueue_jobs=20_000 if quick else 100_000,
+        prefetch_jobs=3000 if quick else 20_000,
+        prefetch_kills=1 if quick else 3,
         jobq_at=args.jobq_at,
     )
 
@@ -241,6 +243,29 @@ def throughput(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
                     measure(bench, f"{peer.name} one at a time W={w}", one)
 
 
+def wanted_peers(sections: set[str]) -> tuple[type[Peer], ...]:
+    """The peers to set up: all for their own sections, pgqueuer alone for prefetch's."""
+    if sections & {"peers", "latency"}:
+        return PEERS
+    return (Pgqueuer,) if "prefetch" in sections else ()
+
+
+def prefetched(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
+    """The prefetch section (bench/prefetch.py): its drains, then the crash tests."""
+    pgq = next(((p, best) for p, best in peers if isinstance(p, Pgqueuer)), None)
+    section = partial(prefetch.section, bench, dsn, pgq, partial(measure, bench))
+    for what, test in attempt(bench, "prefetch drains", section) or []:
+        r = attempt(bench, what, test)
+        if r is not None:
+            bench.recoveries.append(r)
+            delays, unstarted = (", ".join(f"{d:.2f} s" for d in ds) or "none"
+                                 for ds in (r.delays, r.released_delays))  # fmt: skip
+            bench.say(
+                f"{what}: held {r.held}; delay of all {delays}, of the unstarted {unstarted}; "
+                f"{r.extra_attempts} extra attempt(s) {r.note}"
+            )
+
+
 def latencies(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
     """Step 4."""
     found = [attempt(bench, "jobq latency", partial(latency.jobq_latency, bench, dsn))]
@@ -366,17 +391,18 @@ def run(bench: Bench) -> None:
     bench.versions["postgresql"] = pg_settings["server_version"]
     dsn = pg.create_database("bench_jobq")
     peers: list[tuple[Peer, int]] = []
-    if s.sections & {"peers", "latency"}:
-        for cls in PEERS:
-            peer = attempt(bench, f"setting up {cls.name}", partial(setup_peer, bench, cls))
-            if peer is None:
-                continue
-            best = peer.default_setting()
-            if "peers" in s.sections:
-                best = attempt(bench, f"{peer.name} sweep", partial(sweep, bench, peer)) or best
-            peers.append((peer, best))
+    for cls in wanted_peers(s.sections):
+        peer = attempt(bench, f"setting up {cls.name}", partial(setup_peer, bench, cls))
+        if peer is None:
+            continue
+        best = peer.default_setting()
+        if "peers" in s.sections or ("prefetch" in s.sections and cls is Pgqueuer):
+            best = attempt(bench, f"{peer.name} sweep", partial(sweep, bench, peer)) or best
+        peers.append((peer, best))
     try:
         throughput(bench, dsn, peers)
+        if "prefetch" in s.sections:
+            prefetched(bench, dsn, peers)
         if "latency" in s.sections:
             latencies(bench, dsn, peers)
     finally:

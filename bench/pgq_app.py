@@ -6,6 +6,7 @@ with asyncpg (pgqueuer's own default driver when asyncpg is installed) and yield
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -31,6 +32,11 @@ async def factory() -> AsyncIterator[PgQueuer]:
     async def stamp(job: Job) -> None:
         data = json.loads(job.payload or b"{}")
         record_start(int(data["index"]), float(data["sent"]))
+
+    @pgq.entrypoint("sleep")
+    async def sleep(job: Job) -> None:
+        # The crash test's short jobs (bench/prefetch.py): the payload is the seconds.
+        await asyncio.sleep(float(job.payload or b"0"))
 
     try:
         yield pgq

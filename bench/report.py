@@ -8,7 +8,7 @@ import platform
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import scale
+from . import prefetch, scale
 from .context import Bench
 from .latency import percentile
 from .results import Drain
@@ -261,11 +261,9 @@ def explanations(bench: Bench) -> list[str]:
                 "batch's jobs concurrently on an event loop: fewer round trips and commits per "
                 "job. A crash loses the buffered acknowledgements (the jobs run again after "
                 "the heartbeat timeout), which jobq's durable per-job acknowledgement does not. "
-                "Decision: no batched mode in jobq for now. A batch claim holds leases on jobs "
-                "that have not started (a crashed worker delays all of them by a lease), and "
-                "buffered acknowledgements give up the per-job durability jobq promises; "
-                "acknowledging and claiming in one statement takes the saving that costs "
-                "neither.",
+                "jobq's own batching, `--prefetch` (issue 18), keeps each acknowledgement "
+                "durable and releases a dead worker's unstarted jobs at once: see the prefetch "
+                "section below for its rates and its recovery delay after a crash.",
                 "procrastinate": "its workers run several jobs concurrently on one event loop "
                 "(--concurrency), each fetched with one statement; with no-op async jobs the "
                 "process never waits on a job.",
@@ -320,6 +318,13 @@ def plot(bench: Bench, path: Path) -> str:
         ("limit", "pgbench", "SQL limit (pgbench, jobq's ack + next claim statement)", "k--"),
         ("limit", "two statements", "pgbench, claim then ack (two statements)", "k:"),
         ("floor", "psycopg", "psycopg alone, jobq's statement (Python floor)", "x-."),
+    ]
+    # The prefetch section's drains: typed workers on jobs enqueued in bursts, its own count.
+    bursts = f"{bench.settings.prefetch_jobs:,} jobs in bursts"
+    series += [
+        ("jobq", prefetch.ONE_AT_A_TIME, f"jobq --type a --prefetch 1 ({bursts})", "o:"),
+        ("jobq", prefetch.FIXED, f"jobq --type a --prefetch 10 ({bursts})", "D-"),
+        ("jobq", "prefetch adaptive", f"jobq --type a, adaptive prefetch ({bursts})", "v-"),
     ]
     for peer in peers(bench):
         series += [
@@ -534,6 +539,7 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
                     cells += [f"`{name}`" if name else "", f"{share:.1%}" if name else ""]
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
+    lines += prefetch.markdown(bench.drains, bench.recoveries, s.prefetch_jobs, s.workers)
     if bench.scale_drains or bench.enqueue_rates:
         sizes = {
             "small backlog": f"{s.scale_small:,}",

@@ -113,3 +113,19 @@ class EnqueueRate:
     @property
     def rate(self) -> float:
         return self.jobs / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class Recovery:
+    """Worker processes killed (SIGKILL) while holding jobs, and how long each kill delayed
+    those jobs: from the kill to the last of them completed by another worker."""
+
+    system: str
+    variant: str
+    settings: str
+    held: list[int] = field(default_factory=list)  # jobs the killed worker held, per kill
+    delays: list[float] = field(default_factory=list)  # seconds, per kill that recovered
+    # The same for the jobs that had not started (one attempt counted: their own), per kill.
+    released_delays: list[float] = field(default_factory=list)
+    extra_attempts: int = 0  # attempts counted on those jobs beyond the one that completed
+    note: str = ""
