@@ -1,8 +1,9 @@
 """A worker child's life: claim jobs (one, or a batch: see prefetch.py), report them, run them
 in order, acknowledge, report.
 
-The master renews the leases; this process only has to tell it what it holds, in messages and
-in the fence table (see fence.py), and to end its job's leftover processes with each attempt.
+The master renews the leases; this process only has to tell it what it holds (reports.py: in
+messages and in the fence table), to record outcomes again when its connection fails
+(recording.py), and to end its job's leftover processes with each attempt.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
-from typing import NoReturn, TypeVar
 
 import psutil
 
@@ -25,13 +25,13 @@ from ..errors import ConfigurationError, Unacknowledged
 from ..queue import Queue
 from ..records import ClaimedJob, Outcome
 from ..supervisor.lease_clock import startable
-from . import attempt, title
-from .fence import EMPTY, Hold, Slot, token_key
+from . import title
+from .fence import Slot
 from .mark import SettlingMark
 from .prefetch import PrefetchRule
+from .recording import UNACKNOWLEDGED, Recorder
+from .reports import Reports
 from .session import (
-    FIRST_RECONNECT_WAIT,
-    MAX_RECONNECT_WAIT,
     DatabaseLost,
     Session,
     close_quietly,
@@ -50,17 +50,10 @@ EXIT_MEMORY = 5  # --max-memory-per-child passed
 
 # An idle child polls quickly right after work dried up, then backs off to poll_interval.
 FIRST_IDLE_WAIT = 0.05
-# What a worker reports when it could not record an attempt's outcome (see run_jobs).
-UNACKNOWLEDGED = "unacknowledged"
 # How often a child blocked on LISTEN/NOTIFY checks whether it was told to drain.
 DRAIN_CHECK = 0.25
 # How often the process title follows the running job.
 TITLE_REFRESH = 0.5
-
-
-# Attempts ended, with how, as the master is told of them.
-Ended = Sequence[tuple[ClaimedJob, str]]
-Recorded = TypeVar("Recorded")
 
 
 class Child:
@@ -69,15 +62,11 @@ class Child:
     ) -> None:
         self.settings = settings
         self.sock = sock
-        self.mark = mark
-        self.slot = slot
+        self.reports = Reports(sock, slot, mark)
         self.stopping = threading.Event()
-        # The claim being run, shared with the thread that shows it in the process title.
-        self.lock = threading.Lock()
-        self.current: ClaimedJob | None = None
         self.idle_wait = FIRST_IDLE_WAIT
         self.reporter = SettlingReporter(mark)
-        self.started = 0.0
+        self.recorder = Recorder(settings, self.reports, self.reporter)
         self.done = 0
         self.prefetch = PrefetchRule(settings.prefetch, settings.types)
 
@@ -111,21 +100,21 @@ class Child:
             close_quietly(session.queue)
 
     def run_jobs(self, session: Session) -> int:
-        batch = self.reported(session.first)
+        batch = self.reports.claimed(session.first)
         while True:
             # A claim already made runs even if a drain came meanwhile: it holds a lease.
             if not batch and self.stopping.is_set():
                 return EXIT_OK
             try:
                 if not batch:
-                    batch = self.reported(self.next_claim(session))
+                    batch = self.reports.claimed(self.next_claim(session))
                     continue
                 batch = self.run_batch(session, batch)
             except DatabaseLost as lost:
                 log.error("%s: %s", lost.what, lost.__cause__, extra={"event": "db_error"})
                 if not self.reconnect(session):
                     return EXIT_OK
-                batch = self.reported(session.first)
+                batch = self.reports.claimed(session.first)
                 continue
             # With a claim in hand, wants_another() already found no reason to recycle.
             recycle = None if batch else self.recycle_due(self.done)
@@ -174,14 +163,6 @@ class Child:
             raise DatabaseLost("Claim failed") from error
         return []
 
-    def reported(self, claims: list[ClaimedJob]) -> list[ClaimedJob]:
-        """Tell the master of a claim's attempts, fenced on the first, which runs now."""
-        if claims:
-            self.hold(claims[0])
-            # Before decoding or running anything: from here on the master renews them.
-            protocol.send(self.sock, protocol.Claimed(protocol.attempts(claims)))
-        return claims
-
     def run_batch(self, session: Session, batch: list[ClaimedJob]) -> list[ClaimedJob]:
         """Run a claim's attempts in order, and acknowledge the completed ones with the next
         claim; returns that claim. The first attempt is reported started already."""
@@ -193,8 +174,7 @@ class Child:
                 if not self.may_start(claim):
                     self.release(session, batch[index:])
                     break
-                self.hold(claim)
-                protocol.send(self.sock, protocol.Started(claim.id))
+                self.reports.starting(claim)
             try:
                 outcome, _ = self.run_attempt(
                     session, claim, partial(deferred, session.queue, claim)
@@ -202,14 +182,14 @@ class Child:
             except DatabaseLost:
                 # Neither acknowledged nor started, as far as this worker can tell: their
                 # leases run out, and maintenance does the rest.
-                self.end([(done, UNACKNOWLEDGED) for done in completed])
+                self.reports.ended([(done, UNACKNOWLEDGED) for done in completed])
                 self.release(session, batch[index + 1 :], at_database=False)
                 raise
             self.done += 1
             if outcome is None:
                 completed.append(claim)
             else:
-                self.end([(claim, outcome)])
+                self.reports.ended([(claim, outcome)])
         return self.acknowledge(session, completed)
 
     def run_one(self, session: Session, claim: ClaimedJob) -> list[ClaimedJob]:
@@ -224,18 +204,8 @@ class Child:
         assert outcome is not None  # run_and_claim always acknowledges
         self.prefetch.claimed(1, len(then))
         self.done += 1
-        self.end([(claim, outcome)], then)
+        self.reports.ended([(claim, outcome)], then)
         return then
-
-    def record_again(self, session: Session, unacknowledged: Unacknowledged) -> Outcome:
-        """acknowledge_again() for one attempt, with the outcome its run found."""
-
-        def record(queue: Queue) -> Outcome:
-            return queue._acknowledge(unacknowledged)
-
-        return self.acknowledge_again(
-            session, [unacknowledged.claim], unacknowledged.__cause__, record
-        )
 
     def run_attempt(
         self,
@@ -249,12 +219,12 @@ class Child:
         try:
             outcome, then = run()
         except Unacknowledged as unacknowledged:
-            outcome, then = self.record_again(session, unacknowledged), []
+            outcome, then = self.recorder.again_one(session, unacknowledged), []
         except Exception as error:
-            self.unacknowledged([claim], error)
+            self.recorder.lost([claim], error)
         except BaseException:
             # handle() raised SystemExit or the like: its attempt is failed; honour it.
-            self.end([(claim, self.reporter.outcome_of(claim))])
+            self.reports.ended([(claim, self.reporter.outcome_of(claim))])
             raise
         self.prefetch.ran(claim.type, time.monotonic() - began)
         return outcome, then
@@ -282,7 +252,7 @@ class Child:
         go back to pending (token-guarded). If that fails, their leases run out."""
         if not claims:
             return
-        protocol.send(self.sock, protocol.Releasing([claim.id for claim in claims]))
+        self.reports.releasing(claims)
         if not at_database:
             return
         try:
@@ -304,7 +274,7 @@ class Child:
         try:
             outcomes, then = session.queue.complete_many_and_claim(completed, size, types)
         except Exception as error:
-            outcomes = self.acknowledge_again(
+            outcomes = self.recorder.again(
                 session,
                 completed,
                 error,
@@ -318,64 +288,8 @@ class Child:
         for claim, outcome in zip(completed, outcomes, strict=True):
             if hooks is not None:
                 hooks.after_job(claim, outcome)
-        self.end(list(zip(completed, outcomes, strict=True)), then)
+        self.reports.ended(list(zip(completed, outcomes, strict=True)), then)
         return then
-
-    def acknowledge_again(
-        self,
-        session: Session,
-        claims: Sequence[ClaimedJob],
-        error: BaseException | None,
-        record: Callable[[Queue], Recorded],
-    ) -> Recorded:
-        """Record outcomes the session's connection could not (`record` does, given a
-        queue), on a fresh connection, for as long as the attempts' leases are vouched for;
-        the fresh connection then replaces the session's. After a database failover, the
-        jobs need not run again in full."""
-        delay = FIRST_RECONNECT_WAIT
-        while (left := min(map(self.vouched_until, claims)) - time.monotonic()) > 0:
-            log.warning(
-                "Could not record how %s ended (%s): trying on a new connection",
-                described(claims),
-                error,
-                extra={"event": "ack_retry"},
-            )
-            queue: Queue | None = None
-            try:
-                queue = Queue.connect(
-                    self.settings.dsn, lease_duration=self.settings.lease, listener=self.reporter
-                )
-                recorded = record(queue)
-                session.notifying = queue._listen()
-            except Exception as failure:
-                close_quietly(queue)
-                error = failure
-                time.sleep(min(delay, left))
-                delay = min(delay * 2, MAX_RECONNECT_WAIT)
-                continue
-            close_quietly(session.queue)
-            session.queue = queue
-            return recorded
-        self.unacknowledged(claims, error)
-
-    def vouched_until(self, claim: ClaimedJob) -> float:
-        """The end of the attempt's lease as this worker knows it (its claim, or the master's
-        last extension of it in the fence table), less the safety margin."""
-        expires = claim.expires_monotonic
-        mine = Hold(os.getpid(), claim.id, token_key(claim.token), expires)
-        extension = self.slot.master.read()
-        if extension is not None and mine.same_attempt(extension):
-            expires = max(expires, extension.expires)
-        return expires - self.settings.safety_margin
-
-    def unacknowledged(self, claims: Sequence[ClaimedJob], error: BaseException | None) -> NoReturn:
-        # The master stops renewing the attempts, their leases run out, and maintenance gives
-        # the jobs another one.
-        self.end([(claim, UNACKNOWLEDGED) for claim in claims])
-        raise DatabaseLost(
-            f"Could not record how {described(claims)} ended, so the job will run again after "
-            "its lease"
-        ) from error
 
     def reconnect(self, session: Session) -> bool:
         """Replace a session whose connection failed; False if stopped while trying."""
@@ -394,31 +308,6 @@ class Child:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or queue._wait_for_jobs(min(remaining, DRAIN_CHECK)):
                 return
-
-    def end(self, ended: Ended, then: list[ClaimedJob] | None = None) -> None:
-        """Report attempts' ends, and the attempts their acknowledgement claimed, if any, in
-        one message: the master swaps the old leases for the new, and the worker is fenced
-        on the first new one, which runs now."""
-        outcomes = [(claim.id, str(outcome)) for claim, outcome in ended]
-        if then:
-            self.hold(then[0])
-            protocol.send(self.sock, protocol.Finished(outcomes, protocol.attempts(then)))
-        else:
-            self.slot.worker.write(EMPTY)
-            with self.lock:
-                self.current = None
-            protocol.send(self.sock, protocol.Finished(outcomes))
-        # Only now: the master reads the mark after the messages, so it never sees the mark
-        # cleared while it still believes the attempt is running.
-        self.mark.clear()
-
-    def hold(self, claim: ClaimedJob) -> None:
-        """Make `claim` the one this process is fenced on, and marks what it starts with."""
-        key = token_key(claim.token)
-        self.slot.worker.write(Hold(os.getpid(), claim.id, key, claim.expires_monotonic))
-        attempt.mark(claim.id)
-        with self.lock:
-            self.current, self.started = claim, time.monotonic()
 
     def recycle_due(self, done: int) -> tuple[int, str] | None:
         """(exit code, why) when the worker should be replaced after `done` jobs, else None."""
@@ -440,8 +329,7 @@ class Child:
         """
         while True:
             readable, _, _ = select.select([self.sock], [], [], TITLE_REFRESH)
-            with self.lock:
-                title.state(self.current, self.started)
+            self.reports.show()
             if not readable:
                 continue
             message = protocol.receive(self.sock)
@@ -450,11 +338,6 @@ class Child:
                 self.stopping.set()
                 if message is None:
                     return
-
-
-def described(claims: Sequence[ClaimedJob]) -> str:
-    """Attempts as a log line names them: "attempt 2 of job 7; attempt 1 of job 8"."""
-    return "; ".join(f"attempt {claim.attempt} of job {claim.id}" for claim in claims)
 
 
 def deferred(queue: Queue, claim: ClaimedJob) -> tuple[Outcome | None, list[ClaimedJob]]:
