@@ -16,10 +16,9 @@ import jobq
 from jobq.records import Status
 from jobq.testing.history import check, read_journal
 from tests.support.apps.supervised_app import Sleep
+from tests.support.attempts import KINDS, LEASE, enqueued, stop
 from tests.support.supervising import FAST, metrics_port, scrape, supervisor
 from tests.support.waiting import wait_for
-
-from .test_attempt_fencing import KINDS, LEASE, enqueued, stop
 
 # SIGTERM first, SIGKILL half a second later (the most the timing rule leaves on FAST's
 # 6 s lease): a job that ignores the TERM, or holds the GIL, is killed.

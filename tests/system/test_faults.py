@@ -19,133 +19,36 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 
-import jobq
-from chaos.observe import Deaths, Observer, busy_workers, in_handle
+from chaos.observe import Deaths, Observer, in_handle
 from jobq.outcomes import LEASE_EXPIRED
-from jobq.records import JobRecord
-from jobq.testing.history import Report, check, read_journal
-from tests.support.apps.chaos_app import Chaos
+from jobq.testing.history import read_journal
+from tests.support.faults import (
+    SETTINGS,
+    all_completed,
+    completed,
+    completed_at_least,
+    ended,
+    enqueue,
+    judged,
+    kill_a_busy_worker,
+    mixed_lengths,
+    records_of,
+    worker_pids,
+)
 from tests.support.paths import REPO
 from tests.support.servers import LocalServer
-from tests.support.supervising import FAST, Supervisor, supervisor
+from tests.support.supervising import supervisor
 from tests.support.waiting import wait_for
 
-SETTINGS = ("--app", "chaos_app", *FAST)
 # Messages a worker logs when its database went away under it (jobq/worker/child.py).
 UNACKNOWLEDGED = re.compile(r"Could not record how attempt (\d+) of job (\d+) ended")
 RIDING_OUT = ("Claim failed", "Could not record how attempt", "Database out of reach")
-
-
-def mixed_lengths(count: int, rng: random.Random) -> list[float]:
-    """Mostly short jobs; every 8th a second or so, so that workers are caught inside
-    handle(); every 50th a few seconds, so a supervisor killed late still holds one."""
-    lengths = []
-    for i in range(count):
-        if i % 50 == 25:
-            lengths.append(rng.uniform(2.5, 3.5))
-        elif i % 8 == 0:
-            lengths.append(rng.uniform(0.5, 1.2))
-        else:
-            lengths.append(rng.uniform(0, 0.02))
-    return lengths
-
-
-def enqueue(dsn: str, lengths: list[float], journal: Path) -> list[int]:
-    with jobq.Queue.connect(dsn) as queue:
-        queue.install()
-        return [queue.enqueue(Chaos(seconds, str(journal))) for seconds in lengths]
-
-
-def completed(observer: Observer) -> int:
-    return (observer.counts() or {}).get("completed", 0)
-
-
-def completed_at_least(observer: Observer, jobs: int) -> bool:
-    return completed(observer) >= jobs
-
-
-def all_completed(observer: Observer, jobs: int) -> bool:
-    return observer.counts() == {"completed": jobs}
-
-
-def records_of(observer: Observer, ids: list[int]) -> list[JobRecord]:
-    def record(job_id: int) -> JobRecord:
-        return wait_for(
-            f"job {job_id} to be read", lambda: observer.read(lambda queue: queue.get(job_id))
-        )
-
-    return [record(job_id) for job_id in ids]
-
-
-def judged(journal: Path, deaths: Deaths, records: list[JobRecord]) -> Report:
-    entries = read_journal(journal)
-    report = check(entries, records, deaths.exits_for(entries))
-    print(report.summary())  # shown with -s, or when the test fails
-    assert report.ok, report.summary()
-    assert report.jobs == len(records)
-    # A worker killed between its claim and its first journal line ran an attempt the
-    # database counted and the journal never saw; never the other way round.
-    assert report.attempts_counted >= report.attempts_run, report.summary()
-    return report
-
-
-def worker_pids(running: Supervisor) -> set[int]:
-    try:
-        return {w.pid for w in running.workers()}
-    except psutil.Error:
-        return set()
-
-
-def busy(running: list[Supervisor]) -> set[int]:
-    return {pid for s in running for pid in busy_workers(s.pid)}
-
-
-def ended(entries: list[dict[str, Any]], start: Mapping[str, Any]) -> bool:
-    key = (start["job"], start["attempt"], start["pid"])
-    return any((e["job"], e["attempt"], e["pid"]) == key for e in entries if e["event"] == "end")
-
-
-def kill_a_busy_worker(
-    observer: Observer,
-    journal: Path,
-    deaths: Deaths,
-    running: list[Supervisor],
-    rng: random.Random,
-) -> Mapping[str, Any]:
-    """SIGKILL a worker (of any of `running`) inside a job's handle(), then see the master
-    fail that attempt at once: by the text a dying worker's attempt gets from its master,
-    not the lease-expiry text of maintenance, which could only act a lease later."""
-    while True:
-        victims = wait_for(
-            "a worker inside a job",
-            lambda: in_handle(read_journal(journal), busy(running), at_least=0.3),
-            timeout=30,
-        )
-        victim = rng.choice(victims)
-        deaths.kill(victim["pid"])
-        assert deaths.wait_gone([victim["pid"]], timeout=5), f"worker {victim['pid']} survived"
-        if not ended(read_journal(journal), victim):
-            break
-        # The job ended first after all (a loaded machine): that kill hit an idle worker.
-    job, pid = victim["job"], victim["pid"]
-    failed_by_master = f"The worker died (worker {pid}, signal SIGKILL)"
-
-    def failed() -> JobRecord | None:
-        record = observer.read(lambda queue: queue.get(job))
-        return record if record and failed_by_master in (record.last_error or "") else None
-
-    record = wait_for(f"attempt {victim['attempt']} of job {job} to be failed", failed, 15)
-    assert record.attempts >= victim["attempt"]
-    assert record.status is not jobq.Status.FAILED, "a killed attempt must be retried"
-    return victim
 
 
 # -- workers and a whole supervisor SIGKILLed --------------------------------------------------

@@ -18,9 +18,7 @@ from chaos.observe import Deaths, Observer, busy_workers
 from jobq.records import Status
 from jobq.testing.history import check, read_journal
 from tests.support.apps.supervised_app import Crash, Grow, Hold, Sleep
-from tests.support.supervising import FAST, alive, events, supervisor, wait_for_events
-from tests.support.waiting import wait_for
-from tests.system.test_faults import (
+from tests.support.faults import (
     SETTINGS,
     all_completed,
     completed,
@@ -31,6 +29,8 @@ from tests.system.test_faults import (
     mixed_lengths,
     records_of,
 )
+from tests.support.supervising import FAST, alive, events, supervisor, wait_for_events
+from tests.support.waiting import wait_for
 
 # A lease far longer than the tests' waits: a job back within them was released by jobq, not
 # recovered by maintenance after its lease.

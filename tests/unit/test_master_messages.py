@@ -17,7 +17,7 @@ from jobq.supervisor.states import StopReason
 from jobq.supervisor.workers import WorkerProcess
 from jobq.worker.fence import Slot
 from jobq.worker.mark import SettlingMark
-from tests.unit.test_prefetch import claim
+from tests.support.claims import claim
 
 
 def test_a_worker_read_again_after_it_closed_its_socket_leaves_the_master_running() -> None:

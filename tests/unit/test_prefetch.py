@@ -3,14 +3,11 @@ still start, and the attempts the master holds for a worker as its messages arri
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import cast
 
 import pytest
 
 from jobq import protocol
-from jobq.records import ClaimedJob
-from jobq.retry import RetryPolicy
 from jobq.supervisor.forking import Forked
 from jobq.supervisor.lease_clock import startable
 from jobq.supervisor.states import StopReason
@@ -18,6 +15,7 @@ from jobq.supervisor.workers import WorkerProcess
 from jobq.worker.fence import Slot
 from jobq.worker.mark import SettlingMark
 from jobq.worker.prefetch import ADAPTIVE_MAX, SHORT, WINDOW, PrefetchRule
+from tests.support.claims import claim
 
 
 def warmed(rule: PrefetchRule, durations: dict[str, float]) -> PrefetchRule:
@@ -88,21 +86,6 @@ def test_a_queued_job_starts_only_with_more_than_half_its_vouched_lease_left() -
 
 
 # -- the master's view of a worker's attempts ---------------------------------------------------
-
-
-def claim(job_id: int) -> ClaimedJob:
-    return ClaimedJob(
-        id=job_id,
-        type="t",
-        class_name="C",
-        payload="",
-        attempt=1,
-        token=f"token-{job_id}",
-        lease_until=datetime(2026, 1, 1, tzinfo=UTC),
-        retry=RetryPolicy(),
-        deadline=None,
-        expires_monotonic=100.0 + job_id,
-    )
 
 
 def worker() -> WorkerProcess:
