@@ -188,7 +188,8 @@ class Master:
             if message.then:
                 self.on_claimed(worker, message.then)
         elif isinstance(message, protocol.Releasing):
-            worker.released(message.ids)
+            for lease in worker.released(message.ids):
+                self.metrics.on_released(lease.claim.type)
 
     def on_claimed(self, worker: WorkerProcess, attempts: list[protocol.Attempt]) -> None:
         worker.claimed(attempts, time.monotonic())
@@ -265,6 +266,8 @@ class Master:
             ", ".join(str(lease.claim.id) for lease in completed) or "none",
             extra={"event": "left_behind", "worker": worker.pid},
         )
+        for lease in queued:
+            self.metrics.on_released(lease.claim.type)
         message = protocol.LeftBehind(
             [protocol.Attempt.of(lease.claim) for lease in queued],
             [protocol.Attempt.of(lease.claim) for lease in completed],

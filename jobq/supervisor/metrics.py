@@ -108,6 +108,7 @@ class TypeSeries:
 
     claimed: Counter
     completed: Counter
+    released: Counter
     run_time: Histogram
 
 
@@ -122,6 +123,12 @@ class Metrics:
         self.completed = Counter(
             "jobq_jobs_completed", "Attempts that completed", ["type"], registry=registry
         )
+        self.released = Counter(
+            "jobq_jobs_released",
+            "Attempts claimed ahead (--prefetch) and given back unstarted, not counted",
+            ["type"],
+            registry=registry,
+        )
         self.failed = Counter(
             "jobq_jobs_failed",
             "Attempts that did not complete, by what followed: retried, failed (no attempts "
@@ -132,7 +139,7 @@ class Metrics:
         )
         self.run_time = Histogram(
             "jobq_job_run_seconds",
-            "Time from a worker's claim to its acknowledgement",
+            "Time from an attempt's start to its acknowledgement, or to the next start",
             ["type"],
             buckets=RUN_TIME_BUCKETS,
             registry=registry,
@@ -221,6 +228,7 @@ class Metrics:
             series = TypeSeries(
                 self.claimed.labels(job_type),
                 self.completed.labels(job_type),
+                self.released.labels(job_type),
                 self.run_time.labels(job_type),
             )
             self.per_type[job_type] = series
@@ -230,6 +238,9 @@ class Metrics:
 
     def on_claimed(self, job_type: str) -> None:
         self.know_type(job_type).claimed.inc()
+
+    def on_released(self, job_type: str) -> None:
+        self.know_type(job_type).released.inc()
 
     def on_finished(self, job_type: str, outcome: str, seconds: float) -> None:
         series = self.know_type(job_type)

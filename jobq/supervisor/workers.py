@@ -140,11 +140,16 @@ class WorkerProcess:
             return lease
         return self.completed.pop(job_id, None) or self.queued.pop(job_id, None)
 
-    def released(self, job_ids: list[int]) -> None:
-        """It gives these queued attempts back: the master no longer vouches for them."""
+    def released(self, job_ids: list[int]) -> list[Lease]:
+        """It gives these queued attempts back: the master no longer vouches for them.
+        Returns the leases it held of them."""
+        leases = []
         for job_id in job_ids:
-            self.queued.pop(job_id, None)
+            lease = self.queued.pop(job_id, None)
+            if lease is not None:
+                leases.append(lease)
             self.lost.discard(job_id)
+        return leases
 
     def left_behind(self) -> tuple[list[Lease], list[Lease]]:
         """Once it has exited: (its queued attempts, its completed ones), to be released

@@ -29,7 +29,15 @@ from tests.support.faults import (
     mixed_lengths,
     records_of,
 )
-from tests.support.supervising import FAST, alive, events, supervisor, wait_for_events
+from tests.support.supervising import (
+    FAST,
+    alive,
+    events,
+    metrics_port,
+    scrape,
+    supervisor,
+    wait_for_events,
+)
 from tests.support.waiting import wait_for
 
 # A lease far longer than the tests' waits: a job back within them was released by jobq, not
@@ -79,7 +87,7 @@ def run_ending(queue: jobq.Queue, dsn: str, tmp_path: Path, ending: str) -> None
     """Start a prefetching worker on a head job and QUEUED more, end it the `ending` way
     while it runs the head job, and check the queued ones row by row."""
     journal, release = tmp_path / "journal", tmp_path / "release"
-    args = [*PREFETCH, *LONG_LEASE]
+    args = [*PREFETCH, *LONG_LEASE, "--metrics-port", "0"]
     if ending == "recycle":
         head: jobq.Job = Grow(300, str(journal))
         args += ["--max-memory-per-child", "200"]
@@ -111,6 +119,8 @@ def run_ending(queue: jobq.Queue, dsn: str, tmp_path: Path, ending: str) -> None
             assert events(journal, "start", queued[0]) == []
         else:
             assert_released_then_run_once(queue, journal, queued, worker)
+            released = scrape(metrics_port(running)).value("jobq_jobs_released_total")
+            assert released == QUEUED, released
             running.signal(signal.SIGTERM)
             assert running.wait(30) == 0, running.log
     # The worker, or its master once it was gone, put them back: they were in its claim.
