@@ -48,8 +48,9 @@ PRIORITIES = (-5, 0, 7)
 PAUSED_ROWS = 200
 # The row a claim updates is found by primary key, and so is the one the fused statement
 # acknowledges, unless the planner reads the latter from the jobs in progress, few, in their
-# partial index or in their part of the jobs index (status, type, id).
-OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases", "jobq_jobs_by_status")
+# partial index. Never from the status page's jobs index: every job that was ever in progress
+# has an entry there until vacuum, and that walk grew with each acknowledgement.
+OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases")
 # Claims of any type (none), of one type, and of several: one that has jobs, one without.
 TYPES = [(), ("email",), ("email", "missing")]
 # Where a claim says its attempt runs.

@@ -107,6 +107,19 @@ def test_filtered_jobs_merge_every_status_or_type_newest_first(queue: jobq.Queue
     assert queue.jobs(type="none") == []
 
 
+def test_jobs_in_progress_are_listed_by_type_and_paged(queue: jobq.Queue) -> None:
+    """On PostgreSQL they have no entries in the jobs index, and are read another way."""
+    ids = [queue.enqueue(Noop(), type=name) for name in ("a", "b", "a", "a")]
+    claimed = [queue.claim("a") for _ in range(2)]
+    assert [c.id for c in claimed if c is not None] == [ids[0], ids[2]]
+    assert [r.id for r in queue.jobs(status="in_progress")] == [ids[2], ids[0]]
+    assert [r.id for r in queue.jobs(status="in_progress", type="a")] == [ids[2], ids[0]]
+    paged = queue.jobs(status="in_progress", type="a", before_id=ids[2])
+    assert [r.id for r in paged] == [ids[0]]
+    assert queue.jobs(status="in_progress", type="b") == []
+    assert [r.id for r in queue.jobs(type="a")] == [ids[3], ids[2], ids[0]]
+
+
 @pytest.mark.databases("sqlite")
 @pytest.mark.parametrize(
     "arguments",

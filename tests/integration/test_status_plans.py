@@ -10,6 +10,7 @@ automatic statistics off) or absent. The statements are the backends' own.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,6 +46,7 @@ PAGE = 51
 # status; with and without a page boundary.
 FILTERS = [
     ([(Status.FAILED, "email")], None),
+    ([(Status.IN_PROGRESS, "email")], None),
     ([(each, "email") for each in Status], 10**6),
     ([(Status.PENDING, name) for name in ("email", "other", "noop")], None),
 ]
@@ -105,6 +107,8 @@ def test_postgresql_status_page_reads_indexes(
     # The list's probes as jobq_newest plans them.
     for pairs, before in FILTERS:
         for status, name in pairs:
+            if status is Status.IN_PROGRESS:
+                continue  # jobq_newest hands these to jobq_newest_running: below
             condition = "" if before is None else " AND id < %(before)s"
             sql = postgresql_controls.NEWEST_QUERY.format(before=condition)
             for variable, parameter in (("job_status", "status"), ("job_type", "type")):
@@ -112,6 +116,16 @@ def test_postgresql_status_page_reads_indexes(
             sql = sql.replace("how_many", str(PAGE))
             params = {"status": str(status), "type": name, "before": before}
             probes.append((sql, params))
+    # The jobs in progress, which the jobs index leaves out, as jobq_newest_running plans
+    # them: from the leases' partial index, sorted (they are few).
+    running = postgresql_controls.NEWEST_RUNNING_QUERY.replace("job_type", "%(type)s")
+    running = running.replace("before_id", "%(before)s::bigint").replace("how_many", str(PAGE))
+    plan = postgresql_plan(crowded, running, {"type": "email", "before": None})
+    reads = [(s["Node Type"], s.get("Index Name")) for s, _ in table_scans(plan)]
+    assert reads, running
+    for read in reads:
+        assert read in (("Index Scan", "jobq_jobs_leases"), ("Bitmap Heap Scan", None)), reads
+    assert "jobq_jobs_leases" in json.dumps(plan), plan
     for sql, params in probes:
         with crowded.backend.transaction():
             for name, value in postgresql_schema.PROBE_SETTINGS.items():
