@@ -33,17 +33,19 @@ UNFINISHED_COUNTS = """
 # The statements of Controls.oldest_ready's probes, in each backend's placeholders: the first
 # type after {after} that has a pending job; the highest priority below {below} that a
 # pending job of {type} has; and {age}, the seconds since the first ready job (by {ready})
-# of {type} at {priority} was scheduled. Each is one LIMIT 1 walk of the typed ready index.
+# of {type} at {priority} was scheduled. Each is one LIMIT 1 walk of the typed ready index,
+# which {hint} names where a planner might walk another index and sort its rows instead.
 NEXT_PENDING_TYPE = (
-    "SELECT type FROM jobq_jobs WHERE status = 'pending' AND type > {after} ORDER BY type LIMIT 1"
+    "SELECT type FROM jobq_jobs{hint} WHERE status = 'pending' AND type > {after} "
+    "ORDER BY type LIMIT 1"
 )
 NEXT_PENDING_PRIORITY = (
-    "SELECT priority FROM jobq_jobs WHERE status = 'pending' AND type = {type} "
+    "SELECT priority FROM jobq_jobs{hint} WHERE status = 'pending' AND type = {type} "
     "AND priority < {below} ORDER BY priority DESC LIMIT 1"
 )
 READY_AGE = (
-    "SELECT {age} FROM jobq_jobs WHERE {ready} AND type = {type} AND priority = {priority} "
-    "ORDER BY scheduled_at LIMIT 1"
+    "SELECT {age} FROM jobq_jobs{hint} WHERE {ready} AND type = {type} "
+    "AND priority = {priority} ORDER BY scheduled_at LIMIT 1"
 )
 # Above the highest priority the schema allows (1000), and below every type name (none is
 # empty): where the probes start.

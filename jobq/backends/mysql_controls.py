@@ -19,6 +19,9 @@ from .mysql_schema import NOW
 MIGRATION: tuple[str, ...] = (
     "ALTER TABLE jobq_jobs ADD KEY jobq_jobs_by_status (status, type, id)",
 )
+# With no statistics InnoDB may walk the untyped ready index for the oldest-ready probes, same
+# first column, and sort every pending row by type.
+READY_HINT = " FORCE INDEX (jobq_jobs_ready_by_type)"
 
 
 class MysqlControls(Controls):
@@ -83,9 +86,12 @@ class MysqlControls(Controls):
     """
     )
 
-    sql_next_pending_type = NEXT_PENDING_TYPE.format(after="%(after)s")
-    sql_next_pending_priority = NEXT_PENDING_PRIORITY.format(type="%(type)s", below="%(below)s")
+    sql_next_pending_type = NEXT_PENDING_TYPE.format(hint=READY_HINT, after="%(after)s")
+    sql_next_pending_priority = NEXT_PENDING_PRIORITY.format(
+        hint=READY_HINT, type="%(type)s", below="%(below)s"
+    )
     sql_ready_age = READY_AGE.format(
+        hint=READY_HINT,
         age=f"TIMESTAMPDIFF(MICROSECOND, scheduled_at, {NOW}) / 1000000",
         ready=READY,
         type="%(type)s",

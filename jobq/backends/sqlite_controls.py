@@ -85,8 +85,8 @@ class SqliteControls(Controls):
     """
     )
 
-    sql_next_pending_type = NEXT_PENDING_TYPE.format(after=":after")
-    sql_next_pending_priority = NEXT_PENDING_PRIORITY.format(type=":type", below=":below")
+    sql_next_pending_type = NEXT_PENDING_TYPE.format(hint="", after=":after")
+    sql_next_pending_priority = NEXT_PENDING_PRIORITY.format(hint="", type=":type", below=":below")
     sql_ready_age = READY_AGE.format(
-        age=f"{NOW} - scheduled_at", ready=READY, type=":type", priority=":priority"
+        hint="", age=f"{NOW} - scheduled_at", ready=READY, type=":type", priority=":priority"
     )
