@@ -19,12 +19,14 @@ from pathlib import Path
 from types import FrameType
 from typing import TypeVar
 
-from . import floor, jobqdb, latency, limit, prefetch, profiling, renewal, report, scale
-from .context import REPO, SECTIONS, Bench, Settings
-from .peers import PEERS, Peer, Pgqueuer, installed
-from .procs import Processes
-from .results import Drain
-from .servers import MariadbServer, PostgresServer
+from .harness import jobqdb
+from .harness.context import REPO, SECTIONS, Bench, Settings
+from .harness.procs import Processes
+from .harness.results import Drain
+from .harness.servers import MariadbServer, PostgresServer
+from .measures import floor, latency, limit, prefetch, profiling, renewal, scale
+from .peers.peer import PEERS, Peer, Pgqueuer, installed
+from .report import writer as report
 
 T = TypeVar("T")
 
@@ -150,7 +152,7 @@ def versions(bench: Bench) -> None:
         v[package] = installed(package) or "not installed"
     v["sqlite"] = sqlite3.sqlite_version
     # The work tree may hold uncommitted changes to jobq: name the exact source measured,
-    # the copy frozen at the start of the run (see snapshot.py).
+    # the copy frozen at the start of the run (see harness/snapshot.py).
     digest = hashlib.sha256()
     for path in sorted((REPO / "jobq").rglob("*.py")):
         digest.update(path.read_bytes())
@@ -251,7 +253,7 @@ def wanted_peers(sections: set[str]) -> tuple[type[Peer], ...]:
 
 
 def prefetched(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
-    """The prefetch section (bench/prefetch.py): its drains, then the crash tests."""
+    """The prefetch section (bench/measures/prefetch.py): its drains, then the crash tests."""
     pgq = next(((p, best) for p, best in peers if isinstance(p, Pgqueuer)), None)
     section = partial(prefetch.section, bench, dsn, pgq, partial(measure, bench))
     for what, test in attempt(bench, "prefetch drains", section) or []:

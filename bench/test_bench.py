@@ -14,8 +14,9 @@ from jobq.backends.postgresql import (
     complete_and_claim_statement,
 )
 
-from . import limit, profiling, snapshot
-from .results import Drain
+from .harness import snapshot
+from .harness.results import Drain
+from .measures import limit, profiling
 
 
 def test_the_pgbench_script_holds_jobqs_own_statements() -> None:
@@ -83,10 +84,10 @@ def test_profile_summary_keeps_worker_loop_samples_only(tmp_path: Path) -> None:
 
 
 def test_a_slow_renewal_round_is_explained(tmp_path: Path) -> None:
-    from .context import Bench, Settings
-    from .procs import Processes
-    from .report import renewal_explanation, targets
-    from .results import RenewalRound
+    from .harness.context import Bench, Settings
+    from .harness.procs import Processes
+    from .harness.results import RenewalRound
+    from .report.writer import renewal_explanation, targets
 
     settings = Settings(
         jobs=10, workers=[1], other_jobs=10, mariadb_workers=[], sqlite_workers=[],
@@ -104,7 +105,7 @@ def test_a_slow_renewal_round_is_explained(tmp_path: Path) -> None:
 
 
 def test_scale_bursts_alternate_two_types_and_add_up() -> None:
-    from .scale import BURST, mixed
+    from .measures.scale import BURST, mixed
 
     bursts = mixed(BURST * 2 + 10)
     assert [name for name, _ in bursts][:4] == ["a", "b", "a", "b"]
@@ -113,8 +114,8 @@ def test_scale_bursts_alternate_two_types_and_add_up() -> None:
 
 
 def test_scale_targets_hold_each_large_backlog_to_its_small_one() -> None:
-    from .results import EnqueueRate
-    from .scale import targets
+    from .harness.results import EnqueueRate
+    from .measures.scale import targets
 
     def drain(variant: str, rate: float) -> Drain:
         return Drain("jobq", variant, "postgresql", 8, 101, completed=101, after_first=100,
@@ -148,7 +149,7 @@ def test_jobq_at_freezes_jobq_as_it_was_at_that_commit(monkeypatch: pytest.Monke
             check=True,
         ).stdout
         assert (code / "jobq" / "queue.py").read_bytes() == then
-        assert (code / "bench" / "snapshot.py").exists()
+        assert (code / "bench" / "harness" / "snapshot.py").exists()
     finally:
         snapshot.release(code)
 
@@ -159,7 +160,7 @@ def prefetch_drain(system: str, variant: str, workers: int, rate: float) -> Drai
 
 
 def test_prefetch_targets_hold_each_prefetch_to_one_at_a_time_and_pgqueuer_at_8() -> None:
-    from .prefetch import targets
+    from .measures.prefetch import targets
 
     lines = targets(
         [
@@ -183,7 +184,7 @@ def test_prefetch_targets_hold_each_prefetch_to_one_at_a_time_and_pgqueuer_at_8(
 
 
 def test_the_prefetch_table_divides_by_one_at_a_time_and_pgqueuers_default() -> None:
-    from .prefetch import table
+    from .measures.prefetch import table
 
     lines = table(
         [
@@ -204,8 +205,8 @@ def test_the_prefetch_table_divides_by_one_at_a_time_and_pgqueuers_default() -> 
 
 
 def test_the_prefetch_section_reports_recoveries_and_is_absent_when_not_run() -> None:
-    from .prefetch import markdown
-    from .results import Recovery
+    from .harness.results import Recovery
+    from .measures.prefetch import markdown
 
     assert markdown([prefetch_drain("jobq", "default", 8, 10.0)], [], 10, [8]) == []
     kills = Recovery("jobq", "prefetch 10", "jobq-supervise ...", held=[9, 7],
@@ -219,7 +220,7 @@ def test_the_prefetch_section_reports_recoveries_and_is_absent_when_not_run() ->
 
 def test_the_prefetch_section_sets_up_pgqueuer_alone() -> None:
     from .main import parse, settings_from, wanted_peers
-    from .peers import PEERS, Pgqueuer
+    from .peers.peer import PEERS, Pgqueuer
 
     settings = settings_from(parse(["--quick", "--only", "prefetch"]))
     assert settings.sections == {"prefetch"}

@@ -26,11 +26,11 @@ from jobq.backends.postgresql import (
     complete_and_claim_statement,
 )
 
-from .app import Noop
-from .context import Bench
-from .cpu import ServerCpu, children_cpu
-from .jobqdb import JobqDb
-from .results import Drain
+from ..harness.app import Noop
+from ..harness.context import Bench
+from ..harness.cpu import ServerCpu, children_cpu
+from ..harness.jobqdb import JobqDb
+from ..harness.results import Drain
 
 PARAM = re.compile(r"%\((\w+)\)s")
 QUOTED = re.compile(r"'(?:[^']|'')*'")

@@ -18,10 +18,10 @@ from typing import Any
 
 import psycopg
 
-from .context import PYTHON, REPO, Bench
-from .cpu import Meter
-from .jobqdb import wait_drained
-from .results import Drain
+from ..harness.context import PYTHON, REPO, Bench
+from ..harness.cpu import Meter
+from ..harness.jobqdb import wait_drained
+from ..harness.results import Drain
 
 # Candidates for "best": pgqueuer's default batch is 10 jobs per dequeue; procrastinate runs
 # one job at a time per worker by default. Larger values trade latency and fairness for
@@ -200,7 +200,8 @@ class Pgqueuer(Peer):
 
     def worker_cmd(self, setting: int, drain: bool) -> tuple[list[str], dict[str, str]]:
         # `pgq run` itself fails to start in pgqueuer 1.6.0: see pgq_worker.py.
-        cmd = [PYTHON, "-m", "bench.pgq_worker", str(setting), "drain" if drain else "continuous"]
+        mode = "drain" if drain else "continuous"
+        cmd = [PYTHON, "-m", "bench.peers.pgq_worker", str(setting), mode]
         return cmd, {"BENCH_PGQ_DSN": self.dsn}
 
     def describe(self, setting: int) -> str:
@@ -275,7 +276,7 @@ class Procrastinate(Peer):
 
     def worker_cmd(self, setting: int, drain: bool) -> tuple[list[str], dict[str, str]]:
         cmd = [
-            PYTHON, "-m", "procrastinate", "--app", "bench.proc_app.app", "worker",
+            PYTHON, "-m", "procrastinate", "--app", "bench.peers.proc_app.app", "worker",
             "--concurrency", str(setting), "--one-shot" if drain else "--wait",
         ]  # fmt: skip
         extra = {"BENCH_PROC_DSN": self.dsn}

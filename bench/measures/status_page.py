@@ -1,7 +1,7 @@
 """The status page behind 1,000,000 jobs: how long the overview and filtered lists take.
 
-    python -m bench.status_page                 # a private PostgreSQL, 1,000,000 jobs
-    python -m bench.status_page --dsn DSN --jobs 200000
+    python -m bench.measures.status_page                 # a private PostgreSQL, 1,000,000 jobs
+    python -m bench.measures.status_page --dsn DSN --jobs 200000
 
 The jobs are what a busy queue holds: four types, 2% failed, 8% pending (--pending) and
 ready, the rest completed, finished over the last 7 days (what `jobq prune` keeps by
@@ -25,9 +25,9 @@ from werkzeug.test import Client
 
 from jobq.web import Credentials, make_app
 
-from .app import Noop
-from .jobqdb import JobqDb
-from .servers import PostgresServer
+from ..harness.app import Noop
+from ..harness.jobqdb import JobqDb
+from ..harness.servers import PostgresServer
 
 TARGET_MS = 200.0
 
@@ -116,7 +116,9 @@ def report(db: JobqDb, jobs: int, repeat: int, pending: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.status_page", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.measures.status_page", description=__doc__
+    )
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument(

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .app import Noop
-from .context import REPO, Bench
-from .jobqdb import DATABASE_NAMES, JobqDb, exited, supervise_cmd, wait_drained
-from .results import Drain, EnqueueRate
+from ..harness.app import Noop
+from ..harness.context import REPO, Bench
+from ..harness.jobqdb import DATABASE_NAMES, JobqDb, exited, supervise_cmd, wait_drained
+from ..harness.results import Drain, EnqueueRate
 
 # Jobs per transaction when loading a backlog.
 BURST = 50_000

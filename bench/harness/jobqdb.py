@@ -138,7 +138,7 @@ class JobqDb:
 
 def supervise_cmd(dsn: str, workers: int, *extra: str, log_level: str = "WARNING") -> list[str]:
     return [
-        PYTHON, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "bench.app",
+        PYTHON, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "bench.harness.app",
         "--workers", str(workers), "--log-level", log_level, *extra,
     ]  # fmt: skip
 

@@ -8,12 +8,12 @@ import platform
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import prefetch, scale
-from .context import Bench
-from .latency import percentile
-from .results import Drain
+from ..harness.context import Bench
+from ..harness.results import Drain
+from ..measures import prefetch, scale
+from ..measures.latency import percentile
 
-BEFORE_AFTER = Path(__file__).with_name("before_after.md")
+BEFORE_AFTER = Path(__file__).resolve().parent.parent / "before_after.md"
 
 TARGET_LIMIT_SHARE = 0.80
 TARGET_P50_MS = 5.0
@@ -401,7 +401,8 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
         "Start-up is not counted, and a peer that stamps completions per batch is not "
         "flattered by its first batch (for one timestamp per job this is (n - 1) / span).",
         "- The code measured is a copy of jobq/ and bench/ taken when the run started (see "
-        "bench/snapshot.py): commits made to the work tree during the run do not leak into it.",
+        "bench/harness/snapshot.py): commits made to the work tree during the run do not leak "
+        "into it.",
         "- jobq-supervise runs with `--log-level WARNING` (the default INFO logs two lines per "
         "job; that cost is measured separately below) and every other option at its default.",
         "",

@@ -1,4 +1,4 @@
-"""The crash test of the prefetch section (bench/prefetch.py): what a worker killed while
+"""The crash test of the prefetch section (bench/measures/prefetch.py): what a worker killed while
 holding jobs costs in recovery delay, for jobq and for pgqueuer.
 
 jobq: short sleeping jobs under `jobq-supervise --workers 2`; the child holding the most jobs
@@ -21,11 +21,11 @@ from typing import Any
 
 import psutil
 
-from .app import Sleep
-from .context import REPO, Bench
-from .jobqdb import JobqDb, supervise_cmd
-from .peers import Peer
-from .results import Recovery
+from ..harness.app import Sleep
+from ..harness.context import REPO, Bench
+from ..harness.jobqdb import JobqDb, supervise_cmd
+from ..harness.results import Recovery
+from ..peers.peer import Peer
 
 # The crash test: jobs long enough that a child killed while holding a batch has mostly
 # unstarted jobs in it, short enough that a batch is fetched several times a second.
