@@ -87,7 +87,7 @@ def test_a_slow_renewal_round_is_explained(tmp_path: Path) -> None:
     from .harness.context import Bench, Settings
     from .harness.procs import Processes
     from .harness.results import RenewalRound
-    from .report.writer import renewal_explanation, targets
+    from .report.verdicts import renewal_explanation, targets
 
     settings = Settings(
         jobs=10, workers=[1], other_jobs=10, mariadb_workers=[], sqlite_workers=[],
@@ -219,8 +219,9 @@ def test_the_prefetch_section_reports_recoveries_and_is_absent_when_not_run() ->
 
 
 def test_the_prefetch_section_sets_up_pgqueuer_alone() -> None:
-    from .main import parse, settings_from, wanted_peers
+    from .main import parse, settings_from
     from .peers.peer import PEERS, Pgqueuer
+    from .sections import wanted_peers
 
     settings = settings_from(parse(["--quick", "--only", "prefetch"]))
     assert settings.sections == {"prefetch"}
