@@ -19,12 +19,16 @@ from .harness.context import REPO, Bench
 from .harness.results import Drain
 from .harness.servers import MariadbServer, PostgresServer
 from .measures import floor, latency, limit, prefetch, profiling, renewal, scale
-from .peers.peer import PEERS, Peer, Pgqueuer, installed
+from .peers.peer import Peer, installed
+from .peers.pgq import Pgqueuer
+from .peers.proc import Procrastinate
 from .report import tables
 
 T = TypeVar("T")
 
 TREE = Path(__file__).resolve().parent.parent  # the work tree `python -m bench` runs in
+
+PEERS: tuple[type[Peer], ...] = (Pgqueuer, Procrastinate)
 
 # The W a worker is profiled at, when the run drains at it (else the largest).
 PROFILE_WORKERS = 8

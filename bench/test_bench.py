@@ -220,8 +220,8 @@ def test_the_prefetch_section_reports_recoveries_and_is_absent_when_not_run() ->
 
 def test_the_prefetch_section_sets_up_pgqueuer_alone() -> None:
     from .main import parse, settings_from
-    from .peers.peer import PEERS, Pgqueuer
-    from .sections import wanted_peers
+    from .peers.pgq import Pgqueuer
+    from .sections import PEERS, wanted_peers
 
     settings = settings_from(parse(["--quick", "--only", "prefetch"]))
     assert settings.sections == {"prefetch"}
