@@ -14,11 +14,11 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from .harness import jobqdb
 from .harness.context import REPO, Bench
+from .harness.jobqdb import JobqDb
 from .harness.results import Drain
 from .harness.servers import MariadbServer, PostgresServer
-from .measures import floor, latency, limit, prefetch, profiling, renewal, scale
+from .measures import drain, floor, latency, limit, prefetch, profiling, renewal, scale
 from .peers.peer import Peer, installed
 from .peers.pgq import Pgqueuer
 from .peers.proc import Procrastinate
@@ -181,10 +181,10 @@ def throughput(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
     s = bench.settings
     for w in s.workers:
         if "drain" in s.sections:
-            measure(bench, f"jobq W={w}", partial(jobqdb.drain, bench, dsn, w, s.jobs))
+            measure(bench, f"jobq W={w}", partial(drain.drain, bench, dsn, w, s.jobs))
             if w == s.info_logs_at:
                 info = partial(
-                    jobqdb.drain, bench, dsn, w, s.jobs, variant="INFO logs", log_level="INFO"
+                    drain.drain, bench, dsn, w, s.jobs, drain.Variant("INFO logs", log_level="INFO")
                 )
                 measure(bench, f"jobq INFO W={w}", info)
         if "limit" in s.sections:
@@ -298,10 +298,10 @@ def other_databases(bench: Bench) -> None:
     if mdsn is not None:
         for w in s.mariadb_workers:
             measure(
-                bench, f"jobq mariadb W={w}", partial(jobqdb.drain, bench, mdsn, w, s.other_jobs)
+                bench, f"jobq mariadb W={w}", partial(drain.drain, bench, mdsn, w, s.other_jobs)
             )
     sdsn = sqlite_dsn(bench)
-    db = jobqdb.JobqDb(sdsn)
+    db = JobqDb(sdsn)
     bench.server_settings["SQLite"] = {
         "journal_mode": str(db.scalar("PRAGMA journal_mode")),
         "synchronous": str(db.scalar("PRAGMA synchronous")),
@@ -309,7 +309,7 @@ def other_databases(bench: Bench) -> None:
     }
     db.close()
     for w in s.sqlite_workers:
-        measure(bench, f"jobq sqlite W={w}", partial(jobqdb.drain, bench, sdsn, w, s.other_jobs))
+        measure(bench, f"jobq sqlite W={w}", partial(drain.drain, bench, sdsn, w, s.other_jobs))
 
 
 def at_scale(bench: Bench, dsn: str) -> None:

@@ -59,10 +59,11 @@ class Settings:
     prefetch_kills: int = 3
     jobq_at: str | None = None  # the commit whose jobq/ is measured, if not the work tree's
 
-    def drain_timeout(self, jobs: int) -> float:
-        # Generous: 60 s plus 10 ms a job (a 100 jobs/s floor). A drain slower than that is
-        # broken, not slow, and the run goes on with a note instead of hanging.
-        return 60.0 + jobs / 100.0
+
+def drain_timeout(jobs: int) -> float:
+    # Generous: 60 s plus 10 ms a job (a 100 jobs/s floor). A drain slower than that is
+    # broken, not slow, and the run goes on with a note instead of hanging.
+    return 60.0 + jobs / 100.0
 
 
 @dataclass

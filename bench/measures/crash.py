@@ -143,7 +143,7 @@ def jobq_recovery(
     db = JobqDb(dsn)
     try:
         for _ in range(bench.settings.prefetch_kills):
-            result.note = crash_round(bench, db, variant, flags, batched, result)
+            result.note = crash_round(bench, db, flags, batched, result)
             if result.note:
                 break
     finally:
@@ -152,19 +152,14 @@ def jobq_recovery(
 
 
 def crash_round(
-    bench: Bench,
-    db: JobqDb,
-    variant: str,
-    flags: Sequence[str],
-    batched: bool,
-    result: Recovery,
+    bench: Bench, db: JobqDb, flags: Sequence[str], batched: bool, result: Recovery
 ) -> str:
     """One kill, added to `result`; what went wrong, or ""."""
     db.reset()
     db.queue.enqueue_many([Sleep(CRASH_JOB_SECONDS) for _ in range(CRASH_JOBS)])
     db.settle()
     cmd = supervise_cmd(db.dsn, CRASH_WORKERS, *flags)
-    proc = bench.procs.spawn(f"jobq-crash-{variant.replace(' ', '-')}", cmd, env=bench.env(),
+    proc = bench.procs.spawn(f"jobq-crash-{result.variant.replace(' ', '-')}", cmd, env=bench.env(),
                              cwd=REPO)  # fmt: skip
     try:
         # One at a time, the one job is all a child holds; a batch of two or more has one

@@ -27,7 +27,7 @@ from jobq.backends.postgresql import (
 )
 
 from ..harness.app import Noop
-from ..harness.context import Bench
+from ..harness.context import Bench, drain_timeout
 from ..harness.cpu import ServerCpu, children_cpu
 from ..harness.jobqdb import JobqDb
 from ..harness.results import Drain
@@ -145,7 +145,7 @@ def drain_by(
         children_before = children_cpu()
         started = time.monotonic()
         procs = [bench.procs.spawn(name, cmd, env=bench.env(), cwd="/") for name, cmd in commands]
-        finished = bench.procs.wait_all(procs, bench.settings.drain_timeout(jobs))
+        finished = bench.procs.wait_all(procs, drain_timeout(jobs))
         result.wall = time.monotonic() - started
         server.sample()
         if not finished:

@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from ..harness.context import PYTHON, REPO, Bench
-from ..harness.jobqdb import drain
 from ..harness.results import Drain, Recovery
 from ..peers.peer import Peer
 from . import crash
+from .drain import Variant, drain
 from .scale import load
 
 TYPE = "a"  # the drains' job type, run by `--type a` workers
@@ -47,15 +47,10 @@ def has_prefetch(bench: Bench) -> bool:
 
 def jobq_drain(bench: Bench, dsn: str, workers: int, variant: str, options: Sequence[str]) -> Drain:
     jobs = bench.settings.prefetch_jobs
-    return drain(
-        bench,
-        dsn,
-        workers,
-        jobs,
-        variant=variant,
-        options=("--type", TYPE, *options),
-        load=lambda db: load(db, [(TYPE, jobs)]),
+    how = Variant(
+        variant, options=("--type", TYPE, *options), load=lambda db: load(db, [(TYPE, jobs)])
     )
+    return drain(bench, dsn, workers, jobs, how)
 
 
 def find(drains: Sequence[Drain], system: str, variant: str, workers: int) -> Drain | None:

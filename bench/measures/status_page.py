@@ -20,6 +20,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
+from http import HTTPStatus
 
 from werkzeug.test import Client
 
@@ -80,7 +81,7 @@ def timed(call: Callable[[], object], repeat: int) -> list[float]:
 
 def get(client: Client, path: str) -> None:
     response = client.get(path)
-    if response.status_code != 200:
+    if response.status_code != HTTPStatus.OK:
         raise RuntimeError(f"{path}: {response.status_code} {response.get_data(as_text=True)}")
 
 

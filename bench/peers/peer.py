@@ -145,9 +145,7 @@ class Peer(ABC):
 
         assert self.bench.pg is not None
         meter = Meter([p.pid for p in procs], self.bench.pg.data)
-        _, result.note, result.window_jobs = wait_drained(
-            self.remaining, jobs, gone, self.bench.settings.drain_timeout(jobs), meter
-        )
+        _, result.note, result.window_jobs = wait_drained(self.remaining, jobs, gone, meter)
         result.client_cpu, _, result.db_cpu = meter.results()
         result.wall = time.monotonic() - started
         # Drain mode ends each worker once the queue is empty; acknowledgements still
