@@ -138,21 +138,8 @@ def run(bench: Bench) -> None:
     s = bench.settings
     load_every_backend()
     versions(bench)
-    pg = bench.pg = PostgresServer()
-    bench.say(f"starting PostgreSQL on 127.0.0.1:{pg.port}")
-    pg.start()
-    bench.server_settings["PostgreSQL"] = pg_settings = pg.settings()
-    bench.versions["postgresql"] = pg_settings["server_version"]
-    dsn = pg.create_database("bench_jobq")
-    peers: list[tuple[Peer, int]] = []
-    for cls in wanted_peers(s.sections):
-        peer = attempt(bench, f"setting up {cls.name}", partial(setup_peer, bench, cls))
-        if peer is None:
-            continue
-        best = peer.default_setting()
-        if "peers" in s.sections or ("prefetch" in s.sections and cls is Pgqueuer):
-            best = attempt(bench, f"{peer.name} sweep", partial(sweep, bench, peer)) or best
-        peers.append((peer, best))
+    dsn = start_postgres(bench)
+    peers = start_peers(bench)
     try:
         throughput(bench, dsn, peers)
         if "prefetch" in s.sections:
@@ -170,6 +157,32 @@ def run(bench: Bench) -> None:
         other_databases(bench)
     if "scale" in s.sections:
         at_scale(bench, dsn)
+
+
+def start_postgres(bench: Bench) -> str:
+    """The run's PostgreSQL, started; returns the DSN of jobq's database on it."""
+    pg = bench.pg = PostgresServer()
+    bench.say(f"starting PostgreSQL on 127.0.0.1:{pg.port}")
+    pg.start()
+    bench.server_settings["PostgreSQL"] = pg_settings = pg.settings()
+    bench.versions["postgresql"] = pg_settings["server_version"]
+    return pg.create_database("bench_jobq")
+
+
+def start_peers(bench: Bench) -> list[tuple[Peer, int]]:
+    """Each peer the sections want, installed in a database of its own, with the setting
+    its sweep found best (or its default, where no section compares settings)."""
+    s = bench.settings
+    peers: list[tuple[Peer, int]] = []
+    for cls in wanted_peers(s.sections):
+        peer = attempt(bench, f"setting up {cls.name}", partial(setup_peer, bench, cls))
+        if peer is None:
+            continue
+        best = peer.default_setting()
+        if "peers" in s.sections or ("prefetch" in s.sections and cls is Pgqueuer):
+            best = attempt(bench, f"{peer.name} sweep", partial(sweep, bench, peer)) or best
+        peers.append((peer, best))
+    return peers
 
 
 def throughput(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
