@@ -1,8 +1,8 @@
 import sys
 
-from .snapshot import freeze, jobq_at, release
+from .harness.snapshot import freeze, jobq_at, release
 
-# Before anything imports jobq: see snapshot.py.
+# Before anything imports jobq: see harness/snapshot.py.
 code = freeze(jobq_at(sys.argv[1:]))
 try:
     from .main import main

@@ -18,10 +18,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from .app import Noop
-from .context import REPO, Bench
-from .jobqdb import JobqDb, supervise_cmd
-from .results import Profile
+from ..harness.app import Noop
+from ..harness.context import REPO, Bench
+from ..harness.jobqdb import JobqDb, supervise_cmd
+from ..harness.results import Profile
 
 FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*?)(?::\d+)?\)$")
 

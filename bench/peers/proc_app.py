@@ -1,4 +1,5 @@
-"""The procrastinate application the bench runs: `procrastinate --app bench.proc_app.app worker`.
+"""The procrastinate application the bench runs:
+`procrastinate --app bench.peers.proc_app.app worker`.
 
 Tasks are async, as procrastinate's documentation recommends for concurrency > 1; a sync task
 would run in a thread per job. BENCH_PROC_POOL sets the connection pool's size for the tuned
@@ -12,7 +13,7 @@ from typing import Any
 
 import procrastinate
 
-from .app import record_start
+from ..harness.app import record_start
 
 pool: dict[str, Any] = {}
 if os.environ.get("BENCH_PROC_POOL"):

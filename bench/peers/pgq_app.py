@@ -1,4 +1,4 @@
-"""The pgqueuer application the bench runs: `pgq run bench.pgq_app:factory`.
+"""The pgqueuer application the bench runs: `pgq run bench.peers.pgq_app:factory`.
 
 Written as pgqueuer's documentation shows a factory: an async context manager that connects
 with asyncpg (pgqueuer's own default driver when asyncpg is installed) and yields a PgQueuer.
@@ -16,7 +16,7 @@ import asyncpg
 from pgqueuer import AsyncpgDriver, PgQueuer
 from pgqueuer.models import Job
 
-from .app import record_start
+from ..harness.app import record_start
 
 
 @asynccontextmanager
@@ -35,7 +35,7 @@ async def factory() -> AsyncIterator[PgQueuer]:
 
     @pgq.entrypoint("sleep")
     async def sleep(job: Job) -> None:
-        # The crash test's short jobs (bench/prefetch.py): the payload is the seconds.
+        # The crash test's short jobs (bench/measures/prefetch.py): the payload is the seconds.
         await asyncio.sleep(float(job.payload or b"0"))
 
     try:

@@ -20,9 +20,9 @@ from .results import (
 )
 from .servers import MariadbServer, PostgresServer
 
-# Where children run and import jobq and bench.app from: the run's frozen copy of the work
+# Where children run and import jobq and bench.harness.app from: the run's frozen copy of the work
 # tree's code (see snapshot.py), or the work tree itself.
-REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parent.parent)
+REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parents[2])
 
 SECTIONS = (
     "drain", "limit", "peers", "prefetch", "latency", "renewal", "other-dbs", "profile", "scale",
@@ -46,22 +46,24 @@ class Settings:
     out: Path
     quick: bool
     info_logs_at: int | None  # also drain with jobq's default INFO logging at this W
-    # The scale section (bench/scale.py): backlogs on PostgreSQL, then MariaDB and SQLite.
+    # The scale section (bench/measures/scale.py): backlogs on PostgreSQL, then MariaDB and SQLite.
     scale_small: int = 10_000
     scale_large: int = 1_000_000
     scale_other_large: int = 100_000
     scale_measured: int = 10_000
     scale_workers: int = 8
     scale_enqueue_jobs: int = 100_000
-    # The prefetch section (bench/prefetch.py): jobs per drain, and kills per recovery test.
+    # The prefetch section (bench/measures/prefetch.py): jobs per drain, and kills per
+    # recovery test.
     prefetch_jobs: int = 20_000
     prefetch_kills: int = 3
     jobq_at: str | None = None  # the commit whose jobq/ is measured, if not the work tree's
 
-    def drain_timeout(self, jobs: int) -> float:
-        # Generous: 60 s plus 10 ms a job (a 100 jobs/s floor). A drain slower than that is
-        # broken, not slow, and the run goes on with a note instead of hanging.
-        return 60.0 + jobs / 100.0
+
+def drain_timeout(jobs: int) -> float:
+    # Generous: 60 s plus 10 ms a job (a 100 jobs/s floor). A drain slower than that is
+    # broken, not slow, and the run goes on with a note instead of hanging.
+    return 60.0 + jobs / 100.0
 
 
 @dataclass

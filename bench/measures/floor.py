@@ -5,7 +5,7 @@ as fast as it can: what any Python worker built on psycopg pays per job before d
 of its own. Between the SQL limit (pgbench, in C) and jobq, it shows how much of the gap is
 the language and driver, and how much is jobq.
 
-Run as `python -m bench.floor DSN COUNT`; it prints the CPU seconds its loop used.
+Run as `python -m bench.measures.floor DSN COUNT`; it prints the CPU seconds its loop used.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import psycopg
 
 from jobq.backends.postgresql import complete_and_claim_statement
 
-from .context import PYTHON, Bench
+from ..harness.context import PYTHON, Bench
+from ..harness.results import Drain
 from .limit import DEFAULT_LEASE, drain_by
-from .results import Drain
 
 # Where each claim runs, which jobq records with it.
 HOST = socket.gethostname()
@@ -61,7 +61,7 @@ def drain(bench: Bench, dsn: str, clients: int, jobs: int) -> Drain:
     per_client = jobs // clients
     result = Drain("floor", "psycopg", "postgresql", clients, per_client * clients - clients)
     result.settings = f"{clients} processes, psycopg, one cursor each, prepared after 5 runs"
-    cmd = [PYTHON, "-m", "bench.floor", dsn, str(per_client)]
+    cmd = [PYTHON, "-m", "bench.measures.floor", dsn, str(per_client)]
     commands = [(f"floor-{i}", cmd) for i in range(clients)]
     ended = drain_by(bench, dsn, result, jobs, commands)
     failed = [output.strip().splitlines()[-1:] for code, output in ended if code != 0]

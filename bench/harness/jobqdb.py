@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import jobq
 
 from .app import Noop
-from .context import PYTHON, REPO, Bench
+from .context import PYTHON, Bench, drain_timeout
 from .cpu import Meter
-from .results import Drain
 
 # Every column but id: a preloaded row is a copy of one that jobq's own enqueue() wrote.
 COLUMNS = (
@@ -72,38 +69,34 @@ class JobqDb:
 
     def preload(self, job: jobq.Job, count: int) -> None:
         """`count` pending copies of `job`: one written by jobq's enqueue(), the rest copied
-        from it in doubling INSERT … SELECTs (fast on all three databases, and the rows are
-        byte for byte what enqueue() writes)."""
+        from it (see copy)."""
         if count <= 0:
             return
-        self.queue.enqueue(job)
-        have = 1
-        while have < count:
-            more = min(have, count - have)
-            self.execute(
-                f"INSERT INTO jobq_jobs ({COLUMNS}) SELECT {COLUMNS} FROM jobq_jobs "
-                f"ORDER BY id LIMIT {int(more)}"
-            )
-            have += more
+        self.copy(self.queue.enqueue(job), count)
 
     def burst(self, count: int, job_type: str, scheduled_at: datetime | None) -> None:
         """`count` Noop jobs of one type in one transaction, as a producer writes a burst:
         enqueue_many, or in code from before it existed (measured with --jobq-at) one
-        enqueue() and copies of its row, doubling as preload() does."""
+        enqueue() and copies of its row, as preload() makes them."""
         jobs = [Noop() for _ in range(count)]
         if hasattr(self.queue, "enqueue_many"):
             self.queue.enqueue_many(jobs, type=job_type, scheduled_at=scheduled_at)
             return
         with self.queue.backend.transaction():
             first = self.queue.enqueue(jobs[0], type=job_type, scheduled_at=scheduled_at)
-            have = 1
-            while have < count:
-                more = min(have, count - have)
-                self.execute(
-                    f"INSERT INTO jobq_jobs ({COLUMNS}) SELECT {COLUMNS} FROM jobq_jobs "
-                    f"WHERE id >= {int(first)} ORDER BY id LIMIT {int(more)}"
-                )
-                have += more
+            self.copy(first, count)
+
+    def copy(self, first: int, count: int) -> None:
+        """Grow the rows from id `first` on to `count` in doubling INSERT … SELECTs: fast on
+        all three databases, and the rows are byte for byte what enqueue() wrote."""
+        have = 1
+        while have < count:
+            more = min(have, count - have)
+            self.execute(
+                f"INSERT INTO jobq_jobs ({COLUMNS}) SELECT {COLUMNS} FROM jobq_jobs "
+                f"WHERE id >= {int(first)} ORDER BY id LIMIT {int(more)}"
+            )
+            have += more
 
     def settle(self) -> None:
         """Start every drain from the same state: fresh statistics, and (PostgreSQL) no
@@ -138,7 +131,7 @@ class JobqDb:
 
 def supervise_cmd(dsn: str, workers: int, *extra: str, log_level: str = "WARNING") -> list[str]:
     return [
-        PYTHON, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "bench.app",
+        PYTHON, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "bench.harness.app",
         "--workers", str(workers), "--log-level", log_level, *extra,
     ]  # fmt: skip
 
@@ -147,13 +140,14 @@ def wait_drained(
     remaining: Callable[[], int],
     total: int,
     gone: Callable[[], str],
-    timeout: float,
     meter: Meter | None = None,
     poll: float = 0.1,
 ) -> tuple[float, str, int]:
-    """Poll `remaining()` until it is 0. Returns (seconds waited, problem, jobs left when the
-    first progress was seen: the jobs drained within the metered window). `gone()` names a
-    reason to stop waiting (the workers exited), or returns "" to go on."""
+    """Poll `remaining()` until it is 0, for at most drain_timeout(total). Returns (seconds
+    waited, problem, jobs left when the first progress was seen: the jobs drained within the
+    metered window). `gone()` names a reason to stop waiting (the workers exited), or returns
+    "" to go on."""
+    timeout = drain_timeout(total)
     start = time.monotonic()
     deadline = start + timeout
     window_jobs = total
@@ -185,58 +179,3 @@ def exited(bench: Bench, proc: Any) -> Callable[[], str]:
         return f"exited early with {proc.returncode} (see {bench.procs.log_of(proc)})"
 
     return check
-
-
-def drain(
-    bench: Bench,
-    dsn: str,
-    workers: int,
-    jobs: int,
-    *,
-    variant: str = "default",
-    log_level: str = "WARNING",
-    options: Sequence[str] = (),
-    load: Callable[[JobqDb], object] | None = None,
-) -> Drain:
-    """Preload `jobs` no-op jobs (or have `load` enqueue them), run `jobq-supervise --workers
-    W` with `options` until the table is drained, stop it with TERM (a drain with nothing in
-    flight), and read the completion times."""
-    db = JobqDb(dsn)
-    database = DATABASE_NAMES[db.kind]
-    given = " ".join(options)
-    settings = (
-        f"jobq-supervise --workers {workers} --log-level {log_level}{' ' if given else ''}"
-        f"{given}, other options default"
-    )
-    result = Drain("jobq", variant, database, workers, jobs, settings=settings)
-    try:
-        db.reset()
-        if load is None:
-            db.preload(Noop(), jobs)
-        else:
-            load(db)
-        db.settle()
-        result.load = os.getloadavg()[0]
-        proc = bench.procs.spawn(
-            f"jobq-{database}-w{workers}",
-            supervise_cmd(dsn, workers, *options, log_level=log_level),
-            env=bench.env(),
-            cwd=REPO,
-        )
-        server = bench.pg.data if bench.pg is not None and db.kind == "postgresql" else None
-        meter = Meter([proc.pid], server, master=proc.pid)
-        result.wall, result.note, result.window_jobs = wait_drained(
-            db.unfinished, jobs, exited(bench, proc), bench.settings.drain_timeout(jobs), meter
-        )
-        result.client_cpu, result.master_cpu, result.db_cpu = meter.results()
-        code = bench.procs.stop(proc, signal.SIGTERM, grace=45.0)
-        if code not in (0, -signal.SIGTERM) and not result.note:
-            result.note = f"jobq-supervise exited with {code}"
-        result.completed, result.after_first, result.span, others = db.completion()
-        if others:
-            result.note = (result.note + "; " if result.note else "") + ", ".join(
-                f"{n} {status}" for status, n in sorted(others.items())
-            )
-    finally:
-        db.close()
-    return result

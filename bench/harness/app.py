@@ -1,4 +1,4 @@
-"""The jobq application the bench's supervisors run (`--app bench.app`)."""
+"""The jobq application the bench's supervisors run (`--app bench.harness.app`)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-TREE = Path(__file__).resolve().parent.parent
+TREE = Path(__file__).resolve().parents[2]
 
 
 def jobq_at(argv: list[str]) -> str | None:

@@ -1,5 +1,5 @@
 """Prefetch (issue 18): jobq claiming several jobs per statement, against jobq one at a time
-and pgqueuer, and what a worker crash costs each in recovery delay (bench/crash.py).
+and pgqueuer, and what a worker crash costs each in recovery delay (bench/measures/crash.py).
 
 The drains load their jobs as applications do (bursts of enqueue_many of one type) and run
 typed workers (`--type a`); then VACUUM ANALYZE and CHECKPOINT, as for every other drain.
@@ -13,11 +13,11 @@ import subprocess
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from ..harness.context import PYTHON, REPO, Bench
+from ..harness.results import Drain, Recovery
+from ..peers.peer import Peer
 from . import crash
-from .context import PYTHON, REPO, Bench
-from .jobqdb import drain
-from .peers import Peer
-from .results import Drain, Recovery
+from .drain import Variant, drain
 from .scale import load
 
 TYPE = "a"  # the drains' job type, run by `--type a` workers
@@ -47,15 +47,10 @@ def has_prefetch(bench: Bench) -> bool:
 
 def jobq_drain(bench: Bench, dsn: str, workers: int, variant: str, options: Sequence[str]) -> Drain:
     jobs = bench.settings.prefetch_jobs
-    return drain(
-        bench,
-        dsn,
-        workers,
-        jobs,
-        variant=variant,
-        options=("--type", TYPE, *options),
-        load=lambda db: load(db, [(TYPE, jobs)]),
+    how = Variant(
+        variant, options=("--type", TYPE, *options), load=lambda db: load(db, [(TYPE, jobs)])
     )
+    return drain(bench, dsn, workers, jobs, how)
 
 
 def find(drains: Sequence[Drain], system: str, variant: str, workers: int) -> Drain | None:

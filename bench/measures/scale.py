@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .app import Noop
-from .context import REPO, Bench
-from .jobqdb import DATABASE_NAMES, JobqDb, exited, supervise_cmd, wait_drained
-from .results import Drain, EnqueueRate
+from ..harness.app import Noop
+from ..harness.context import REPO, Bench
+from ..harness.jobqdb import DATABASE_NAMES, JobqDb, exited, supervise_cmd, wait_drained
+from ..harness.results import Drain, EnqueueRate
 
 # Jobs per transaction when loading a backlog.
 BURST = 50_000
@@ -78,34 +78,27 @@ def mixed(jobs: int) -> list[tuple[str, int]]:
     return bursts
 
 
+def small(sizes: Sizes) -> list[tuple[str, int]]:
+    return mixed(sizes.small)
+
+
+def large(sizes: Sizes) -> list[tuple[str, int]]:
+    return mixed(sizes.large)
+
+
+def behind_other(sizes: Sizes) -> list[tuple[str, int]]:
+    return [("other", sizes.large), *mixed(sizes.small)]
+
+
+UNTYPED, TYPED = "untyped, small backlog", "typed, small backlog"  # the references
+
 SCENARIOS = (
-    Scenario("untyped, small backlog", lambda s: mixed(s.small), typed=False, reference=None),
-    Scenario(
-        "untyped, large backlog",
-        lambda s: mixed(s.large),
-        typed=False,
-        reference="untyped, small backlog",
-    ),
-    Scenario("typed, small backlog", lambda s: mixed(s.small), typed=True, reference=None),
-    Scenario(
-        "typed, large backlog",
-        lambda s: mixed(s.large),
-        typed=True,
-        reference="typed, small backlog",
-    ),
-    Scenario(
-        "typed, behind a large backlog of another type",
-        lambda s: [("other", s.large), *mixed(s.small)],
-        typed=True,
-        reference="typed, small backlog",
-    ),
-    Scenario(
-        "typed, after a large burst, stale statistics",
-        lambda s: mixed(s.large),
-        typed=True,
-        reference="typed, small backlog",
-        stale=True,
-    ),
+    Scenario(UNTYPED, small, typed=False, reference=None),
+    Scenario("untyped, large backlog", large, typed=False, reference=UNTYPED),
+    Scenario(TYPED, small, typed=True, reference=None),
+    Scenario("typed, large backlog", large, typed=True, reference=TYPED),
+    Scenario("typed, behind a large backlog of another type", behind_other, True, TYPED),
+    Scenario("typed, after a large burst, stale statistics", large, True, TYPED, stale=True),
 )
 
 
@@ -196,7 +189,6 @@ def drain(bench: Bench, dsn: str, scenario: Scenario, sizes: Sizes) -> Drain:
             lambda: max(measured - done(), 0),
             measured,
             exited(bench, proc),
-            bench.settings.drain_timeout(measured),
             poll=0.2,
         )
         bench.procs.stop(proc, signal.SIGTERM, grace=45.0)

@@ -1,7 +1,7 @@
 """The status page behind 1,000,000 jobs: how long the overview and filtered lists take.
 
-    python -m bench.status_page                 # a private PostgreSQL, 1,000,000 jobs
-    python -m bench.status_page --dsn DSN --jobs 200000
+    python -m bench.measures.status_page                 # a private PostgreSQL, 1,000,000 jobs
+    python -m bench.measures.status_page --dsn DSN --jobs 200000
 
 The jobs are what a busy queue holds: four types, 2% failed, 8% pending (--pending) and
 ready, the rest completed, finished over the last 7 days (what `jobq prune` keeps by
@@ -20,14 +20,15 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
+from http import HTTPStatus
 
 from werkzeug.test import Client
 
 from jobq.web import Credentials, make_app
 
-from .app import Noop
-from .jobqdb import JobqDb
-from .servers import PostgresServer
+from ..harness.app import Noop
+from ..harness.jobqdb import JobqDb
+from ..harness.servers import PostgresServer
 
 TARGET_MS = 200.0
 
@@ -80,7 +81,7 @@ def timed(call: Callable[[], object], repeat: int) -> list[float]:
 
 def get(client: Client, path: str) -> None:
     response = client.get(path)
-    if response.status_code != 200:
+    if response.status_code != HTTPStatus.OK:
         raise RuntimeError(f"{path}: {response.status_code} {response.get_data(as_text=True)}")
 
 
@@ -116,7 +117,9 @@ def report(db: JobqDb, jobs: int, repeat: int, pending: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.status_page", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.measures.status_page", description=__doc__
+    )
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument(

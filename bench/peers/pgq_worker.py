@@ -1,4 +1,4 @@
-"""One pgqueuer worker process: what `pgq run bench.pgq_app:factory` does, minus the CLI.
+"""One pgqueuer worker process: what `pgq run bench.peers.pgq_app:factory` does, minus the CLI.
 
 pgqueuer 1.6.0's `pgq run` fails before it starts here (its --log-level option reaches
 setup_fancy_logger as a str, not a LogLevel: AttributeError 'str' object has no attribute
@@ -6,7 +6,7 @@ setup_fancy_logger as a str, not a LogLevel: AttributeError 'str' object has no 
 default INFO level, pgqueuer.run() (the documented programmatic entry point that the command
 wraps), and the command's own event loop runner (uvloop when installed).
 
-Usage: python -m bench.pgq_worker BATCH_SIZE drain|continuous
+Usage: python -m bench.peers.pgq_worker BATCH_SIZE drain|continuous
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pgqueuer.domain.types import QueueExecutionMode
 def main(argv: list[str]) -> int:
     batch_size, mode = int(argv[0]), QueueExecutionMode(argv[1])
     setup_fancy_logger(LogLevel.INFO)
-    asyncio_run(pgqueuer.run("bench.pgq_app:factory", batch_size=batch_size, mode=mode))
+    asyncio_run(pgqueuer.run("bench.peers.pgq_app:factory", batch_size=batch_size, mode=mode))
     return 0
 
 

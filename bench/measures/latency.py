@@ -18,11 +18,11 @@ from pathlib import Path
 
 import jobq
 
-from .app import Stamp
-from .context import REPO, Bench
-from .jobqdb import JobqDb, supervise_cmd
-from .peers import Peer
-from .results import Latency
+from ..harness.app import Stamp
+from ..harness.context import REPO, Bench
+from ..harness.jobqdb import JobqDb, supervise_cmd
+from ..harness.results import Latency
+from ..peers.peer import Peer
 
 WARMUP = -1  # indices below zero are warm-up jobs, not measured
 

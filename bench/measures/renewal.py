@@ -15,10 +15,10 @@ import psutil
 
 import jobq
 
-from .app import Noop, Sleep
-from .context import REPO, Bench
-from .jobqdb import JobqDb, supervise_cmd
-from .results import MasterLoad, RenewalRound
+from ..harness.app import Noop, Sleep
+from ..harness.context import REPO, Bench
+from ..harness.jobqdb import JobqDb, supervise_cmd
+from ..harness.results import MasterLoad, RenewalRound
 
 SIZES = (10, 100, 1000)
 ROUNDS = 20

@@ -26,11 +26,11 @@ from jobq.backends.postgresql import (
     complete_and_claim_statement,
 )
 
-from .app import Noop
-from .context import Bench
-from .cpu import ServerCpu, children_cpu
-from .jobqdb import JobqDb
-from .results import Drain
+from ..harness.app import Noop
+from ..harness.context import Bench, drain_timeout
+from ..harness.cpu import ServerCpu, children_cpu
+from ..harness.jobqdb import JobqDb
+from ..harness.results import Drain
 
 PARAM = re.compile(r"%\((\w+)\)s")
 QUOTED = re.compile(r"'(?:[^']|'')*'")
@@ -145,7 +145,7 @@ def drain_by(
         children_before = children_cpu()
         started = time.monotonic()
         procs = [bench.procs.spawn(name, cmd, env=bench.env(), cwd="/") for name, cmd in commands]
-        finished = bench.procs.wait_all(procs, bench.settings.drain_timeout(jobs))
+        finished = bench.procs.wait_all(procs, drain_timeout(jobs))
         result.wall = time.monotonic() - started
         server.sample()
         if not finished:

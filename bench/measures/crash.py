@@ -1,4 +1,4 @@
-"""The crash test of the prefetch section (bench/prefetch.py): what a worker killed while
+"""The crash test of the prefetch section (bench/measures/prefetch.py): what a worker killed while
 holding jobs costs in recovery delay, for jobq and for pgqueuer.
 
 jobq: short sleeping jobs under `jobq-supervise --workers 2`; the child holding the most jobs
@@ -21,11 +21,11 @@ from typing import Any
 
 import psutil
 
-from .app import Sleep
-from .context import REPO, Bench
-from .jobqdb import JobqDb, supervise_cmd
-from .peers import Peer
-from .results import Recovery
+from ..harness.app import Sleep
+from ..harness.context import REPO, Bench
+from ..harness.jobqdb import JobqDb, supervise_cmd
+from ..harness.results import Recovery
+from ..peers.peer import Peer
 
 # The crash test: jobs long enough that a child killed while holding a batch has mostly
 # unstarted jobs in it, short enough that a batch is fetched several times a second.
@@ -143,7 +143,7 @@ def jobq_recovery(
     db = JobqDb(dsn)
     try:
         for _ in range(bench.settings.prefetch_kills):
-            result.note = crash_round(bench, db, variant, flags, batched, result)
+            result.note = crash_round(bench, db, flags, batched, result)
             if result.note:
                 break
     finally:
@@ -152,19 +152,14 @@ def jobq_recovery(
 
 
 def crash_round(
-    bench: Bench,
-    db: JobqDb,
-    variant: str,
-    flags: Sequence[str],
-    batched: bool,
-    result: Recovery,
+    bench: Bench, db: JobqDb, flags: Sequence[str], batched: bool, result: Recovery
 ) -> str:
     """One kill, added to `result`; what went wrong, or ""."""
     db.reset()
     db.queue.enqueue_many([Sleep(CRASH_JOB_SECONDS) for _ in range(CRASH_JOBS)])
     db.settle()
     cmd = supervise_cmd(db.dsn, CRASH_WORKERS, *flags)
-    proc = bench.procs.spawn(f"jobq-crash-{variant.replace(' ', '-')}", cmd, env=bench.env(),
+    proc = bench.procs.spawn(f"jobq-crash-{result.variant.replace(' ', '-')}", cmd, env=bench.env(),
                              cwd=REPO)  # fmt: skip
     try:
         # One at a time, the one job is all a child holds; a batch of two or more has one
