@@ -274,12 +274,20 @@ def add_controls(command: Callable[..., argparse.ArgumentParser]) -> None:
         controls.JOB_TYPE,
     )
     retry.add_argument("ids", nargs="*", metavar="ID", help="a job's id")
+    pause_text = (
+        "Stop workers claiming jobs of a type; running ones finish. A type that no job has "
+        "and no class of --app declares is refused, unless --force is given."
+    )
     for name, run, text in (
-        ("pause", controls.cmd_pause, "Stop workers claiming jobs of a type; running ones finish."),
+        ("pause", controls.cmd_pause, pause_text),
         ("resume", controls.cmd_resume, "Let workers claim jobs of a paused type again."),
     ):
         sub = command(name, on_queue(run), text, options.APP)
         sub.add_argument("type", metavar="TYPE", help="the job type")
+        if name == "pause":
+            sub.add_argument(
+                "--force", action="store_true", help="pause it even if no job has it yet"
+            )
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
