@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import select
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -25,6 +27,12 @@ from .worker.plain import PlainWorker
 
 # The database drivers whose errors are reported as one clean line rather than a traceback.
 DRIVERS = ("sqlite3", "psycopg", "pymysql")
+
+
+# The exit status of a command whose stdout was closed before it had written everything, as
+# in `jobq jobs | head`: 128 + SIGPIPE, what a shell reports for a tool the signal ended, so a
+# script under `set -o pipefail` sees the same from jobq as from `cat`.
+CLOSED_STDOUT = 141
 
 
 # Options of the `jobq` commands beside the supervisor's own declarations.
@@ -303,6 +311,43 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader is gone (poll reports an error on it)."""
+    try:
+        events = select.poll()
+        events.register(sys.stdout.fileno(), 0)
+        return any(flags & select.POLLERR for _, flags in events.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def quiet_on_closed_stdout(
+    entry: Callable[[Sequence[str] | None], int],
+) -> Callable[[Sequence[str] | None], int]:
+    """An entry point that ends quietly, with CLOSED_STDOUT, when its reader stops reading.
+
+    Output is flushed here, not at the interpreter's exit, where a failed flush prints
+    "Exception ignored" and a traceback. Then devnull takes stdout's place, so that the
+    final flush at exit has somewhere to write what is left. A BrokenPipeError from
+    anything else (a socket, a worker's pipe) is no closed stdout: it goes on up."""
+
+    @functools.wraps(entry)
+    def run(argv: Sequence[str] | None = None) -> int:
+        try:
+            try:
+                return entry(argv)
+            finally:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            if not stdout_closed():
+                raise
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return CLOSED_STDOUT
+
+    return run
+
+
+@quiet_on_closed_stdout
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(build_parser(), argv)
     try:
@@ -360,6 +405,7 @@ def supervise_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@quiet_on_closed_stdout
 def supervise_main(argv: Sequence[str] | None = None) -> int:
     args = parse(supervise_parser(), argv)
     dsn = args.dsn or default_dsn()

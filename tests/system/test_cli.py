@@ -526,3 +526,54 @@ def test_the_supervisor_says_it_needs_linux_elsewhere(tmp_path: Path) -> None:
         "renew leases\n"
     )
     assert list(tmp_path.iterdir()) == [], "nothing is left behind"
+
+
+# -- the first contact ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["show", "{job}"], ["jobs", "--limit", "300"]])
+def test_a_stdout_closed_early_ends_the_command_quietly(
+    cli: Cli, queue: jobq.Queue, tmp_path: Path, argv: list[str]
+) -> None:
+    """`jobq show 14 | head -6`: the reader may be gone before jobq writes, or before it has
+    written all (300 rows are more than one buffer); here it is gone before the start."""
+    queue.install()
+    ids = queue.enqueue_many([AppendLine(str(tmp_path / "out"), "x") for _ in range(300)])
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            cli.command(*[arg.format(job=ids[0]) for arg in argv], "--dsn", cli.dsn),
+            cwd=cli.cwd,
+            env=base_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
+        )
+    finally:
+        os.close(write)
+    assert done.stderr == ""
+    assert done.returncode == 141  # 128 + SIGPIPE, as a shell reports a tool the pipe ended
+
+
+@pytest.mark.databases("sqlite")
+def test_an_app_not_importable_from_the_working_directory_says_so(cli: Cli, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "myapp").mkdir(parents=True)
+    (project / "myapp" / "__init__.py").write_text("")
+    (project / "myapp" / "jobs.py").write_text("import no_such_dependency_of_myapp\n")
+
+    result = cli.run("jobs", "--app", "myapp.jobs").refused(2)
+
+    assert result.stderr == (
+        "jobq: cannot import --app 'myapp.jobs': no module named 'myapp' in the working "
+        f"directory ({cli.cwd}) or on PYTHONPATH: run from the project's root, or set "
+        "PYTHONPATH to it\n"
+    )
+    # Found, the application's own failed import is told as it is, without that advice.
+    result = Cli(project, cli.dsn).run("jobs", "--app", "myapp.jobs").refused(2)
+    assert result.stderr == (
+        "jobq: cannot import --app 'myapp.jobs': No module named 'no_such_dependency_of_myapp'\n"
+    )
