@@ -8,7 +8,7 @@ import os
 import select
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 from . import cli_controls, hooks, logs, options, schema
 from . import cli_reports as reports
@@ -124,7 +124,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     # Schedules' jobs may be a Django project's: set it up as a worker would.
     load_app(args.app)
     with open_queue(args) as queue:
-        return reports.print_schedules(queue.schedule_states(), args.json)
+        return reports.print_schedules(queue.schedule_states(), args.json, args.app)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -148,7 +148,9 @@ def on_queue(
 
 def cmd_web(args: argparse.Namespace) -> int:
     try:
-        from .web import Credentials, make_app
+        from .web import Credentials
+        from .web.app import StatusPage
+        from .web.auth import Csrf
         from .web.serve import check_exposure, parse_bind, serve
     except ImportError as error:
         raise CommandError(
@@ -159,11 +161,13 @@ def cmd_web(args: argparse.Namespace) -> int:
     check_exposure(host, credentials)
     load_app(args.app)  # its schedules, for the schedules page; a Django project set up
     with open_queue(args) as queue:
-        app = make_app(
+        app = StatusPage(
             queue,
-            read_only=args.read_only,
-            credentials=credentials,
+            args.read_only,
+            credentials,
+            Csrf(),
             reopen=lambda: open_queue(args),
+            app=args.app,
         )
         serve(app, host, port)
     return 0
@@ -321,9 +325,13 @@ def stdout_closed() -> bool:
         return False
 
 
-def quiet_on_closed_stdout(
-    entry: Callable[[Sequence[str] | None], int],
-) -> Callable[[Sequence[str] | None], int]:
+class Entry(Protocol):
+    """A command's entry point: its arguments, or sys.argv's; its exit status."""
+
+    def __call__(self, argv: Sequence[str] | None = None) -> int: ...
+
+
+def quiet_on_closed_stdout(entry: Entry) -> Entry:
     """An entry point that ends quietly, with CLOSED_STDOUT, when its reader stops reading.
 
     Output is flushed here, not at the interpreter's exit, where a failed flush prints

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -9,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,7 @@ from jobq import RetryPolicy, Status
 from jobq.outcomes import LEASE_EXPIRED_BEFORE_START
 from tests.support.apps import APPS
 from tests.support.apps.jobs_app import AppendLine, Explode, WaitForRelease
+from tests.support.web import jobq_web
 
 REPO_DIR = Path(jobq.__file__).resolve().parent.parent
 # Every subprocess call and every polling loop is bounded by one of these.
@@ -577,3 +581,66 @@ def test_an_app_not_importable_from_the_working_directory_says_so(cli: Cli, tmp_
     assert result.stderr == (
         "jobq: cannot import --app 'myapp.jobs': No module named 'no_such_dependency_of_myapp'\n"
     )
+
+
+def test_jobq_schedules_says_the_app_declares_none(cli: Cli) -> None:
+    cli.run("migrate").ok()
+    assert cli.run("schedules", "--app", "jobs_app").ok().stdout == (
+        "jobq: --app 'jobs_app' declares no schedules\n"
+    )
+    assert cli.run("schedules").ok().stdout == (
+        "jobq: no schedules are declared here: give --app, the module that declares them\n"
+    )
+    assert json.loads(cli.run("schedules", "--app", "jobs_app", "--json").ok().stdout) == []
+
+
+@pytest.mark.databases("sqlite")
+def test_the_status_page_says_the_app_declares_no_schedules(cli: Cli) -> None:
+    cli.run("migrate").ok()
+    pythonpath = base_env()["PYTHONPATH"]
+    with jobq_web(cli.dsn, "--app", "jobs_app", cwd=cli.cwd, pythonpath=pythonpath) as address:
+        status, html = http_get(address, "/schedules")
+    assert status == 200
+    assert "The application <code>jobs_app</code> declares no periodic jobs." in html
+    assert "give <code>--app</code>" not in html
+
+
+@pytest.mark.databases("sqlite")
+def test_the_status_page_redirects_a_doubled_slash_to_its_page(
+    cli: Cli, queue: jobq.Queue, tmp_path: Path
+) -> None:
+    cli.run("migrate").ok()
+    job_id = queue.enqueue(AppendLine(str(tmp_path / "out"), "x"))
+    with jobq_web(cli.dsn, cwd=cli.cwd) as address:
+        status, location = raw_get(address, f"/jobs//{job_id}?done=x")
+        assert (status, location) == (308, f"/jobs/{job_id}?done=x")
+        status, html = http_get(address, f"/jobs/{job_id}?done=x")
+        assert status == 200
+        assert f"<h1>Job {job_id} " in html
+        # Doubled at the start, the path is the same page's to the router: it is served.
+        status, html = http_get(address, "//jobs")
+        assert status == 200
+        assert "<h1>Jobs</h1>" in html
+
+
+def raw_get(address: str, path: str) -> tuple[int, str | None]:
+    """GET a path as given, not followed if redirected: the status and the Location."""
+    host, port = address.removeprefix("http://").rstrip("/").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=COMMAND_TIMEOUT)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        response.read()
+        return response.status, response.getheader("Location")
+    finally:
+        connection.close()
+
+
+def http_get(address: str, path: str) -> tuple[int, str]:
+    """GET a path of the server at `address` (http://host:port/): status and body."""
+    try:
+        url = address.rstrip("/") + path
+        with urllib.request.urlopen(url, timeout=COMMAND_TIMEOUT) as got:
+            return got.status, got.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
