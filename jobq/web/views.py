@@ -44,6 +44,7 @@ JOB_NOTICES = {
 TYPE_NOTICES = {
     "paused": "Jobs of type {type} are paused: workers claim none until they are resumed.",
     "resumed": "Jobs of type {type} are resumed.",
+    "not-paused": "No job has type {type}: it was not paused.",
 }
 
 
@@ -198,6 +199,9 @@ def existing(page: Page, job_id: int) -> JobRecord:
 
 def pause(page: Page) -> Response:
     job_type = form_type(page)
+    # The page offers only the types it lists; a name from elsewhere may be misspelt.
+    if not page.queue.knows_type(job_type):
+        return page.done("overview", "not-paused", type=job_type)
     page.queue.pause(job_type)
     return page.done("overview", "paused", type=job_type)
 

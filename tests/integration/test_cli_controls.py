@@ -183,10 +183,11 @@ def test_pausing_a_type_no_job_has_needs_force(queue: jobq.Queue, jobq_) -> None
     assert queue.paused() == set()
     assert jobq_("pause", "nosuch", "--force")[:2] == (0, "jobq: type 'nosuch' paused\n")
     assert queue.paused() == {"nosuch"}
-    # A type some job has, finished or not, needs no --force.
+    # A type some job has, finished or not, needs no --force; nor one a Job class declares.
     queue.enqueue(Noop(), type="known")
     queue.process_jobs(1)
     assert jobq_("pause", "known")[:2] == (0, "jobq: type 'known' paused\n")
+    assert jobq_("pause", Record.type)[:2] == (0, "jobq: type 'record' paused\n")
 
 
 def test_show_json_gives_the_payload_decoded(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]

@@ -306,6 +306,16 @@ def test_pause_and_resume_a_type(queue: jobq.Queue, client: Client) -> None:
     assert queue.paused() == set()
 
 
+def test_pausing_a_type_no_job_has_says_so_and_pauses_nothing(
+    queue: jobq.Queue, client: Client
+) -> None:
+    queue.enqueue(Noop())  # for the overview's form
+    html = text(post(client, "/pause", "/", type="nosuch"))
+
+    assert "No job has type nosuch: it was not paused." in html
+    assert queue.paused() == set()
+
+
 def test_a_post_without_the_page_s_token_is_refused(queue: jobq.Queue, client: Client) -> None:
     job_id = failed_job(queue)
     token = csrf_token(client, f"/jobs/{job_id}")
