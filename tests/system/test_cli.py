@@ -571,11 +571,22 @@ def test_an_app_not_importable_from_the_working_directory_says_so(cli: Cli, tmp_
 
     result = cli.run("jobs", "--app", "myapp.jobs").refused(2)
 
-    assert result.stderr == (
-        "jobq: cannot import --app 'myapp.jobs': no module named 'myapp' in the working "
+    advice = (
+        "cannot import --app 'myapp.jobs': no module named 'myapp' in the working "
         f"directory ({cli.cwd}) or on PYTHONPATH: run from the project's root, or set "
         "PYTHONPATH to it\n"
     )
+    assert result.stderr == f"jobq: {advice}"
+    supervised = subprocess.run(
+        [sys.executable, "-m", "jobq.supervisor", "--dsn", cli.dsn, "--app", "myapp.jobs"],
+        cwd=cli.cwd,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+    )
+    assert supervised.returncode == 2
+    assert supervised.stderr.endswith(f"jobq-supervise: {advice}")
     # Found, the application's own failed import is told as it is, without that advice.
     result = Cli(project, cli.dsn).run("jobs", "--app", "myapp.jobs").refused(2)
     assert result.stderr == (
