@@ -87,7 +87,7 @@ def pause(backend: Backend, job_type: str) -> bool:
 def knows_type(backend: Backend, job_type: str) -> bool:
     if job_type in registered_types():
         return True
-    return bool(jobs(backend, None, job_type, 1, None))
+    return bool(jobs(backend, None, job_type, 1, None)) or job_type in backend.paused()
 
 
 def resume(backend: Backend, job_type: str) -> bool:

@@ -70,8 +70,8 @@ class Operating:
         return controls.resume(self.backend, type)
 
     def knows_type(self, type: str) -> bool:
-        """Whether a job of this type exists, in any status, or a Job class imported in this
-        process declares it; one index probe per status."""
+        """Whether a job of this type exists, in any status, a Job class imported in this
+        process declares it, or it is paused; one index probe per status."""
         return controls.knows_type(self.backend, type)
 
     def paused(self) -> set[str]:

@@ -183,6 +183,7 @@ def test_pausing_a_type_no_job_has_needs_force(queue: jobq.Queue, jobq_) -> None
     assert queue.paused() == set()
     assert jobq_("pause", "nosuch", "--force")[:2] == (0, "jobq: type 'nosuch' paused\n")
     assert queue.paused() == {"nosuch"}
+    assert jobq_("pause", "nosuch")[:2] == (0, "jobq: type 'nosuch' was paused already\n")
     # A type some job has, finished or not, needs no --force; nor one a Job class declares.
     queue.enqueue(Noop(), type="known")
     queue.process_jobs(1)
