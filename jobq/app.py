@@ -28,7 +28,9 @@ def import_app(module: str | None) -> None:
     try:
         importlib.import_module(module)
     except ImportError as error:
-        raise ConfigurationError(f"cannot import --app {module!r}: {error}") from error
+        raise ConfigurationError(
+            f"cannot import --app {module!r}: {why_not(module, error)}"
+        ) from error
     except Exception as error:
         # Django's ImproperlyConfigured or AppRegistryNotReady: a project imported unset up.
         if type(error).__module__.startswith("django.") and not os.environ.get(DJANGO_SETTINGS):
@@ -37,6 +39,20 @@ def import_app(module: str | None) -> None:
                 f"{DJANGO_SETTINGS} set, or run `manage.py jobq supervise`)"
             ) from error
         raise
+
+
+def why_not(module: str, error: ImportError) -> str:
+    """Why the application did not import. When the module itself (or its package) is what
+    is missing, say where it was looked for: a first run is often from another directory."""
+    missing = getattr(error, "name", None)
+    if not isinstance(error, ModuleNotFoundError) or missing is None:
+        return str(error)
+    if module != missing and not module.startswith(missing + "."):
+        return str(error)  # the application was found, and one of its own imports failed
+    return (
+        f"no module named {missing!r} in the working directory ({os.getcwd()}) or on "
+        "PYTHONPATH: run from the project's root, or set PYTHONPATH to it"
+    )
 
 
 def load_app(module: str | None) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import select
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 from . import cli_controls, hooks, logs, options, schema
 from . import cli_reports as reports
@@ -25,6 +27,12 @@ from .worker.plain import PlainWorker
 
 # The database drivers whose errors are reported as one clean line rather than a traceback.
 DRIVERS = ("sqlite3", "psycopg", "pymysql")
+
+
+# The exit status of a command whose stdout was closed before it had written everything, as
+# in `jobq jobs | head`: 128 + SIGPIPE, what a shell reports for a tool the signal ended, so a
+# script under `set -o pipefail` sees the same from jobq as from `cat`.
+CLOSED_STDOUT = 141
 
 
 # Options of the `jobq` commands beside the supervisor's own declarations.
@@ -116,7 +124,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     # Schedules' jobs may be a Django project's: set it up as a worker would.
     load_app(args.app)
     with open_queue(args) as queue:
-        return reports.print_schedules(queue.schedule_states(), args.json)
+        return reports.print_schedules(queue.schedule_states(), args.json, args.app)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -140,7 +148,9 @@ def on_queue(
 
 def cmd_web(args: argparse.Namespace) -> int:
     try:
-        from .web import Credentials, make_app
+        from .web import Credentials
+        from .web.app import StatusPage
+        from .web.auth import Csrf
         from .web.serve import check_exposure, parse_bind, serve
     except ImportError as error:
         raise CommandError(
@@ -151,11 +161,13 @@ def cmd_web(args: argparse.Namespace) -> int:
     check_exposure(host, credentials)
     load_app(args.app)  # its schedules, for the schedules page; a Django project set up
     with open_queue(args) as queue:
-        app = make_app(
+        app = StatusPage(
             queue,
-            read_only=args.read_only,
-            credentials=credentials,
+            args.read_only,
+            credentials,
+            Csrf(),
             reopen=lambda: open_queue(args),
+            app=args.app,
         )
         serve(app, host, port)
     return 0
@@ -274,12 +286,20 @@ def add_controls(command: Callable[..., argparse.ArgumentParser]) -> None:
         controls.JOB_TYPE,
     )
     retry.add_argument("ids", nargs="*", metavar="ID", help="a job's id")
+    pause_text = (
+        "Stop workers claiming jobs of a type; running ones finish. A type that no job has "
+        "and no class of --app declares is refused, unless --force is given."
+    )
     for name, run, text in (
-        ("pause", controls.cmd_pause, "Stop workers claiming jobs of a type; running ones finish."),
+        ("pause", controls.cmd_pause, pause_text),
         ("resume", controls.cmd_resume, "Let workers claim jobs of a paused type again."),
     ):
         sub = command(name, on_queue(run), text, options.APP)
         sub.add_argument("type", metavar="TYPE", help="the job type")
+        if name == "pause":
+            sub.add_argument(
+                "--force", action="store_true", help="pause it even if no job has it yet"
+            )
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
@@ -295,6 +315,47 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader is gone (poll reports an error on it)."""
+    try:
+        events = select.poll()
+        events.register(sys.stdout.fileno(), 0)
+        return any(flags & select.POLLERR for _, flags in events.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+class Entry(Protocol):
+    """A command's entry point: its arguments, or sys.argv's; its exit status."""
+
+    def __call__(self, argv: Sequence[str] | None = None) -> int: ...
+
+
+def quiet_on_closed_stdout(entry: Entry) -> Entry:
+    """An entry point that ends quietly, with CLOSED_STDOUT, when its reader stops reading.
+
+    Output is flushed here, not at the interpreter's exit, where a failed flush prints
+    "Exception ignored" and a traceback. Then devnull takes stdout's place, so that the
+    final flush at exit has somewhere to write what is left. A BrokenPipeError from
+    anything else (a socket, a worker's pipe) is no closed stdout: it goes on up."""
+
+    @functools.wraps(entry)
+    def run(argv: Sequence[str] | None = None) -> int:
+        try:
+            try:
+                return entry(argv)
+            finally:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            if not stdout_closed():
+                raise
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return CLOSED_STDOUT
+
+    return run
+
+
+@quiet_on_closed_stdout
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(build_parser(), argv)
     try:
@@ -352,6 +413,7 @@ def supervise_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@quiet_on_closed_stdout
 def supervise_main(argv: Sequence[str] | None = None) -> int:
     args = parse(supervise_parser(), argv)
     dsn = args.dsn or default_dsn()

@@ -1,9 +1,12 @@
 """The operator's commands: `jobq jobs`, `show`, `cancel`, `retry`, `pause`, `resume`.
 
 Each runs on a queue the caller opened (cli.py: the same DSN and app options as every
-command). Bad input is one line on stderr and exit 1; an action on several ids goes on past
-a refused one, and exits 1 if any was refused. `--json` output is for scripts: its keys and
-their order are fixed (RECORD_KEYS), times are ISO 8601 in UTC, absent values are null.
+command). Bad input is one line on stderr and exit 1. A command given several ids checks
+them all before it acts: any malformed one is named, one line each, and nothing is done.
+Then it acts on every id, one line each, going on past a refused one, and exits 1 if any was
+refused. `--json` output is for scripts: its keys and their order are fixed (RECORD_KEYS),
+times are ISO 8601 in UTC, absent values are null, and a payload stored as a JSON object is
+given decoded (any other stored text as the string it is).
 """
 
 from __future__ import annotations
@@ -62,15 +65,50 @@ RETRY_PAGE = 500
 RETRYABLE_STATUSES = (Status.FAILED, Status.EXPIRED, Status.CANCELLED)
 
 
-def job_id(text: str) -> int:
-    """An id given on the command line; CommandError unless it is one."""
+def parsed_id(text: str) -> int | None:
+    """The job id `text` gives on the command line, None unless it is one."""
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if not is_id(value):
+        return None
+    return value if is_id(value) else None
+
+
+def job_id(text: str) -> int:
+    """An id given on the command line; CommandError unless it is one."""
+    value = parsed_id(text)
+    if value is None:
         raise CommandError(f"not a job id: {text!r}")
     return value
+
+
+def job_ids(texts: list[str]) -> list[int]:
+    """Every id given, checked before any is acted on: each malformed one gets its line on
+    stderr, and then CommandError, so that a typo in a list does nothing rather than part."""
+    values = [parsed_id(text) for text in texts]
+    bad = [text for text, value in zip(texts, values, strict=True) if value is None]
+    for text in bad:
+        print(f"jobq: not a job id: {text!r}", file=sys.stderr)
+    if bad:
+        raise CommandError(
+            f"nothing done: {len(bad)} of the {len(texts)} arguments are not job ids"
+        )
+    return [value for value in values if value is not None]
+
+
+def payload_value(payload: str) -> Any:
+    """A payload for --json: a JSON object (what the default codec stores) decoded; any
+    other codec's text, or JSON that is not an object, as the string stored."""
+    try:
+        value = json.loads(payload, parse_constant=not_json)
+    except ValueError:
+        return payload
+    return value if isinstance(value, dict) else payload
+
+
+def not_json(constant: str) -> Any:
+    # NaN and Infinity would be printed as they came, which no strict JSON reader takes.
+    raise ValueError(f"{constant} is not JSON")
 
 
 def as_json(record: JobRecord) -> dict[str, Any]:
@@ -82,7 +120,7 @@ def as_json(record: JobRecord) -> dict[str, Any]:
         "attempts": record.attempts,
         "max_attempts": record.retry.max_attempts,
         "class_name": record.class_name,
-        "payload": record.payload,
+        "payload": payload_value(record.payload),
         "last_error": record.last_error,
         "scheduled_at": record.scheduled_at,
         "deadline": record.deadline,
@@ -105,6 +143,12 @@ def where(record: JobRecord) -> str:
     return "" if record.host is None else f"{record.host}:{record.pid}"
 
 
+def cancelling(record: JobRecord) -> bool:
+    """Whether a cancel was asked of this job's attempt, which still runs: once it ends, the
+    job is cancelled (or completed, had it won the race) and the request is history."""
+    return record.cancel_requested_at is not None and record.status is Status.IN_PROGRESS
+
+
 def cmd_jobs(queue: Queue, args: argparse.Namespace) -> int:
     records = queue.jobs(status=args.status, type=args.job_type, limit=args.limit)
     if args.json:
@@ -115,7 +159,7 @@ def cmd_jobs(queue: Queue, args: argparse.Namespace) -> int:
         (
             str(r.id),
             r.type,
-            str(r.status) + (" (cancelling)" if r.cancel_requested_at else ""),
+            str(r.status) + (" (cancelling)" if cancelling(r) else ""),
             str(r.priority),
             f"{r.attempts}/{r.retry.max_attempts}",
             r.scheduled_at.isoformat(timespec="seconds"),
@@ -139,6 +183,7 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(shown, indent=2))
         return 0
+    shown["payload"] = record.payload  # as stored: one line, whatever the codec
     width = max(map(len, shown))
     for key, value in shown.items():
         text = "" if value is None else str(value)
@@ -148,8 +193,7 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
 
 def cmd_cancel(queue: Queue, args: argparse.Namespace) -> int:
     refused = 0
-    for given in args.ids:
-        number = job_id(given)
+    for number in job_ids(args.ids):
         if not queue.cancel(number):
             record = queue.get(number)
             why = "no such job" if record is None else f"it is {record.status} already"
@@ -169,7 +213,7 @@ def chosen(queue: Queue, args: argparse.Namespace) -> Iterator[int]:
     if args.ids:
         if args.status is not None or args.job_type is not None:
             raise CommandError("give job ids or --status (with --type), not both")
-        yield from map(job_id, args.ids)
+        yield from job_ids(args.ids)
         return
     if args.status is None:
         raise CommandError("give job ids, or --status to retry every job with that status")
@@ -207,6 +251,12 @@ def type_name(text: str) -> str:
 
 def cmd_pause(queue: Queue, args: argparse.Namespace) -> int:
     name = type_name(args.type)
+    # A misspelt type would be paused as readily as a real one, and nothing would say so.
+    if not args.force and not queue.knows_type(name):
+        raise CommandError(
+            f"no job of type {name!r} exists: not paused (check the name, or give --force to "
+            "pause a type not yet enqueued)"
+        )
     done = queue.pause(name)
     print(f"jobq: type {name!r} {'paused' if done else 'was paused already'}")
     return 0

@@ -25,7 +25,7 @@ def cmd_stats(queue: Queue, args: argparse.Namespace) -> int:
     return 0
 
 
-def print_schedules(found: list[State], as_json: bool) -> int:
+def print_schedules(found: list[State], as_json: bool, app: str | None) -> int:
     rows = [
         {
             "name": state.name,
@@ -40,7 +40,11 @@ def print_schedules(found: list[State], as_json: bool) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print("jobq: the application declares no schedules (did you give --app?)")
+        print(
+            f"jobq: --app {app!r} declares no schedules"
+            if app
+            else "jobq: no schedules are declared here: give --app, the module that declares them"
+        )
         return 0
     columns = list(rows[0])
     table = [[("-" if row[c] is None else str(row[c])) for c in columns] for row in rows]

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from .backends.base import Backend
 from .backends.controls import RETRYABLE
-from .job import check_type_name
+from .job import check_type_name, registered_types
 from .records import JobRecord, Status
 
 MAX_PRIORITY = 1000
@@ -82,6 +82,12 @@ def why_not_retried(job_id: object, record: JobRecord | None) -> str:
 def pause(backend: Backend, job_type: str) -> bool:
     check_type_name(job_type)
     return backend.retrying("pause", lambda: backend.pause(job_type))
+
+
+def knows_type(backend: Backend, job_type: str) -> bool:
+    if job_type in registered_types():
+        return True
+    return bool(jobs(backend, None, job_type, 1, None)) or job_type in backend.paused()
 
 
 def resume(backend: Backend, job_type: str) -> bool:

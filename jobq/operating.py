@@ -61,12 +61,18 @@ class Operating:
 
     def pause(self, type: str) -> bool:
         """No worker claims jobs of this type until resume(); running ones finish. False if
-        it was paused already."""
+        it was paused already. Any valid name is paused, one no job has yet too: knows_type()
+        tells whether the name is known."""
         return controls.pause(self.backend, type)
 
     def resume(self, type: str) -> bool:
         """Let workers claim this type again, waking idle ones; False if it was not paused."""
         return controls.resume(self.backend, type)
+
+    def knows_type(self, type: str) -> bool:
+        """Whether a job of this type exists, in any status, a Job class imported in this
+        process declares it, or it is paused; one index probe per status."""
+        return controls.knows_type(self.backend, type)
 
     def paused(self) -> set[str]:
         return self.backend.paused()

@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from werkzeug.exceptions import Forbidden, HTTPException, MethodNotAllowed
-from werkzeug.routing import Map, Rule
+from werkzeug.routing import Map, RequestRedirect, Rule
+from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
 from . import views
@@ -53,24 +54,23 @@ SECURITY_HEADERS = {
 }
 
 
+@dataclasses.dataclass
 class StatusPage:
     """The WSGI application. A Queue is not thread-safe, and a threaded server calls this
-    from several threads: each request holds the queue alone while it uses it."""
+    from several threads: each request holds the queue alone while it uses it. `app` names
+    the module whose schedules the schedules page shows, as `jobq web --app` gives it; None
+    for the application the page is mounted in."""
 
-    def __init__(
-        self,
-        queue: Queue,
-        read_only: bool,
-        credentials: Credentials,
-        csrf: Csrf,
-        reopen: Callable[[], Queue] | None = None,
-    ) -> None:
-        self.queue = queue
-        self.reopen = reopen
-        self.read_only = read_only
-        self.credentials = credentials
-        self.csrf = csrf
-        self.lock = threading.Lock()
+    queue: Queue
+    read_only: bool
+    credentials: Credentials
+    csrf: Csrf
+    reopen: Callable[[], Queue] | None = None
+    app: str | None = None
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, init=False)
+    templates: Environment = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
         self.templates = Environment(
             loader=PackageLoader("jobq.web"), autoescape=True, undefined=StrictUndefined
         )
@@ -94,6 +94,7 @@ class StatusPage:
             templates=self.templates,
             read_only=self.read_only,
             csrf_token=self.csrf.token(nonce),
+            app=self.app,
         )
         try:
             endpoint, arguments = adapter.match()
@@ -101,6 +102,8 @@ class StatusPage:
                 self.check_post(request)
             with self.lock:
                 response = self.view(str(endpoint), page, arguments)
+        except RequestRedirect as moved:
+            response = moved_to(moved)
         except HTTPException as error:
             response = page.error(error)
         except Exception:
@@ -153,6 +156,14 @@ class StatusPage:
         origin = request.headers.get("Origin")
         if origin and urlsplit(origin).netloc != request.host:
             raise Forbidden(f"A form from {origin} may not act on this page.")
+
+
+def moved_to(moved: RequestRedirect) -> Response:
+    """The redirect to a page's own address (/jobs//1 is /jobs/1: the router merges slashes),
+    by path: the absolute address the router built names the scheme and host this server
+    sees, which behind a TLS proxy are not the browser's."""
+    target = urlsplit(moved.new_url)
+    return redirect(target.path + (f"?{target.query}" if target.query else ""), moved.code)
 
 
 def make_app(

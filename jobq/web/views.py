@@ -31,10 +31,11 @@ PAGE_SIZE = 50
 RECENT_MINUTES = 60
 UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS))
 
-# What the page a redirect after an action leads to says, by the `done` code it carries. The
-# page words it from the job's or the type's state as it reads it, never from the address.
+# What the page a redirect after an action leads to says, by the `done` code it carries (no
+# words come from the address): what the action did when it was taken. The job may have moved
+# on by the time the page is read, a retried job run and failed again; its status says so.
 JOB_NOTICES = {
-    "retried": "Job {job} was put back: it is {status}.",
+    "retried": "Job {job} was put back to pending.",
     "cancelled": "Job {job} was cancelled.",
     "cancelling": "Job {job} is being cancelled: its running attempt is stopped, and the job "
     "ends cancelled.",
@@ -43,6 +44,7 @@ JOB_NOTICES = {
 TYPE_NOTICES = {
     "paused": "Jobs of type {type} are paused: workers claim none until they are resumed.",
     "resumed": "Jobs of type {type} are resumed.",
+    "not-paused": "No job has type {type}: it was not paused.",
 }
 
 
@@ -56,6 +58,7 @@ class Page:
     templates: Environment
     read_only: bool
     csrf_token: str
+    app: str | None = None  # the module `jobq web --app` imported, if any
 
     def render(
         self, template: str, code: int = 200, notice: str | None = None, **context: Any
@@ -115,7 +118,7 @@ def overview(page: Page) -> Response:
 def schedules(page: Page) -> Response:
     # The schedules are those declared in this process: by the application the page is
     # mounted in, or the one `jobq web --app` imported.
-    return page.render("schedules.html", schedules=page.queue.schedule_states())
+    return page.render("schedules.html", schedules=page.queue.schedule_states(), app=page.app)
 
 
 def type_notice(args: Mapping[str, str], paused: set[str]) -> str | None:
@@ -196,6 +199,9 @@ def existing(page: Page, job_id: int) -> JobRecord:
 
 def pause(page: Page) -> Response:
     job_type = form_type(page)
+    # The page offers only the types it lists; a name from elsewhere may be misspelt.
+    if not page.queue.knows_type(job_type):
+        return page.done("overview", "not-paused", type=job_type)
     page.queue.pause(job_type)
     return page.done("overview", "paused", type=job_type)
 

@@ -11,7 +11,7 @@ import pytest
 import jobq
 from jobq.cli import main
 from jobq.cli_controls import RECORD_KEYS
-from tests.support.jobs import Boom, Noop
+from tests.support.jobs import Boom, Noop, Record
 
 ONCE = jobq.RetryPolicy(max_attempts=1)
 
@@ -109,3 +109,98 @@ def test_pause_and_resume_a_type(queue: jobq.Queue, jobq_) -> None:  # type: ign
     assert queue.claim() is not None
     code, out, err = jobq_("pause", "")
     assert (code, out) == (1, "") and err.count("\n") == 1
+
+
+def test_jobs_shows_cancelling_only_while_the_cancelled_job_still_runs(  # type: ignore[no-untyped-def]
+    queue: jobq.Queue, jobq_
+) -> None:
+    running, waiting = queue.enqueue_many([Noop(), Noop()])
+    claim = queue.claim()
+    assert claim is not None
+    assert claim.id == running
+    assert queue.cancel(running)
+    assert queue.cancel(waiting)
+
+    def rows() -> dict[int, str]:
+        code, out, _ = jobq_("jobs")
+        assert code == 0
+        return {int(row.split()[0]): row for row in out.splitlines()[1:]}
+
+    shown = rows()
+    assert "in_progress (cancelling)" in shown[running]
+    assert shown[waiting].split()[2] == "cancelled"
+    assert "cancelling" not in shown[waiting]
+    assert queue.run(claim) is jobq.Outcome.CANCELLED
+    ended = rows()[running]
+    assert ended.split()[2] == "cancelled"
+    assert "cancelling" not in ended
+
+
+def test_cancel_checks_every_id_first_and_does_nothing_if_one_is_malformed(  # type: ignore[no-untyped-def]
+    queue: jobq.Queue, jobq_
+) -> None:
+    job = queue.enqueue(Noop())
+    code, out, err = jobq_("cancel", str(job), "0", "-5", "x", "99999")
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        "jobq: not a job id: '0'",
+        "jobq: not a job id: '-5'",
+        "jobq: not a job id: 'x'",
+        "jobq: nothing done: 3 of the 5 arguments are not job ids",
+    ]
+    assert queue.counts() == {"pending": 1}
+    code, out, err = jobq_("cancel", "99999", str(job), "99998")
+    assert (code, out) == (1, f"jobq: job {job} cancelled\n")
+    assert err.splitlines() == [
+        "jobq: job 99999 not cancelled: no such job",
+        "jobq: job 99998 not cancelled: no such job",
+    ]
+    assert queue.counts() == {"cancelled": 1}
+
+
+def test_retry_checks_every_id_first_and_does_nothing_if_one_is_malformed(  # type: ignore[no-untyped-def]
+    queue: jobq.Queue, jobq_
+) -> None:
+    failed = queue.enqueue(Boom(), retry=ONCE)
+    queue.process_jobs(1)
+    code, out, err = jobq_("retry", str(failed), "1e3", "0")
+    assert (code, out) == (1, "")
+    assert err.splitlines()[:2] == ["jobq: not a job id: '1e3'", "jobq: not a job id: '0'"]
+    assert queue.counts() == {"failed": 1}
+    code, out, err = jobq_("retry", "99999", str(failed))
+    assert (code, out) == (1, "jobq: retried 1 job(s)\n")
+    assert err.splitlines() == ["jobq: job 99999 not retried: no job with id 99999"]
+    assert queue.counts() == {"pending": 1}
+
+
+def test_pausing_a_type_no_job_has_needs_force(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = jobq_("pause", "nosuch")
+    assert (code, out) == (1, "")
+    assert err == (
+        "jobq: no job of type 'nosuch' exists: not paused (check the name, or give --force "
+        "to pause a type not yet enqueued)\n"
+    )
+    assert queue.paused() == set()
+    assert jobq_("pause", "nosuch", "--force")[:2] == (0, "jobq: type 'nosuch' paused\n")
+    assert queue.paused() == {"nosuch"}
+    assert jobq_("pause", "nosuch")[:2] == (0, "jobq: type 'nosuch' was paused already\n")
+    # A type some job has, finished or not, needs no --force; nor one a Job class declares.
+    queue.enqueue(Noop(), type="known")
+    queue.process_jobs(1)
+    assert jobq_("pause", "known")[:2] == (0, "jobq: type 'known' paused\n")
+    assert jobq_("pause", Record.type)[:2] == (0, "jobq: type 'record' paused\n")
+
+
+def test_show_json_gives_the_payload_decoded(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
+    job = queue.enqueue(Record({"customer": "acme", "ids": [1, 2]}))
+    code, out, _ = jobq_("show", str(job), "--json")
+    shown = json.loads(out)
+    assert code == 0
+    assert shown["payload"] == {"value": {"customer": "acme", "ids": [1, 2]}}
+    assert tuple(shown) == RECORD_KEYS
+    code, out, _ = jobq_("jobs", "--json")
+    assert json.loads(out)[0]["payload"] == shown["payload"]
+    code, out, _ = jobq_("show", str(job))
+    assert ["payload", '{"value":{"customer":"acme","ids":[1,2]}}'] in [
+        line.split() for line in out.splitlines()
+    ]

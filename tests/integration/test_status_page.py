@@ -236,10 +236,27 @@ def test_retry_puts_a_failed_job_back_and_says_so(queue: jobq.Queue, client: Cli
 
     html = text(post(client, f"/jobs/{job_id}/retry", f"/jobs/{job_id}"))
 
-    assert f"Job {job_id} was put back: it is pending." in html, html
+    assert f"Job {job_id} was put back to pending." in html, html
     assert 'id="status">pending</span>' in html
     record = queue.get(job_id)
     assert record is not None and record.status == "pending"
+
+
+def test_the_retry_notice_says_what_the_retry_did_whatever_came_after(
+    queue: jobq.Queue, client: Client
+) -> None:
+    job_id = failed_job(queue)
+    fields = {"csrf": csrf_token(client, f"/jobs/{job_id}")}
+    response = client.post(f"/jobs/{job_id}/retry", data=fields)
+    assert response.status_code == 303
+    # A worker takes it before the browser follows the redirect, and it fails once more.
+    assert queue.process_jobs(1, type=Boom.type) == 1
+
+    html = text(client.get(response.headers["Location"]))
+
+    assert f"Job {job_id} was put back to pending." in html, html
+    assert "it is failed" not in html
+    assert 'id="status">failed</span>' in html
 
 
 def test_a_retry_that_does_not_apply_says_why(queue: jobq.Queue, client: Client) -> None:
@@ -286,6 +303,16 @@ def test_pause_and_resume_a_type(queue: jobq.Queue, client: Client) -> None:
 
     resumed = text(post(client, "/resume", "/", type="noop"))
     assert "Jobs of type noop are resumed." in resumed
+    assert queue.paused() == set()
+
+
+def test_pausing_a_type_no_job_has_says_so_and_pauses_nothing(
+    queue: jobq.Queue, client: Client
+) -> None:
+    queue.enqueue(Noop())  # for the overview's form
+    html = text(post(client, "/pause", "/", type="nosuch"))
+
+    assert "No job has type nosuch: it was not paused." in html
     assert queue.paused() == set()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -9,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,7 @@ from jobq import RetryPolicy, Status
 from jobq.outcomes import LEASE_EXPIRED_BEFORE_START
 from tests.support.apps import APPS
 from tests.support.apps.jobs_app import AppendLine, Explode, WaitForRelease
+from tests.support.web import jobq_web
 
 REPO_DIR = Path(jobq.__file__).resolve().parent.parent
 # Every subprocess call and every polling loop is bounded by one of these.
@@ -526,3 +530,128 @@ def test_the_supervisor_says_it_needs_linux_elsewhere(tmp_path: Path) -> None:
         "renew leases\n"
     )
     assert list(tmp_path.iterdir()) == [], "nothing is left behind"
+
+
+# -- the first contact ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["show", "{job}"], ["jobs", "--limit", "300"]])
+def test_a_stdout_closed_early_ends_the_command_quietly(
+    cli: Cli, queue: jobq.Queue, tmp_path: Path, argv: list[str]
+) -> None:
+    """`jobq show 14 | head -6`: the reader may be gone before jobq writes, or before it has
+    written all (300 rows are more than one buffer); here it is gone before the start."""
+    queue.install()
+    ids = queue.enqueue_many([AppendLine(str(tmp_path / "out"), "x") for _ in range(300)])
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            cli.command(*[arg.format(job=ids[0]) for arg in argv], "--dsn", cli.dsn),
+            cwd=cli.cwd,
+            env=base_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
+        )
+    finally:
+        os.close(write)
+    assert done.stderr == ""
+    assert done.returncode == 141  # 128 + SIGPIPE, as a shell reports a tool the pipe ended
+
+
+@pytest.mark.databases("sqlite")
+def test_an_app_not_importable_from_the_working_directory_says_so(cli: Cli, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "myapp").mkdir(parents=True)
+    (project / "myapp" / "__init__.py").write_text("")
+    (project / "myapp" / "jobs.py").write_text("import no_such_dependency_of_myapp\n")
+
+    result = cli.run("jobs", "--app", "myapp.jobs").refused(2)
+
+    advice = (
+        "cannot import --app 'myapp.jobs': no module named 'myapp' in the working "
+        f"directory ({cli.cwd}) or on PYTHONPATH: run from the project's root, or set "
+        "PYTHONPATH to it\n"
+    )
+    assert result.stderr == f"jobq: {advice}"
+    supervised = subprocess.run(
+        [sys.executable, "-m", "jobq.supervisor", "--dsn", cli.dsn, "--app", "myapp.jobs"],
+        cwd=cli.cwd,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+    )
+    assert supervised.returncode == 2
+    assert supervised.stderr.endswith(f"jobq-supervise: {advice}")
+    # Found, the application's own failed import is told as it is, without that advice.
+    result = Cli(project, cli.dsn).run("jobs", "--app", "myapp.jobs").refused(2)
+    assert result.stderr == (
+        "jobq: cannot import --app 'myapp.jobs': No module named 'no_such_dependency_of_myapp'\n"
+    )
+
+
+def test_jobq_schedules_says_the_app_declares_none(cli: Cli) -> None:
+    cli.run("migrate").ok()
+    assert cli.run("schedules", "--app", "jobs_app").ok().stdout == (
+        "jobq: --app 'jobs_app' declares no schedules\n"
+    )
+    assert cli.run("schedules").ok().stdout == (
+        "jobq: no schedules are declared here: give --app, the module that declares them\n"
+    )
+    assert json.loads(cli.run("schedules", "--app", "jobs_app", "--json").ok().stdout) == []
+
+
+@pytest.mark.databases("sqlite")
+def test_the_status_page_says_the_app_declares_no_schedules(cli: Cli) -> None:
+    cli.run("migrate").ok()
+    pythonpath = base_env()["PYTHONPATH"]
+    with jobq_web(cli.dsn, "--app", "jobs_app", cwd=cli.cwd, pythonpath=pythonpath) as address:
+        status, html = http_get(address, "/schedules")
+    assert status == 200
+    assert "The application <code>jobs_app</code> declares no periodic jobs." in html
+    assert "give <code>--app</code>" not in html
+
+
+@pytest.mark.databases("sqlite")
+def test_the_status_page_redirects_a_doubled_slash_to_its_page(
+    cli: Cli, queue: jobq.Queue, tmp_path: Path
+) -> None:
+    cli.run("migrate").ok()
+    job_id = queue.enqueue(AppendLine(str(tmp_path / "out"), "x"))
+    with jobq_web(cli.dsn, cwd=cli.cwd) as address:
+        status, location = raw_get(address, f"/jobs//{job_id}?done=x")
+        assert (status, location) == (308, f"/jobs/{job_id}?done=x")
+        status, html = http_get(address, f"/jobs/{job_id}?done=x")
+        assert status == 200
+        assert f"<h1>Job {job_id} " in html
+        # Doubled at the start, the path is the same page's to the router: it is served.
+        status, html = http_get(address, "//jobs")
+        assert status == 200
+        assert "<h1>Jobs</h1>" in html
+
+
+def raw_get(address: str, path: str) -> tuple[int, str | None]:
+    """GET a path as given, not followed if redirected: the status and the Location."""
+    host, port = address.removeprefix("http://").rstrip("/").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=COMMAND_TIMEOUT)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        response.read()
+        return response.status, response.getheader("Location")
+    finally:
+        connection.close()
+
+
+def http_get(address: str, path: str) -> tuple[int, str]:
+    """GET a path of the server at `address` (http://host:port/): status and body."""
+    try:
+        url = address.rstrip("/") + path
+        with urllib.request.urlopen(url, timeout=COMMAND_TIMEOUT) as got:
+            return got.status, got.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()

@@ -7,10 +7,6 @@ $JOBQ_TEST_ARTIFACTS/status-page/): the overview, the failed job, and the job af
 from __future__ import annotations
 
 import os
-import selectors
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,10 +19,10 @@ from selenium.webdriver.support.ui import WebDriverWait
 import jobq
 from tests.support.jobs import Boom, Noop
 from tests.support.paths import REPO
+from tests.support.web import jobq_web
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-STARTUP_TIMEOUT = 30.0
 PAGE_TIMEOUT = 15.0
 
 ROOT = REPO
@@ -42,38 +38,8 @@ def artifacts() -> Path:
 @pytest.fixture
 def server(dsn: str, queue: jobq.Queue) -> Iterator[str]:
     """`jobq web` on a free loopback port, on the test's database; yields its address."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBQ_WEB_")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jobq", "web", "--dsn", dsn, "--bind", "127.0.0.1:0"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    try:
-        yield serving_address(process)
-    finally:
-        process.terminate()
-        process.wait(timeout=STARTUP_TIMEOUT)
-
-
-def serving_address(process: subprocess.Popen[str]) -> str:
-    """The address from `jobq web: serving on http://...`, read within STARTUP_TIMEOUT."""
-    assert process.stderr is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stderr, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=deadline - time.monotonic()):
-                break
-            line = process.stderr.readline()
-            if not line:
-                break
-            seen.append(line)
-            if "serving on " in line:
-                return line.split("serving on ", 1)[1].strip()
-    raise AssertionError(f"jobq web did not start; it said: {''.join(seen)}")
+    with jobq_web(dsn, cwd=ROOT) as address:
+        yield address
 
 
 @pytest.fixture
@@ -122,7 +88,7 @@ def test_an_operator_retries_a_failed_job_from_the_browser(
     notice = WebDriverWait(browser, PAGE_TIMEOUT).until(
         lambda driver: driver.find_elements(By.CLASS_NAME, "notice")
     )
-    assert "was put back: it is pending" in notice[0].text
+    assert "was put back to pending" in notice[0].text
     assert browser.find_element(By.ID, "status").text == "pending"
     browser.save_screenshot(str(shots / "retried-job.png"))
     record = queue.get(failed)

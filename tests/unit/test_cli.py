@@ -1,8 +1,12 @@
-"""The command line without running it: the README's option table and the test app's job names."""
+"""The command line without running it: the README's option table and the test app's job names,
+how --json gives a payload."""
 
 from __future__ import annotations
 
+import pytest
+
 import jobq
+from jobq.cli_controls import payload_value
 from jobq.options import markdown_table
 from tests.support.apps import jobs_app
 from tests.support.apps.jobs_app import AppendLine
@@ -19,3 +23,19 @@ def test_the_test_app_is_the_one_the_worker_imports() -> None:
 def test_the_readme_option_table_is_the_declared_one() -> None:
     readme = (REPO / "README.md").read_text()
     assert markdown_table() in readme
+
+
+@pytest.mark.parametrize(
+    ("stored", "given"),
+    [
+        ('{"customer":"acme","n":[1,2.5,null]}', {"customer": "acme", "n": [1, 2.5, None]}),
+        ("gASVCwAAAAAAAAB9lC4=", "gASVCwAAAAAAAAB9lC4="),  # another codec's text: as stored
+        ("[1, 2]", "[1, 2]"),  # JSON, but no codec of jobq's makes a job of a list
+        ('{"n": NaN}', '{"n": NaN}'),  # not JSON to any strict reader
+        ("", ""),
+    ],
+)
+def test_json_output_decodes_a_payload_only_when_it_is_a_json_object(
+    stored: str, given: object
+) -> None:
+    assert payload_value(stored) == given
