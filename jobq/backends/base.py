@@ -130,7 +130,14 @@ class Backend(Uniqueness, Controls, Installing, Batching):
 
         Rerunning is safe because every transition is guarded by status and token: it applies
         at most once however often it is sent.
+
+        Only on jobq's own connection: on one the application handed over, the transaction
+        the error aborted may hold the application's own writes, so it runs once and the
+        error reaches the caller as the driver raised it, for the caller to roll back and
+        retry. jobq never rolls back or reruns a transaction it does not own.
         """
+        if not self.owns_connection:
+            return operation()
         for attempt in range(1, TRIES + 1):
             try:
                 return operation()
