@@ -154,6 +154,17 @@ def test_jobs_after_the_database_ended_the_workers_sessions_still_succeed(
 
 
 @pytest.mark.databases("sqlite")
+@pytest.mark.databases("postgresql")
+def test_an_ipv6_host_in_djangos_settings_gives_jobq_a_dsn_that_connects(dsn: str) -> None:
+    # The project's settings take HOST from ORDERS_DSN: "::1", as a Django user writes it.
+    over_ipv6 = dsn.replace("@127.0.0.1:", "@[::1]:")
+    assert over_ipv6 != dsn
+    ok(manage(over_ipv6, "migrate", "--noinput"))
+    ok(manage(over_ipv6, "place_orders", "2"))
+    # jobq's own connection, from the DSN it built out of DATABASES.
+    assert '"pending": 2' in ok(manage(over_ipv6, "jobq", "stats", "--json"))
+
+
 def test_manage_py_jobq_runs_jobqs_commands_on_the_projects_database(dsn: str) -> None:
     ok(manage(dsn, "jobq", "migrate"))
     ok(manage(dsn, "migrate", "--noinput"))
