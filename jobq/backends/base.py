@@ -118,6 +118,11 @@ class Backend(Uniqueness, Controls, Installing, Batching):
     def is_transient(self, error: BaseException) -> bool:
         """A deadlock, lock-wait timeout or busy database: the statement may simply be rerun."""
 
+    def recovered(self, error: BaseException) -> bool:
+        """Whether this connection was set right after `error`, so that the operation that
+        raised it may simply be rerun (see PostgresBackend's)."""
+        return False
+
     def rollback_quietly(self) -> None:
         """Leave no half-open transaction behind a failed try."""
         try:
@@ -142,7 +147,7 @@ class Backend(Uniqueness, Controls, Installing, Batching):
             try:
                 return operation()
             except Exception as error:
-                if attempt == TRIES or not self.is_transient(error):
+                if attempt == TRIES or not (self.is_transient(error) or self.recovered(error)):
                     raise
                 self.rollback_quietly()
                 log.warning(
