@@ -165,12 +165,14 @@ def test_an_ipv6_host_in_djangos_settings_gives_jobq_a_dsn_that_connects(dsn: st
     assert '"pending": 2' in ok(manage(over_ipv6, "jobq", "stats", "--json"))
 
 
-def test_manage_py_jobq_runs_jobqs_commands_on_the_projects_database(dsn: str) -> None:
+def test_manage_py_jobq_runs_jobqs_commands_on_the_projects_database(
+    dsn: str, db_kind: str
+) -> None:
     ok(manage(dsn, "jobq", "migrate"))
     ok(manage(dsn, "migrate", "--noinput"))
     ok(manage(dsn, "place_orders", "3"))
     assert '"pending": 3' in ok(manage(dsn, "jobq", "stats", "--json"))
     ok(manage(dsn, "jobq", "work", "--max-jobs", "3"))
-    assert all_done(dsn, "sqlite", 3)
+    assert all_done(dsn, db_kind, 3)
     refused = manage(dsn, "jobq", "destroy")
     assert refused.returncode != 0 and "manage.py jobq {supervise," in refused.stderr
