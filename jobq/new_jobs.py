@@ -4,11 +4,13 @@ payload size, priority and key, and when it may run and until when."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .backends.base import NewJob
 from .codec import Codec
+from .controls import checked_priority
 from .job import Job, check_runnable_elsewhere, check_type_name
 from .retry import MAX_DELAY, RetryPolicy
 from .unique_keys import check_unique_key
@@ -66,22 +68,41 @@ class Schedule:
         )
 
 
-def new_job(
-    codec: Codec,
-    job: Job,
-    type: str | None,
-    when: Schedule,
-    retry: RetryPolicy | None,
-    priority: int,
-    unique_key: str | None = None,
-) -> NewJob:
+@dataclass(frozen=True)
+class Options:
+    """The options enqueue and enqueue_many apply to every job they store."""
+
+    type: str | None
+    when: Schedule
+    retry: RetryPolicy | None
+    priority: int
+
+    @classmethod
+    def of(
+        cls,
+        type: str | None,
+        when: Schedule,
+        retry: RetryPolicy | None,
+        priority: object,
+    ) -> Options:
+        return cls(type, when, retry, checked_priority(priority))
+
+
+def new_jobs(
+    codec: Codec, jobs: Sequence[Job], keys: Sequence[str | None], options: Options
+) -> list[NewJob]:
+    """The row of each job with its key, checked: every one before any is written."""
+    return [new_job(codec, job, options, key) for job, key in zip(jobs, keys, strict=True)]
+
+
+def new_job(codec: Codec, job: Job, options: Options, unique_key: str | None = None) -> NewJob:
     """The row for one job, checked as every enqueue checks it."""
     if not isinstance(job, Job):
         raise TypeError(f"can only enqueue jobq.Job instances, got {job!r}")
     check_runnable_elsewhere(job.__class__)
-    job_type = job.type if type is None else type
+    job_type = job.type if options.type is None else options.type
     check_type_name(job_type)
-    policy = retry or job.retry or DEFAULT_RETRY
+    policy = options.retry or job.retry or DEFAULT_RETRY
     if not isinstance(policy, RetryPolicy):
         raise TypeError(f"retry must be a jobq.RetryPolicy, got {policy!r}")
     class_name, payload = codec.encode(job)
@@ -97,10 +118,10 @@ def new_job(
         class_name=class_name,
         payload=payload,
         retry=policy,
-        scheduled_at=when.scheduled_at,
-        delay=when.delay,
-        deadline=when.deadline,
-        deadline_in=when.deadline_in,
-        priority=priority,
+        scheduled_at=options.when.scheduled_at,
+        delay=options.when.delay,
+        deadline=options.when.deadline,
+        deadline_in=options.when.deadline_in,
+        priority=options.priority,
         unique_key=check_unique_key(unique_key),
     )

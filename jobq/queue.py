@@ -3,12 +3,12 @@ read and control them. The consumer and operator sides are in consuming.py and o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
-from . import backends, controls, maintenance, scheduler
+from . import backends, maintenance, scheduler
 from .backends.base import Backend, NewJob
 from .batched import BatchConsuming
 from .codec import Codec, JsonCodec
@@ -16,12 +16,14 @@ from .dsn import default_dsn
 from .hooks import JobHooks
 from .job import Job
 from .listener import Listener
-from .new_jobs import Schedule, new_job, seconds_of
+from .new_jobs import Options, Schedule, new_job, new_jobs, seconds_of
 from .operating import Operating
 from .records import Status
 from .retry import MAX_DELAY, RetryPolicy
 from .schedules import REGISTERED, Periodic
 from .unique_keys import UniqueKeys, unique_keys
+
+T = TypeVar("T")
 
 
 class Own(Enum):
@@ -141,16 +143,9 @@ class Queue(BatchConsuming, Operating):
         `connection`/`connections[alias]`), the row is written on the application's own
         connection and so belongs to its transaction: a rollback drops the job.
         """
-        when = Schedule.of(delay, scheduled_at, deadline)
-        level = controls.checked_priority(priority)
-        row = new_job(self.codec, job, type, when, retry, level, unique_key)
-        target = application_connection(connection)
-        if target is not None:
-            return self.backend.add(row, target)
-        # Producers racing for one key can deadlock on MySQL/MariaDB (InnoDB's locks on a
-        # duplicate key): on our own connection, nothing else was in the transaction it rolled
-        # back, so it is simply run again.
-        return self.backend.retrying("enqueue", lambda: self.backend.add(row))
+        options = Options.of(type, Schedule.of(delay, scheduled_at, deadline), retry, priority)
+        (row,) = new_jobs(self.codec, [job], [unique_key], options)
+        return self._write("enqueue", connection, lambda target: self.backend.add(row, target))
 
     def enqueue_many(
         self,
@@ -172,20 +167,35 @@ class Queue(BatchConsuming, Operating):
         `unique_key`: a function giving each job's key (or None), or a key (or None) per
         job; each keyed job is stored as enqueue(unique_key=...) stores it.
         """
-        when = Schedule.of(delay, scheduled_at, deadline)
-        level = controls.checked_priority(priority)
+        options = Options.of(type, Schedule.of(delay, scheduled_at, deadline), retry, priority)
         given = list(jobs)
-        keys = unique_keys(unique_key, given)
-        rows = [
-            new_job(self.codec, job, type, when, retry, level, key)
-            for job, key in zip(given, keys, strict=True)
-        ]
+        rows = new_jobs(self.codec, given, unique_keys(unique_key, given), options)
         if not rows:
             return []
+        return self._write(
+            "enqueue_many", connection, lambda target: self.backend.add_many(rows, target)
+        )
+
+    def _write(self, what: str, connection: Any, write: Callable[[Any], T]) -> T:
+        """Run `write` on the connection enqueue's `connection=` names, None meaning a
+        transaction of the queue's own.
+
+        A queue made from_connection() writes on the application's connection however it is
+        called, and inside the application's transaction when one is open: opening one of
+        its own there would commit the application's (MySQL) or fail (SQLite).
+
+        Only a write on jobq's own connection is retried on a deadlock or lock timeout (there,
+        nothing else was in the transaction that was rolled back). On the application's,
+        the error propagates as the driver raised it: the transaction it aborted is the
+        application's to roll back and retry (see the README's Transactions section).
+        """
         target = application_connection(connection)
+        backend = self.backend
+        if target is None and not backend.owns_connection and backend.transaction_problem():
+            target = backend.connection
         if target is not None:
-            return self.backend.add_many(rows, target)
-        return self.backend.retrying("enqueue_many", lambda: self.backend.add_many(rows))
+            return write(target)
+        return backend.retrying(what, lambda: write(None))
 
     # -- periodic jobs ---------------------------------------------------------------------
 
@@ -207,9 +217,8 @@ class Queue(BatchConsuming, Operating):
     def _periodic_row(self, periodic: Periodic, slot: datetime) -> NewJob:
         # The job is scheduled at its slot: the row records which slot it was enqueued for.
         when = Schedule(scheduled_at=slot, delay=0.0, deadline=None, deadline_in=None)
-        return new_job(
-            self.codec, periodic.job, periodic.type, when, periodic.retry, periodic.priority
-        )
+        options = Options.of(periodic.type, when, periodic.retry, periodic.priority)
+        return new_job(self.codec, periodic.job, options)
 
     # -- maintenance -----------------------------------------------------------------------
 

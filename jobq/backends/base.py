@@ -118,6 +118,11 @@ class Backend(Uniqueness, Controls, Installing, Batching):
     def is_transient(self, error: BaseException) -> bool:
         """A deadlock, lock-wait timeout or busy database: the statement may simply be rerun."""
 
+    def recovered(self, error: BaseException) -> bool:
+        """Whether this connection was set right after `error`, so that the operation that
+        raised it may simply be rerun (see PostgresBackend's)."""
+        return False
+
     def rollback_quietly(self) -> None:
         """Leave no half-open transaction behind a failed try."""
         try:
@@ -130,12 +135,19 @@ class Backend(Uniqueness, Controls, Installing, Batching):
 
         Rerunning is safe because every transition is guarded by status and token: it applies
         at most once however often it is sent.
+
+        Only on jobq's own connection: on one the application handed over, the transaction
+        the error aborted may hold the application's own writes, so it runs once and the
+        error reaches the caller as the driver raised it, for the caller to roll back and
+        retry. jobq never rolls back or reruns a transaction it does not own.
         """
+        if not self.owns_connection:
+            return operation()
         for attempt in range(1, TRIES + 1):
             try:
                 return operation()
             except Exception as error:
-                if attempt == TRIES or not self.is_transient(error):
+                if attempt == TRIES or not (self.is_transient(error) or self.recovered(error)):
                     raise
                 self.rollback_quietly()
                 log.warning(

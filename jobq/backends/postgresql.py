@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -26,6 +27,8 @@ from .postgresql_schema import MIGRATIONS, NO_JIT
 from .postgresql_uniqueness import MIGRATION as UNIQUENESS
 from .postgresql_uniqueness import PostgresUniqueness
 from .shapes import CLAIM_COLUMNS, earliest, type_params
+
+log = logging.getLogger("jobq")
 
 COMPLETE = """
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
@@ -94,6 +97,45 @@ def pool_mode(dsn: str) -> tuple[str, bool]:
     return urlunsplit(parts._replace(query=rest)), modes[-1] == "transaction"
 
 
+# The DSN parameter that tells jobq of a transaction pooler (see pool_mode()).
+POOL_MODE_HINT = "pool_mode=transaction"
+# Told once per process: every connection of a worker has the same DSN.
+told_of_pooler = False
+
+
+def behind_pooler(connection: psycopg.Connection[Any]) -> bool:
+    """Whether a pooler sits between this connection and its server. A pooler (PgBouncer,
+    and those built like it) answers the client's login with a backend key of its own, since
+    it routes cancel requests itself: the pid in it is not the server process's."""
+    row = connection.execute("SELECT pg_backend_pid()").fetchone()
+    return row is not None and row[0] != connection.info.backend_pid
+
+
+def prepared_statement_lost(error: BaseException) -> bool:
+    """A prepared statement this connection made missing, taken or redefined on the server
+    connection its statement reached: a transaction pooler gave it another one."""
+    return isinstance(
+        error, pgerrors.InvalidSqlStatementName | pgerrors.DuplicatePreparedStatement
+    ) or (isinstance(error, pgerrors.ProtocolViolation) and "prepared statement" in str(error))
+
+
+def unprepared(connection: psycopg.Connection[Any], why: str) -> None:
+    """Send no more server-side prepared statements on this connection, and tell the
+    operator, once, what the DSN lacks."""
+    global told_of_pooler
+    connection.prepare_threshold = None
+    if not told_of_pooler:
+        told_of_pooler = True
+        log.warning(
+            "%s: jobq stops preparing statements on it; if it pools transactions, add %s "
+            "to the DSN to say so from the start (idle workers then need --listen-dsn for "
+            "wake-ups)",
+            why,
+            POOL_MODE_HINT,
+            extra={"event": "pooler_detected"},
+        )
+
+
 class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
     kind = "postgresql"
     migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE, NO_JIT)
@@ -131,6 +173,14 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
         # statement prepared on another does not exist, or another statement has its name.
         prepare = {"prepare_threshold": None} if pooled else {}
         connection = psycopg.connect(libpq_dsn(dsn), autocommit=True, **prepare)
+        try:
+            if not pooled and behind_pooler(connection):
+                # Maybe a transaction pooler the DSN does not name: the one statement run so
+                # far was not prepared (psycopg prepares on a statement's fifth run).
+                unprepared(connection, "This connection goes through a connection pooler")
+        except BaseException:
+            connection.close()
+            raise
         return cls(connection, owns_connection=True, pooled=pooled, listen_dsn=listen_dsn)
 
     def close(self) -> None:
@@ -152,6 +202,14 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
             error,
             pgerrors.DeadlockDetected | pgerrors.LockNotAvailable | pgerrors.SerializationFailure,
         )
+
+    def recovered(self, error: BaseException) -> bool:
+        # The statement failed at its Bind or Parse, so it did nothing: rerun unprepared, and
+        # the acknowledgement lands.
+        if not prepared_statement_lost(error) or self.connection.prepare_threshold is None:
+            return False
+        unprepared(self.connection, f"A prepared statement went missing ({error})")
+        return True
 
     def to_datetime(self, value: Any) -> datetime:
         assert isinstance(value, datetime)

@@ -57,6 +57,34 @@ def running(pid: int) -> bool:
     return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] != b"Z"
 
 
+def started(pid: int) -> int | None:
+    """When process `pid` started (clock ticks since boot), None if it is gone: with its pid,
+    it names one process, since a reused pid has a later start."""
+    try:
+        stat = read_proc(f"/proc/{pid}/stat")
+    except FileNotFoundError:
+        return None
+    # The fields after the command name, from the state (field 3) on: starttime is field 22.
+    return int(stat[stat.rindex(b")") + 2 :].split()[19])
+
+
+# Processes as (pid, start): see started().
+Processes = frozenset[tuple[int, int]]
+
+
+def identified(pids: list[int]) -> Processes:
+    return frozenset((pid, start) for pid in pids if (start := started(pid)) is not None)
+
+
+def own_children() -> set[int]:
+    """The running children of this process, of any of its threads."""
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(FileNotFoundError):
+            found.update(int(pid) for pid in read_proc(f"/proc/self/task/{task}/children").split())
+    return {pid for pid in found if running(pid)}
+
+
 def marked(pid: int, worker: int) -> bool:
     """Whether process `pid` carries a mark of one of worker `worker`'s attempts."""
     environment = read_proc(f"/proc/{pid}/environ")
@@ -84,28 +112,31 @@ def members(worker: int) -> list[int]:
     return found
 
 
-def kill(worker: int, signum: signal.Signals = signal.SIGKILL) -> list[int]:
+def kill(
+    worker: int, signum: signal.Signals = signal.SIGKILL, spare: Processes = frozenset()
+) -> list[int]:
     """Signal every process of the attempt; returns those that were found still running.
 
     Only while `worker` is unreaped, or its group still has members, does its pid name the
     group: the kernel reuses neither before then. A worker cleaning up after its own job
-    spares itself, and so its group.
+    spares itself, and so its group, and the processes in `spare` (its own, from before the
+    attempt).
     """
     if worker != os.getpid():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(worker, signum)
-    running = members(worker)
+    running = [pid for pid in members(worker) if (pid, started(pid)) not in spare]
     for pid in running:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
     return running
 
 
-def kill_and_confirm(worker: int, timeout: float) -> bool:
+def kill_and_confirm(worker: int, timeout: float, spare: Processes = frozenset()) -> bool:
     """SIGKILL the attempt until a look finds none of its processes running; False if some
     still ran after `timeout` (a process stuck in the kernel cannot be killed sooner)."""
     deadline = time.monotonic() + timeout
-    while kill(worker):
+    while kill(worker, spare=spare):
         if time.monotonic() >= deadline:
             return False
         time.sleep(CONFIRM_POLL)
@@ -119,18 +150,30 @@ class Leftovers:
     workers, the helpers) are not read again; the thorough search runs only when this finds
     something. (Measured on a loaded 2-core machine with 10 siblings: 0.9 ms a job reading
     every sibling's environment with open() each time, 0.05 ms as it is.)
+
+    What runs before an attempt starts is the worker's own, not the attempt's: a process
+    pool or sidecar that on_worker_start started. starting() takes stock of those before
+    each attempt: a full look at the worker's processes before the first, then again only
+    when the worker's children changed since (a pool that replaced one of its processes).
     """
 
     def __init__(self, master: int) -> None:
         self.master = master
         self.unmarked: set[int] = set()
+        # The worker's own processes, and its children when they were counted (None: never).
+        self.own: Processes = frozenset()
+        self.children: set[int] | None = None
+
+    def starting(self) -> None:
+        """An attempt starts: whatever runs now is the worker's."""
+        children = own_children()
+        if children != self.children:
+            self.own = identified(members(os.getpid()))
+            self.children = children
 
     def found(self) -> bool:
-        for task in os.listdir("/proc/self/task"):
-            with contextlib.suppress(FileNotFoundError):
-                own = read_proc(f"/proc/self/task/{task}/children").split()
-                if any(running(int(pid)) for pid in own):
-                    return True
+        if any((pid, started(pid)) not in self.own for pid in own_children()):
+            return True
         me = os.getpid()
         try:
             children = read_proc(f"/proc/{self.master}/task/{self.master}/children")
@@ -141,7 +184,7 @@ class Leftovers:
         self.unmarked &= siblings
         for pid in siblings - self.unmarked:
             with contextlib.suppress(*GONE):
-                if marked(pid, me):
+                if marked(pid, me) and (pid, started(pid)) not in self.own:
                     return True
             self.unmarked.add(pid)
         return False

@@ -19,6 +19,8 @@ from .session import (
     DatabaseLost,
     Session,
     close_quietly,
+    connected,
+    listening,
 )
 from .settings import WorkerSettings
 from .settling import SettlingReporter
@@ -49,7 +51,12 @@ class Recorder:
         def record(queue: Queue) -> Outcome:
             return queue._acknowledge(unacknowledged)
 
-        return self.again(session, [unacknowledged.claim], unacknowledged.__cause__, record)
+        claim = unacknowledged.claim
+        outcome = self.again(session, [claim], unacknowledged.__cause__, record)
+        # The attempt's after_job hooks were skipped when its outcome could not be recorded.
+        if session.queue.hooks is not None:
+            session.queue.hooks.after_job(claim, outcome)
+        return outcome
 
     def again(
         self,
@@ -61,7 +68,11 @@ class Recorder:
         """Record outcomes the session's connection could not (`record` does, given a
         queue), on a fresh connection, for as long as the attempts' leases are vouched for;
         the fresh connection then replaces the session's. After a database failover, the
-        jobs need not run again in full."""
+        jobs need not run again in full.
+
+        The fresh connection is made as the session's was (wake-ups, hooks). Once `record`
+        succeeded it is never run again: a failure to listen on the new connection only
+        leaves the worker polling."""
         delay, margin = FIRST_RECONNECT_WAIT, self.settings.safety_margin
         while (left := self.reports.vouched_until(claims, margin) - time.monotonic()) > 0:
             log.warning(
@@ -72,17 +83,15 @@ class Recorder:
             )
             queue: Queue | None = None
             try:
-                queue = Queue.connect(
-                    self.settings.dsn, lease_duration=self.settings.lease, listener=self.reporter
-                )
+                queue = connected(self.settings, self.reporter)
                 recorded = record(queue)
-                session.notifying = queue._listen()
             except Exception as failure:
                 close_quietly(queue)
                 error = failure
                 time.sleep(min(delay, left))
                 delay = min(delay * 2, MAX_RECONNECT_WAIT)
                 continue
+            session.notifying = listening(queue)
             close_quietly(session.queue)
             session.queue = queue
             return recorded

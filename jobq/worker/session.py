@@ -46,6 +46,34 @@ class DatabaseLost(Exception):
         self.what = what
 
 
+def connected(settings: WorkerSettings, reporter: SettlingReporter) -> Queue:
+    """A worker's Queue on a new connection, as every connection of the worker's life is
+    made: its wake-ups through listen_dsn if given, the application's hooks around jobs."""
+    queue = Queue.connect(
+        settings.dsn,
+        lease_duration=settings.lease,
+        listener=reporter,
+        listen_dsn=settings.listen_dsn,
+    )
+    queue.hooks = hooks.for_jobs()
+    return queue
+
+
+def listening(queue: Queue) -> bool:
+    """queue._listen(), or False when wake-ups cannot be had on it: idle, the worker polls
+    until its next connection (whatever else this connection was for has happened)."""
+    try:
+        return queue._listen()
+    except Exception as error:
+        log.warning(
+            "Could not listen for wake-ups on the new connection (%s): idle, this worker "
+            "polls until it next reconnects",
+            error,
+            extra={"event": "listen_failed"},
+        )
+        return False
+
+
 def open_session(
     settings: WorkerSettings,
     reporter: SettlingReporter,
@@ -64,13 +92,7 @@ def open_session(
     while True:
         queue: Queue | None = None
         try:
-            queue = Queue.connect(
-                settings.dsn,
-                lease_duration=settings.lease,
-                listener=reporter,
-                listen_dsn=settings.listen_dsn,
-            )
-            queue.hooks = hooks.for_jobs()
+            queue = connected(settings, reporter)
             notifying = queue._listen()
             return Session(queue, notifying, claim(queue))
         except Exception as error:

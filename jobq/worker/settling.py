@@ -27,10 +27,13 @@ class SettlingReporter(Listener):
         self.leftovers = attempt.Leftovers(os.getppid())
         self.settled: tuple[ClaimedJob, Outcome] | None = None
 
+    def on_claimed(self, claim: ClaimedJob) -> None:
+        self.leftovers.starting()
+
     def on_settling(self, claim: ClaimedJob) -> None:
         self.mark.set(claim.id, claim.token)
         if self.leftovers.found():
-            end_leftovers(claim)
+            end_leftovers(claim, self.leftovers.own)
 
     def on_settled(self, claim: ClaimedJob, outcome: Outcome) -> None:
         self.settled = (claim, outcome)
@@ -41,13 +44,14 @@ class SettlingReporter(Listener):
         return Outcome.FAILED
 
 
-def end_leftovers(claim: ClaimedJob) -> None:
+def end_leftovers(claim: ClaimedJob, own: attempt.Processes) -> None:
     """Kill what the attempt's job started and left running, before its outcome is recorded:
-    a failed attempt is retried, and its leftovers must not overlap with the retry."""
+    a failed attempt is retried, and its leftovers must not overlap with the retry. The
+    worker's `own` processes, there before the attempt started, are spared."""
     log.warning(
         "Job %d left processes running: killing them", claim.id, extra={"event": "leftovers"}
     )
-    if not attempt.kill_and_confirm(os.getpid(), LEFTOVERS_CONFIRM):
+    if not attempt.kill_and_confirm(os.getpid(), LEFTOVERS_CONFIRM, own):
         log.error(
             "Job %d's leftover processes still run after SIGKILL",
             claim.id,

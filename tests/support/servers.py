@@ -113,7 +113,8 @@ class PostgresqlServer(LocalServer):
 
     def start(self) -> None:
         options = (
-            f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off"
+            # ::1 too, for clients given an IPv6 literal (Django's HOST = "::1").
+            f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1,::1 -c fsync=off"
             " -c synchronous_commit=off -c max_connections=200"
         )
         start = [*self.pg_ctl, "-l", self.log, "-w", "-t", "60", "-o", options, "start"]

@@ -42,7 +42,7 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
 def test_djangos_test_runner_gets_jobqs_tables_and_transactional_enqueue(dsn: str) -> None:
     output = ok(manage(dsn, "test", "orders", "--noinput", "-v", "2"))
     assert "Applying jobq.0001_install... OK" in output
-    assert "Ran 8 tests" in output and "\nOK" in output, output
+    assert "Ran 9 tests" in output and "\nOK" in output, output
 
 
 @pytest.fixture
@@ -154,12 +154,25 @@ def test_jobs_after_the_database_ended_the_workers_sessions_still_succeed(
 
 
 @pytest.mark.databases("sqlite")
-def test_manage_py_jobq_runs_jobqs_commands_on_the_projects_database(dsn: str) -> None:
+@pytest.mark.databases("postgresql")
+def test_an_ipv6_host_in_djangos_settings_gives_jobq_a_dsn_that_connects(dsn: str) -> None:
+    # The project's settings take HOST from ORDERS_DSN: "::1", as a Django user writes it.
+    over_ipv6 = dsn.replace("@127.0.0.1:", "@[::1]:")
+    assert over_ipv6 != dsn
+    ok(manage(over_ipv6, "migrate", "--noinput"))
+    ok(manage(over_ipv6, "place_orders", "2"))
+    # jobq's own connection, from the DSN it built out of DATABASES.
+    assert '"pending": 2' in ok(manage(over_ipv6, "jobq", "stats", "--json"))
+
+
+def test_manage_py_jobq_runs_jobqs_commands_on_the_projects_database(
+    dsn: str, db_kind: str
+) -> None:
     ok(manage(dsn, "jobq", "migrate"))
     ok(manage(dsn, "migrate", "--noinput"))
     ok(manage(dsn, "place_orders", "3"))
     assert '"pending": 3' in ok(manage(dsn, "jobq", "stats", "--json"))
     ok(manage(dsn, "jobq", "work", "--max-jobs", "3"))
-    assert all_done(dsn, "sqlite", 3)
+    assert all_done(dsn, db_kind, 3)
     refused = manage(dsn, "jobq", "destroy")
     assert refused.returncode != 0 and "manage.py jobq {supervise," in refused.stderr

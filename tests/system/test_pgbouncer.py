@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import jobq
 from tests.support.apps.supervised_app import Sleep
 from tests.support.jobs import Noop
@@ -54,14 +56,18 @@ def test_processes_drain_a_queue_through_pgbouncer(pooled_dsns: tuple[str, str])
             assert queue.counts() == {"completed": JOBS}
 
 
+@pytest.mark.parametrize("flagged", [True, False], ids=["pool_mode", "no_pool_mode"])
 def test_supervised_workers_run_jobs_through_pgbouncer(
-    pooled_dsns: tuple[str, str], tmp_path: Path
+    pooled_dsns: tuple[str, str], tmp_path: Path, flagged: bool
 ) -> None:
     pooled, direct = pooled_dsns
+    # Without pool_mode=transaction, as a user who was never told of it: jobq finds the
+    # pooler itself, and says what the DSN lacks.
+    dsn = pooled if flagged else pooled.removesuffix("?pool_mode=transaction")
     journal = tmp_path / "journal"
     with jobq.Queue.connect(pooled) as queue:
         queue.install()
-        with supervisor(pooled, *FAST, "--workers", "4", "--listen-dsn", direct) as running:
+        with supervisor(dsn, *FAST, "--workers", "4", "--listen-dsn", direct) as running:
             queue.enqueue_many([Sleep(0, str(journal)) for _ in range(200)])
             wait_for(
                 "every job to complete",
@@ -70,4 +76,7 @@ def test_supervised_workers_run_jobs_through_pgbouncer(
             )
             assert "prepared statement" not in running.log, running.log
             assert "Could not record" not in running.log, running.log
+            assert ("add pool_mode=transaction to the DSN" in running.log) is not flagged, (
+                running.log
+            )
     assert sum(event["event"] == "end" for event in read_journal(journal)) == 200

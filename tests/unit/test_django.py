@@ -22,6 +22,14 @@ def test_jobqs_dsn_is_built_from_djangos_databases() -> None:
     assert dsn_of(postgresql) == (
         "postgresql://app:p%40ss%3A%2Fword@db.internal:5433/shop?sslmode=require"
     )
+    ipv6 = {**postgresql, "HOST": "::1", "OPTIONS": {}}
+    assert dsn_of(ipv6) == "postgresql://app:p%40ss%3A%2Fword@[::1]:5433/shop"
+    zoned = {**ipv6, "HOST": "fe80::1%eth0", "PORT": ""}
+    assert dsn_of(zoned) == "postgresql://app:p%40ss%3A%2Fword@[fe80::1%25eth0]/shop"
+    ipv4 = {**ipv6, "HOST": "10.0.0.7"}
+    assert dsn_of(ipv4) == "postgresql://app:p%40ss%3A%2Fword@10.0.0.7:5433/shop"
+    mysql_ipv6 = {"ENGINE": "django.db.backends.mysql", "NAME": "shop", "HOST": "::1"}
+    assert dsn_of(mysql_ipv6) == "mysql://[::1]/shop"
     socket = {"ENGINE": "django.db.backends.postgresql", "NAME": "shop", "HOST": "/run/pg"}
     assert dsn_of(socket) == "postgresql:///shop?host=%2Frun%2Fpg"
     mysql = {"ENGINE": "django.db.backends.mysql", "NAME": "shop", "USER": "root", "PORT": ""}

@@ -45,6 +45,16 @@ def enqueue(
     transaction writes to. Returns None: the id does not exist yet.
     """
     if not on_commit:
-        return queue_for().enqueue(job, **options)
-    transaction.on_commit(lambda: queue_for().enqueue(job, **options), using=using)
+        return written(job, options)
+    transaction.on_commit(lambda: written(job, options), using=using)
     return None
+
+
+def written(job: Job, options: dict[str, Any]) -> int:
+    """Enqueue on Django's connection, a database error raised as Django raises its own:
+    a deadlock or lock timeout is django.db.OperationalError, for the application's retry
+    logic to catch, and Django knows its connection saw an error. jobq never reruns it: the
+    transaction it aborted is the application's (see the README's Transactions section)."""
+    name = settings.alias()
+    with connections[name].wrap_database_errors:
+        return queue_for(name).enqueue(job, **options)

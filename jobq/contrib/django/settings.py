@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -79,10 +80,24 @@ def dsn_of(database: dict[str, Any]) -> str:
         query["host" if kind == "postgresql" else "unix_socket"] = host
         host = ""
     port = f":{database['PORT']}" if database.get("PORT") else ""
+    host = url_host(host)
     if kind == "postgresql":
         query.update(libpq_options(database.get("OPTIONS") or {}))
     suffix = f"?{urlencode(query)}" if query else ""
     return f"{kind}://{credentials}{host}{port}/{quote(name)}{suffix}"
+
+
+def url_host(host: str) -> str:
+    """HOST as a URL spells it: an IPv6 address in brackets, its zone (%eth0) quoted; a name
+    or IPv4 address as it is."""
+    address, _, zone = host.partition("%")
+    try:
+        literal = ipaddress.ip_address(address)
+    except ValueError:
+        return host
+    if literal.version == 4:
+        return host
+    return f"[{address}%25{quote(zone, safe='')}]" if zone else f"[{address}]"
 
 
 def libpq_options(given: dict[str, Any]) -> dict[str, str]:

@@ -4,7 +4,7 @@ transactions."""
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.test import TestCase, TransactionTestCase
 
 import jobq
@@ -80,3 +80,31 @@ class EnqueueInTransactions(TransactionTestCase):
         self.assertEqual(queue_for().process_jobs(5), 1)
         receipt = Order.objects.get(pk=job.order_id).receipt
         self.assertTrue(receipt.startswith(f"receipt for order {job.order_id} "), receipt)
+
+    def test_a_lock_timeout_inside_atomic_reaches_the_application(self) -> None:
+        if connection.vendor == "sqlite":
+            # The project's IMMEDIATE transactions take the write lock at Django's BEGIN:
+            # nothing jobq writes inside atomic() can wait for a lock.
+            self.skipTest("no lock waits inside an IMMEDIATE SQLite transaction")
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute("SET lock_timeout = '300ms'")
+            else:
+                cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        with jobq.Queue.connect(dsn()) as holder:
+            # Another producer's uncommitted job holds the key the application asks for.
+            if connection.vendor == "postgresql":
+                holder.connection.execute("BEGIN")
+            else:
+                holder.connection.begin()
+            holder.enqueue(self.order(), unique_key="receipt", connection=holder.connection)
+            with transaction.atomic():
+                kept = Order.objects.create(number=2)
+                with self.assertRaises(OperationalError), transaction.atomic():
+                    enqueue(self.order(), unique_key="receipt")
+                # The savepoint rolled back the enqueue only: the order stays.
+                kept.number = 3
+                kept.save()
+            holder.connection.rollback()
+        self.assertEqual(Order.objects.get(pk=kept.pk).number, 3)
+        self.assertEqual(queue_for().counts(), {})
