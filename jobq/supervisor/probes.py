@@ -46,7 +46,12 @@ class Probes:
         return 200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry)
 
     def health(self) -> Response:
-        """Alive: the master's loop answered, which is what a liveness probe needs to know."""
+        """Alive: the master's loop answered, and each of its helpers runs. A helper that
+        cannot be started again is an outage of the whole node: the orchestrator restarts
+        it (the keeper outlives the master long enough to kill what its workers run)."""
+        problems = self.helpers.problems()
+        if problems:
+            return 503, "text/plain", ("\n".join(problems) + "\n").encode()
         return 200, "text/plain", b"ok\n"
 
     def readiness(self) -> Response:

@@ -48,8 +48,10 @@ class Supervisor:
         entry: str = "jobq.supervisor",
         command: Sequence[str] | None = None,
         cwd: Path | None = None,
+        stderr: int | None = None,
     ) -> None:
-        """Runs `python -m entry --dsn dsn --app supervised_app *args`, or `command *args`."""
+        """Runs `python -m entry --dsn dsn --app supervised_app *args`, or `command *args`.
+        With `stderr` (a descriptor), its log goes there and is not collected."""
         environment = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(APPS), os.environ.get("PYTHONPATH", "")]),
@@ -61,16 +63,18 @@ class Supervisor:
             [*(command or default), *args],
             env=environment,
             cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stdout=subprocess.PIPE if stderr is None else subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if stderr is None else stderr,
             text=True,
         )  # fmt: skip
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self.read, daemon=True)
-        self.reader.start()
+        if stderr is None:
+            self.reader.start()
 
     def read(self) -> None:
-        assert self.process.stdout is not None
+        if self.process.stdout is None:
+            return
         for line in self.process.stdout:
             self.lines.append(line.rstrip("\n"))
 
@@ -114,7 +118,8 @@ class Supervisor:
 
     def wait(self, timeout: float = 60.0) -> int:
         code = self.process.wait(timeout)
-        self.reader.join(timeout=5)
+        if self.reader.is_alive():
+            self.reader.join(timeout=5)
         return code
 
     def stop(self) -> None:
@@ -125,7 +130,8 @@ class Supervisor:
                 with suppress(psutil.Error):
                     process.kill()
             self.process.wait(10)
-        self.reader.join(timeout=5)
+        if self.reader.is_alive():
+            self.reader.join(timeout=5)
 
 
 def safe_cmdline(process: psutil.Process) -> list[str]:
@@ -143,8 +149,9 @@ def supervisor(
     entry: str = "jobq.supervisor",
     command: Sequence[str] | None = None,
     cwd: Path | None = None,
+    stderr: int | None = None,
 ) -> Iterator[Supervisor]:
-    running = Supervisor(dsn, args, env, entry, command, cwd)
+    running = Supervisor(dsn, args, env, entry, command, cwd, stderr)
     try:
         yield running
     finally:
