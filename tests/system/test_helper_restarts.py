@@ -5,8 +5,13 @@ completed at its first attempt: a helper's death may cost nothing."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import secrets
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -91,3 +96,65 @@ def test_helpers_killed_under_load_cost_no_attempt(dsn: str, tmp_path: Path) -> 
         value = restarts.value("jobq_helper_restarts_total", helper=label, reason="exited")
         assert value == 2, restarts.text
     assert "Lease of job" not in sup.log, sup.log  # nothing was fenced
+
+
+# -- fork failures -------------------------------------------------------------------------------
+
+PIDS = Path("/sys/fs/cgroup/pids")
+
+
+@contextmanager
+def pids_cgroup() -> Iterator[Path]:
+    """A pids cgroup of its own (cgroup v1, as root): a real limit on forks, which the
+    kernel enforces with EAGAIN (RLIMIT_NPROC does not bind root)."""
+    if not os.access(PIDS / "cgroup.procs", os.W_OK):
+        pytest.skip("needs a writable pids cgroup hierarchy at /sys/fs/cgroup/pids")
+    group = PIDS / f"jobq-test-{secrets.token_hex(4)}"
+    group.mkdir()
+    try:
+        yield group
+    finally:
+        wait_for("the cgroup to empty", lambda: not (group / "cgroup.procs").read_text().split())
+        group.rmdir()
+
+
+def confine(group: Path, root: int) -> None:
+    """Move process `root` and everything under it into `group`, then allow no new task."""
+    for process in [psutil.Process(root), *psutil.Process(root).children(recursive=True)]:
+        with contextlib.suppress(OSError):  # gone meanwhile
+            (group / "cgroup.procs").write_text(str(process.pid))
+    (group / "pids.max").write_text("1")
+
+
+@pytest.mark.databases("sqlite")
+def test_failed_forks_are_an_outage_the_master_waits_out(dsn: str, tmp_path: Path) -> None:
+    """Under a pids limit every fork fails with EAGAIN. A killed housekeeper and a killed
+    worker cannot be replaced: the master logs it, backs off (no hot loop), says so on
+    /healthz, and keeps its other workers. Once the limit is lifted it catches up."""
+    enqueue(dsn, [], tmp_path / "journal")  # the schema
+    with (
+        pids_cgroup() as group,
+        supervised(dsn, "--workers", "2", *SETTINGS, *WITH_METRICS) as sup,
+    ):
+        port = metrics_port(sup)
+        sup.wait_for_log("ready", count=2)
+        keeper = wait_for("the housekeeper", partial(helper_pid, sup, "housekeeper"))
+        doomed, survivor = sorted(worker_pids(sup))
+        confine(group, sup.pid)
+        os.kill(keeper, signal.SIGKILL)
+        os.kill(doomed, signal.SIGKILL)
+        sup.wait_for_log("Cannot start a worker")
+        sup.wait_for_log("The housekeeper is not running: it could not be started", count=3)
+        status, body = http_get(port, "/healthz")
+        assert (status, "housekeeper" in body) == (503, True), body
+        assert sup.process.poll() is None, sup.log
+        assert survivor in worker_pids(sup)
+        failed = scrape(port).value("jobq_helper_restarts_total", reason="fork_failed")
+        assert 3 <= failed < 30, f"{failed} failed starts: no backoff?\n{sup.log}"
+
+        (group / "pids.max").write_text("max")
+        wait_for("/healthz to answer 200 again", partial(healthy, port), timeout=30)
+        wait_for("a second worker again", lambda: len(worker_pids(sup)) == 2, timeout=30)
+        assert survivor in worker_pids(sup)
+        sup.signal(signal.SIGTERM)  # the master's signals work as before the failures
+        assert sup.wait(30) == 0, sup.log
