@@ -242,6 +242,26 @@ def busy_workers(master: int) -> dict[int, int]:
     return busy
 
 
+HELPERS = ("renewer", "housekeeper", "fence keeper")
+
+
+def helpers_of(master: int) -> dict[str, int]:
+    """{helper: pid} of the master's live helper processes, from their titles
+    ("jobq-supervise: renewer")."""
+    found = {}
+    try:
+        children = psutil.Process(master).children()
+    except psutil.Error:
+        return {}
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            title = " ".join(filter(None, child.cmdline()))
+            helper = title.removeprefix("jobq-supervise: ")
+            if helper in HELPERS and child.status() != psutil.STATUS_ZOMBIE:
+                found[helper] = child.pid
+    return found
+
+
 DATABASE_ERRORS = (psycopg.Error, pymysql.err.Error, sqlite3.Error, OSError)
 
 

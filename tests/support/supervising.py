@@ -29,6 +29,9 @@ LOG_LINE = re.compile(r" jobq\[(\d+)\]: (.*)$")
 # The master's line naming where it serves /metrics; in JSON logs it is inside "message".
 SERVING = re.compile(r"Serving /metrics, /healthz and /readyz on ([^\s:]+):(\d+)")
 
+# What stall_log() fills a supervisor's log pipe with; the reader leaves it out.
+FILLER = "(filler: the log's reader is stalled)"
+
 # Renewal settings that pass the timing rule with a 6 s lease, so fencing happens in seconds.
 FAST = (
     "--lease", "6", "--renew-interval", "1", "--renew-timeout", "1",
@@ -68,6 +71,8 @@ class Supervisor:
             text=True,
         )  # fmt: skip
         self.lines: list[str] = []
+        self.reading = threading.Event()  # cleared: the log's reader stalls
+        self.reading.set()
         self.reader = threading.Thread(target=self.read, daemon=True)
         if stderr is None:
             self.reader.start()
@@ -76,7 +81,18 @@ class Supervisor:
         if self.process.stdout is None:
             return
         for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
+            self.reading.wait()
+            if line.rstrip("\n") != FILLER:
+                self.lines.append(line.rstrip("\n"))
+
+    def stall_log(self) -> None:
+        """Stop reading the log, and fill the pipe it is written to: every blocking write to
+        it waits (as under a stalled `| tee`), until resume_log()."""
+        self.reading.clear()
+        fill(f"/proc/{self.pid}/fd/2", FILLER)
+
+    def resume_log(self) -> None:
+        self.reading.set()
 
     @property
     def pid(self) -> int:
@@ -134,6 +150,17 @@ class Supervisor:
             self.reader.join(timeout=5)
 
 
+def fill(path: str, line: str = FILLER) -> None:
+    """Write to the pipe at `path` until it is full: every blocking write to it then waits."""
+    pipe = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        with suppress(BlockingIOError):
+            while True:
+                os.write(pipe, (line + "\n").encode())
+    finally:
+        os.close(pipe)
+
+
 def safe_cmdline(process: psutil.Process) -> list[str]:
     try:
         return process.cmdline()
@@ -149,9 +176,8 @@ def supervisor(
     entry: str = "jobq.supervisor",
     command: Sequence[str] | None = None,
     cwd: Path | None = None,
-    stderr: int | None = None,
 ) -> Iterator[Supervisor]:
-    running = Supervisor(dsn, args, env, entry, command, cwd, stderr)
+    running = Supervisor(dsn, args, env, entry, command, cwd)
     try:
         yield running
     finally:
