@@ -17,6 +17,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from .observe import busy_workers, helpers_of
@@ -96,13 +97,12 @@ class Faults:
     def stop_master(self) -> str | None:
         running = self.rng.choice(self.soak.live())
         seconds = self.rng.uniform(1.0, 8.0)
-        running.supervisor.signal(signal.SIGSTOP)
-        running.stopped = True
-        try:
-            self.pause(seconds)
-        finally:
-            running.supervisor.signal(signal.SIGCONT)
-            running.stopped = False
+
+        def stop(stopped: bool) -> None:
+            running.supervisor.signal(signal.SIGSTOP if stopped else signal.SIGCONT)
+            running.stopped = stopped
+
+        self.lasting(seconds, partial(stop, True), partial(stop, False))
         return f"{running.name} stopped for {seconds:.1f} s"
 
     def kill_helper(self) -> str | None:
@@ -127,42 +127,34 @@ class Faults:
         return f"the {helper} (pid {pid}) of {running.name}"
 
     def stall_log(self) -> str | None:
-        running = self.rng.choice(self.awake() or self.soak.live())
+        supervisor = self.rng.choice(self.awake() or self.soak.live()).supervisor
         seconds = self.rng.uniform(1.0, 8.0)
-        running.supervisor.stall_log()
-        try:
-            self.pause(seconds)
-        finally:
-            running.supervisor.resume_log()
-        return f"the log of {running.name} stalled for {seconds:.1f} s"
+        self.lasting(seconds, supervisor.stall_log, supervisor.resume_log)
+        return f"the log of master {supervisor.pid} stalled for {seconds:.1f} s"
 
     # -- the database ----------------------------------------------------------------------
 
     def blackhole(self) -> str | None:
         seconds = self.rng.uniform(1.0, 7.0)
-        self.soak.proxy.blackhole()
-        try:
-            self.pause(seconds)
-        finally:
-            self.soak.proxy.restore()
+        self.lasting(seconds, self.soak.proxy.blackhole, self.soak.proxy.restore)
         return f"database link blackholed for {seconds:.1f} s"
 
     def slow(self) -> str | None:
         # 1.5 s each way is past the 1 s renewal timeout; 0.3 s is slow but in time.
         latency = self.rng.choice([300, 1500])
         seconds = self.rng.uniform(2.0, 6.0)
-        self.soak.proxy.delay(latency)
-        try:
-            self.pause(seconds)
-        finally:
-            self.soak.proxy.restore()
+        self.lasting(seconds, partial(self.soak.proxy.delay, latency), self.soak.proxy.restore)
         return f"database link slowed by {latency} ms each way for {seconds:.1f} s"
 
     def db_restart(self) -> str | None:
         down = self.rng.uniform(0.0, 2.0)
-        self.soak.server.stop()
-        try:
-            self.pause(down)
-        finally:
-            self.soak.server.start()
+        self.lasting(down, self.soak.server.stop, self.soak.server.start)
         return f"PostgreSQL restarted, down {down:.1f} s"
+
+    def lasting(self, seconds: float, begin: Callable[[], None], end: Callable[[], None]) -> None:
+        """A fault that lasts: begun, then ended `seconds` later, whatever happens."""
+        begin()
+        try:
+            self.pause(seconds)
+        finally:
+            end()

@@ -28,7 +28,15 @@ from jobq.outcomes import LEASE_EXPIRED
 from jobq.records import JobRecord, Status
 from tests.support.apps.supervised_app import Hold
 from tests.support.proxy import Proxy, address_of, proxied_dsn
-from tests.support.supervising import FAST, Supervisor, alive, events, safe_cmdline, supervisor
+from tests.support.supervising import (
+    FAST,
+    Supervisor,
+    alive,
+    events,
+    fill,
+    safe_cmdline,
+    supervisor,
+)
 from tests.support.waiting import wait_for, wait_lease_ended
 
 # TERM, then KILL a second later: the timing rule then needs a lease of at least 7 s.
@@ -279,15 +287,33 @@ def drain(fd: int) -> str:
     return taken.decode(errors="replace")
 
 
-def fill(path: str) -> None:
-    """Write to the pipe at `path` until it is full: every blocking write to it then waits."""
-    pipe = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-    try:
-        with contextlib.suppress(BlockingIOError):
-            while True:
-                os.write(pipe, b"#" * 511 + b"\n")
-    finally:
-        os.close(pipe)
+def stall_and_fence(
+    held: Held, queue: jobq.Queue, proxy: Proxy, running: Supervisor, read_end: int
+) -> None:
+    """The stalled-log test's steps, once its supervisor runs with its log going to read_end."""
+    log = [""]
+
+    def started() -> list[dict[str, Any]]:
+        log[0] += drain(read_end)  # read until the stall begins
+        return [e for e in events(held.journal, "start", held.id) if e["attempt"] == 1]
+
+    worker = wait_for("the job to start", started, timeout=30)[0]["pid"]
+    wait_renewed(queue, held.id, lease_end(queue, held.id))
+    log[0] += drain(read_end)
+    fill(f"/proc/{running.pid}/fd/2")  # from here, nobody reads
+    proxy.blackhole()
+    died = wait_dead(worker, timeout=option(FAST, "--lease") + 2)
+    lease_until = lease_end(queue, held.id)
+    assert_fenced_in_time(died, lease_until, option(FAST, "--safety-margin"), log[0])
+    assert running.process.poll() is None, "the master died"
+    proxy.restore()
+
+    def said() -> bool:
+        log[0] += drain(read_end)
+        return any(text in log[0] for text in ("cannot be renewed", "not renewed in time"))
+
+    # Not lost: the line waited for the reader (an overflow would be dropped, and counted).
+    wait_for("the fence's line, once the log is read again", said, timeout=15)
 
 
 @pytest.mark.databases("postgresql")
@@ -299,34 +325,13 @@ def test_fencing_goes_on_while_nobody_reads_the_log(
     worker before its lease ends; their log lines wait, and are written once it is read."""
     held = Held(queue, tmp_path)
     read_end, write_end = small_pipe()
-    with (
-        Proxy(address_of(dsn)) as proxy,
-        supervisor(proxied_dsn(dsn, proxy), "--workers", "1", *FAST, stderr=write_end) as running,
-    ):
-        os.close(write_end)
-        log = [""]
-
-        def started() -> list[dict[str, Any]]:
-            log[0] += drain(read_end)  # read until the stall begins
-            return [e for e in events(held.journal, "start", held.id) if e["attempt"] == 1]
-
-        worker = wait_for("the job to start", started, timeout=30)[0]["pid"]
-        wait_renewed(queue, held.id, lease_end(queue, held.id))
-        log[0] += drain(read_end)
-        fill(f"/proc/{running.pid}/fd/2")  # from here, nobody reads
-        proxy.blackhole()
-        died = wait_dead(worker, timeout=option(FAST, "--lease") + 2)
-        lease_until = lease_end(queue, held.id)
-        assert_fenced_in_time(died, lease_until, option(FAST, "--safety-margin"), log[0])
-        assert running.process.poll() is None, "the master died"
-        proxy.restore()
-
-        def said() -> bool:
-            log[0] += drain(read_end)
-            return any(text in log[0] for text in ("cannot be renewed", "not renewed in time"))
-
-        # Not lost: the line waited for the reader (an overflow would be dropped, and counted).
-        wait_for("the fence's line, once the log is read again", said, timeout=15)
+    with Proxy(address_of(dsn)) as proxy:
+        running = Supervisor(proxied_dsn(dsn, proxy), ("--workers", "1", *FAST), stderr=write_end)
+        try:
+            os.close(write_end)
+            stall_and_fence(held, queue, proxy, running, read_end)
+        finally:
+            running.stop()
     os.close(read_end)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from chaos.observe import Deaths, Observer, in_handle
+from chaos.observe import HELPERS, Deaths, Observer, busy_workers, helpers_of, in_handle
 from jobq.testing.history import read_journal
 from tests.support.faults import (
     SETTINGS,
@@ -28,25 +28,22 @@ from tests.support.faults import (
     records_of,
     worker_pids,
 )
-from tests.support.supervising import Supervisor, http_get, metrics_port, safe_cmdline, scrape
+from tests.support.supervising import Supervisor, http_get, metrics_port, scrape
 from tests.support.supervising import supervisor as supervised
 from tests.support.waiting import wait_for
 
-HELPERS = ("renewer", "housekeeper", "fence keeper")
 WITH_METRICS = ("--metrics-port", "0", "--metrics-address", "127.0.0.1")
 
 
 def helper_pid(running: Supervisor, helper: str) -> int | None:
     """The pid of the master's `helper` process, if one runs."""
-    try:
-        children = psutil.Process(running.pid).children()
-    except psutil.Error:
-        return None
-    for child in children:
-        title = " ".join(filter(None, safe_cmdline(child)))
-        if title.endswith(f": {helper}") and child.status() != psutil.STATUS_ZOMBIE:
-            return child.pid
-    return None
+    return helpers_of(running.pid).get(helper)
+
+
+def renewed_since(port: int, running: Supervisor, extended: float) -> bool:
+    """A renewal round extended leases since the count was `extended`, or none is held."""
+    now = scrape(port).value("jobq_lease_renewals_total", result="extended")
+    return now > extended or not busy_workers(running.pid)
 
 
 def replaced(running: Supervisor, helper: str, old: int) -> int | None:
@@ -83,6 +80,10 @@ def test_helpers_killed_under_load_cost_no_attempt(dsn: str, tmp_path: Path) -> 
             deaths.kill(old, signal.SIGKILL)
             wait_for(f"another {helper}", partial(replaced, sup, helper, old), timeout=15)
             wait_for("/healthz to answer 200 again", partial(healthy, port), timeout=15)
+            # Killed again before a renewal could land, the leases would run out: fenced,
+            # rightly. One kill at a time is what this test is about.
+            extended = scrape(port).value("jobq_lease_renewals_total", result="extended")
+            wait_for("a renewal round", partial(renewed_since, port, sup, extended), timeout=15)
         wait_for("every job to complete", lambda: all_completed(observer, len(ids)), 120)
         restarts = scrape(port)
         sup.signal(signal.SIGTERM)
@@ -158,3 +159,33 @@ def test_failed_forks_are_an_outage_the_master_waits_out(dsn: str, tmp_path: Pat
         assert survivor in worker_pids(sup)
         sup.signal(signal.SIGTERM)  # the master's signals work as before the failures
         assert sup.wait(30) == 0, sup.log
+
+
+# -- what a dead helper was sent -----------------------------------------------------------------
+
+
+@pytest.mark.databases("postgresql", "sqlite")
+def test_work_sent_to_a_housekeeper_that_dies_is_done_by_the_next(dsn: str, tmp_path: Path) -> None:
+    """The housekeeper is frozen, so the failure of a killed worker's attempt waits unread in
+    its socket; then it is SIGKILLed. Its replacement fails that attempt with the master's
+    words, at once: not maintenance, a lease later."""
+    journal = tmp_path / "journal"
+    (job,) = enqueue(dsn, [8.0], journal)
+    observer = Observer(dsn)
+    with Deaths() as deaths, supervised(dsn, "--workers", "1", *SETTINGS) as sup:
+        deaths.family(sup.pid)
+        inside = lambda: in_handle(read_journal(journal), worker_pids(sup), at_least=1)  # noqa: E731
+        worker = wait_for("the job inside handle()", inside, timeout=30)[0]["pid"]
+        housekeeper = wait_for("the housekeeper", partial(helper_pid, sup, "housekeeper"))
+        os.kill(housekeeper, signal.SIGSTOP)
+        deaths.kill(worker)
+        sup.wait_for_log(f"Worker {worker} exited")
+        os.kill(housekeeper, signal.SIGKILL)
+        failed_by_master = f"The worker died (worker {worker}, signal SIGKILL)"
+
+        def failed() -> bool:
+            record = observer.read(lambda queue: queue.get(job))
+            return record is not None and failed_by_master in (record.last_error or "")
+
+        wait_for(f"job {job}'s attempt to be failed by the new housekeeper", failed, timeout=15)
+    observer.close()
