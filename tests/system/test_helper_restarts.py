@@ -189,3 +189,32 @@ def test_work_sent_to_a_housekeeper_that_dies_is_done_by_the_next(dsn: str, tmp_
 
         wait_for(f"job {job}'s attempt to be failed by the new housekeeper", failed, timeout=15)
     observer.close()
+
+
+@pytest.mark.databases("sqlite")
+def test_no_job_is_claimed_while_no_renewer_runs(dsn: str, tmp_path: Path) -> None:
+    """The renewer is killed and cannot be started again (a pids limit): a job claimed now
+    could only be fenced, so the idle workers claim nothing until a renewer runs again."""
+    journal = tmp_path / "journal"
+    enqueue(dsn, [], journal)  # the schema
+    observer = Observer(dsn)
+    with (
+        pids_cgroup() as group,
+        supervised(dsn, "--workers", "2", *SETTINGS, *WITH_METRICS) as sup,
+    ):
+        port = metrics_port(sup)
+        sup.wait_for_log("ready", count=2)
+        renewer = wait_for("the renewer", partial(helper_pid, sup, "renewer"))
+        confine(group, sup.pid)
+        os.kill(renewer, signal.SIGKILL)
+        sup.wait_for_log("The renewer is not running: it could not be started", count=2)
+        ids = enqueue(dsn, [0.01] * 3, journal)
+        # The workers poll every 0.2 s (FAST): several polls pass while the renewer is away.
+        sup.wait_for_log("The renewer is not running: it could not be started", count=5)
+        assert observer.counts() == {"pending": len(ids)}, sup.log
+        assert http_get(port, "/healthz")[0] == 503
+        (group / "pids.max").write_text("max")
+        wait_for("every job to complete", lambda: all_completed(observer, len(ids)), 30)
+        sup.signal(signal.SIGTERM)
+        assert sup.wait(30) == 0, sup.log
+    observer.close()
