@@ -74,11 +74,13 @@ STDERR = 2
 
 
 def close_all_but(keep: set[int]) -> None:
-    """Close every descriptor but `keep` and the standard three: a child holds nothing of
-    the master's it does not use (a listener, a scrape's connection, a sibling's socket)
-    that the let_go list could have missed. A keep-list, not a denylist, so that whatever
-    the master opens later is covered too. The open ones are listed, not every number up
-    to the limit: that can be a million."""
+    """Close every descriptor of the master's but `keep`: a child holds nothing of the
+    master's it does not use (a listener, a scrape's connection, a sibling's socket), even
+    what the let_go list could have missed. A keep-list, not a denylist, so that whatever
+    the master opens later is covered too. The master's own descriptors are all
+    close-on-exec (Python's default); an inheritable one was handed to the supervisor by
+    whoever started it (`3>>jobs.log`), for its jobs, and is kept, as are the standard
+    three. The open ones are listed, not every number up to the limit (a million, often)."""
     try:
         open_now = [int(name) for name in os.listdir("/proc/self/fd")]
     except OSError:
@@ -86,7 +88,8 @@ def close_all_but(keep: set[int]) -> None:
     for fd in open_now:
         if fd > STDERR and fd not in keep:
             with contextlib.suppress(OSError):  # the listing's own, closed already
-                os.close(fd)
+                if not os.get_inheritable(fd):
+                    os.close(fd)
 
 
 def fork(

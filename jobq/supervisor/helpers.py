@@ -44,9 +44,8 @@ KEPT_UNTIL_DONE = (protocol.FailAttempt, protocol.LeftBehind)
 
 @dataclass
 class Outage:
-    """A helper that is not running: since when, why, and when it is tried again."""
+    """A helper that is not running (or not for long yet): why, and when it is tried again."""
 
-    since: float
     why: str
     failures: int = 0  # starts in a row that failed, or died before STEADY
     next_try: float = 0.0
@@ -103,7 +102,7 @@ class Helpers:
         outage = self.outages.get(helper)
         if outage is not None:
             log.warning(
-                "The %s is back (%d start(s) had failed)",
+                "The %s runs again, after %d failed start(s)",
                 helper,
                 outage.failures,
                 extra={"event": f"{helper.event}_back"},
@@ -119,7 +118,7 @@ class Helpers:
         now = time.monotonic()
         outage = self.outages.get(helper)
         if outage is None:
-            outage = self.outages[helper] = Outage(now, why)
+            outage = self.outages[helper] = Outage(why)
         outage.why = why
         if failed:
             outage.failures += 1
