@@ -226,20 +226,44 @@ def in_handle(
     ]
 
 
-def busy_workers(master: int) -> dict[int, int]:
-    """{worker pid: job id} of the workers under `master` holding a job, from their titles
-    ("jobq-supervise: worker job 42 ...")."""
-    busy = {}
+def titles_of(master: int) -> dict[int, str]:
+    """{pid: process title} of the live processes right under `master`."""
+    found = {}
     try:
         children = psutil.Process(master).children()
     except psutil.Error:
         return {}
     for child in children:
-        with contextlib.suppress(psutil.Error, ValueError, IndexError):
-            words = " ".join(child.cmdline()).split()
-            if words[:3] == ["jobq-supervise:", "worker", "job"]:
-                busy[child.pid] = int(words[3])
+        with contextlib.suppress(psutil.Error):
+            if child.status() != psutil.STATUS_ZOMBIE:
+                found[child.pid] = " ".join(filter(None, child.cmdline()))
+    return found
+
+
+def busy_workers(master: int) -> dict[int, int]:
+    """{worker pid: job id} of the workers under `master` holding a job, from their titles
+    ("jobq-supervise: worker job 42 ...")."""
+    busy = {}
+    for pid, title in titles_of(master).items():
+        words = title.split()
+        if words[:3] == ["jobq-supervise:", "worker", "job"]:
+            with contextlib.suppress(ValueError, IndexError):
+                busy[pid] = int(words[3])
     return busy
+
+
+HELPERS = ("renewer", "housekeeper", "fence keeper")
+
+
+def helpers_of(master: int) -> dict[str, int]:
+    """{helper: pid} of the master's live helper processes, from their titles
+    ("jobq-supervise: renewer")."""
+    found = {}
+    for pid, title in titles_of(master).items():
+        helper = title.removeprefix("jobq-supervise: ")
+        if helper in HELPERS:
+            found[helper] = pid
+    return found
 
 
 DATABASE_ERRORS = (psycopg.Error, pymysql.err.Error, sqlite3.Error, OSError)

@@ -225,6 +225,15 @@ class Scheduled:
     declared: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Done:
+    """The housekeeper handled the oldest FailAttempt or LeftBehind it was sent (whether the
+    database took it or not): until then the master keeps it, to send it again to the next
+    housekeeper if this one dies."""
+
+    kind: ClassVar[str] = "done"
+
+
 Message = (
     Ready
     | Claimed
@@ -241,6 +250,7 @@ Message = (
     | Maintained
     | Settled
     | Scheduled
+    | Done
 )
 
 KINDS: dict[str, type[Message]] = {
@@ -261,6 +271,7 @@ KINDS: dict[str, type[Message]] = {
         Maintained,
         Settled,
         Scheduled,
+        Done,
     )
 }
 

@@ -207,7 +207,10 @@ class Reloads:
         if self.running is not None:
             self.running.cancel()
         log.info("Reload requested: checking --app", extra={"event": "reload_check"})
-        self.running = AppCheck(self.app, self.let_go, self.selector, self.checked)
+        try:
+            self.running = AppCheck(self.app, self.let_go, self.selector, self.checked)
+        except OSError as error:  # a failed fork: the reload fails, the master goes on
+            self.checked(f"the check could not be started: {error}")
 
     def checked(self, error: str | None) -> None:
         self.running = None

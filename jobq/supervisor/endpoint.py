@@ -29,6 +29,8 @@ Handler = Callable[[], Response]
 Hold = Callable[[], bool]
 
 MAX_REQUEST = 8192
+# What a request line must hold at least: its method and its path.
+METHOD_AND_PATH = 2
 STALL_LIMIT = 5.0
 # The longest a held request waits; Prometheus's scrape timeout is commonly 1 s at the least.
 HOLD_LIMIT = 0.5
@@ -99,10 +101,21 @@ class Endpoint:
         self.handlers = handlers
         self.holds = holds
         self.held: set[Connection] = set()
-        self.listener = socket.create_server((address, port), reuse_port=False)
+        try:
+            self.listener = socket.create_server((address, port), reuse_port=False)
+        except OSError as error:  # before any fork: a port that cannot be bound stops the start
+            raise ConfigurationError(
+                f"cannot serve metrics on {address}:{port}: {error.strerror or error}"
+            ) from None
         self.listener.setblocking(False)
         self.connections: set[Connection] = set()
         selector.register(self.listener, selectors.EVENT_READ, self)
+        log.info(
+            "Serving /metrics, /healthz and /readyz on %s:%d",
+            address,
+            self.port,
+            extra={"event": "metrics"},
+        )
 
     @property
     def port(self) -> int:
@@ -120,13 +133,13 @@ class Endpoint:
 
     def respond(self, request: bytes) -> bytes:
         parts = request.split(b"\r\n", 1)[0].split()
-        if len(parts) < 2:
-            status, kind, body = 405, "text/plain", b"bad request\n"
+        if len(parts) < METHOD_AND_PATH:
+            status, kind, body = plain(405, "bad request")
         elif parts[0] not in (b"GET", b"HEAD"):
-            status, kind, body = 405, "text/plain", b"only GET\n"
+            status, kind, body = plain(405, "only GET")
         else:
             handler = self.handlers.get(path_of(request))
-            status, kind, body = handler() if handler else (404, "text/plain", b"not found\n")
+            status, kind, body = handler() if handler else plain(404, "not found")
         head = (
             f"HTTP/1.1 {status} {REASONS.get(status, '')}\r\nContent-Type: {kind}\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -156,29 +169,11 @@ class Endpoint:
         self.listener.close()
 
 
+def plain(status: int, *lines: str) -> Response:
+    """A text/plain answer made of these lines."""
+    return status, "text/plain", "".join(f"{line}\n" for line in lines).encode()
+
+
 def path_of(request: bytes) -> str:
     parts = request.split(b"\r\n", 1)[0].split()
-    return parts[1].split(b"?", 1)[0].decode("latin-1") if len(parts) >= 2 else ""
-
-
-def serve(
-    selector: selectors.BaseSelector,
-    address: str,
-    port: int,
-    routes: dict[str, Handler],
-    holds: dict[str, Hold],
-) -> Endpoint:
-    """The master's endpoint; a port that cannot be bound is a configuration error."""
-    try:
-        endpoint = Endpoint(selector, address, port, routes, holds)
-    except OSError as error:
-        raise ConfigurationError(
-            f"cannot serve metrics on {address}:{port}: {error.strerror or error}"
-        ) from None
-    log.info(
-        "Serving /metrics, /healthz and /readyz on %s:%d",
-        address,
-        endpoint.port,
-        extra={"event": "metrics"},
-    )
-    return endpoint
+    return parts[1].split(b"?", 1)[0].decode("latin-1") if len(parts) >= METHOD_AND_PATH else ""

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import protocol
+from .. import logs, protocol
 from ..worker.fence import die_with
 from .signals import HANDLED
 
@@ -62,8 +62,34 @@ class Forked:
             signal.pidfd_send_signal(self.pidfd, signum)
 
     def close(self) -> None:
+        """Idempotent: a number closed twice could be another descriptor's by then (in a
+        child forked meanwhile, the socket it was given)."""
         self.sock.close()
-        os.close(self.pidfd)
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+
+
+STDERR = 2
+
+
+def close_all_but(keep: set[int]) -> None:
+    """Close every descriptor of the master's but `keep`: a child holds nothing of the
+    master's it does not use (a listener, a scrape's connection, a sibling's socket), even
+    what the let_go list could have missed. A keep-list, not a denylist, so that whatever
+    the master opens later is covered too. The master's own descriptors are all
+    close-on-exec (Python's default); an inheritable one was handed to the supervisor by
+    whoever started it (`3>>jobs.log`), for its jobs, and is kept, as are the standard
+    three. The open ones are listed, not every number up to the limit (a million, often)."""
+    try:
+        open_now = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        open_now = list(range(3, os.sysconf("SC_OPEN_MAX")))
+    for fd in open_now:
+        if fd > STDERR and fd not in keep:
+            with contextlib.suppress(OSError):  # the listing's own, closed already
+                if not os.get_inheritable(fd):
+                    os.close(fd)
 
 
 def fork(
@@ -74,7 +100,9 @@ def fork(
     """Run body(socket) in a new child process, the leader of its own process group, that
     dies with the master (unless told otherwise: the fence keeper outlives it on purpose).
 
-    let_go runs first in the child, to close what it inherited of the master's.
+    let_go runs first in the child, to close what it inherited of the master's; then every
+    other descriptor is closed but the child's socket and the log's. A failed fork raises
+    OSError, the master's signal mask restored.
     """
     master_end, child_end = protocol.pair()
     master_pid = os.getpid()
@@ -84,7 +112,15 @@ def fork(
     # A signal landing between fork and the handler reset would run the master's handler in
     # the child, so handled signals wait until the child has its own dispositions.
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        # EAGAIN under a pids limit, ENOMEM: an outage the caller waits out, with the
+        # master's signals working as before.
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        master_end.close()
+        child_end.close()
+        raise
     if pid == 0:
         code = 1
         try:
@@ -102,10 +138,12 @@ def fork(
                 die_with(master_pid)
             master_end.close()
             let_go()
+            close_all_but({child_end.fileno(), *logs.descriptors()})
             code = body(child_end)
         except BaseException:
             log.exception("Process %d failed", os.getpid())
         finally:
+            logs.flush()
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)

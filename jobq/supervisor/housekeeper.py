@@ -100,6 +100,8 @@ def serve(
             connection = None
             if message is None and not scheduling:
                 protocol.send(sock, protocol.Maintained(None, f"{type(error).__name__}: {error}"))
+        if isinstance(message, protocol.FailAttempt | protocol.LeftBehind):
+            protocol.send(sock, protocol.Done())
     close_quietly(connection)
     return 0
 

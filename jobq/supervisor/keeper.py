@@ -67,14 +67,14 @@ class Keeper:
                 due = min(due, point)
             elif (slot.index, hold) not in self.fenced:
                 self.fenced.add((slot.index, hold))
+                self.fence(slot, hold)  # then logged: a log write must never delay a kill
                 log.error(
-                    "Lease of job %d was not renewed in time: killing worker %d and every "
+                    "Lease of job %d was not renewed in time: killed worker %d and every "
                     "process of its attempt",
                     hold.job,
                     hold.pid,
                     extra={"event": "self_fenced", "job_id": hold.job},
                 )
-                self.fence(slot, hold)
         return due
 
     def fence(self, slot: Slot, hold: Hold) -> None:

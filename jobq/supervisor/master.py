@@ -4,11 +4,9 @@ The master never waits on the database itself: renewals run in the renewer proce
 other queries in the housekeeper process. A slow or dead database can delay a renewal, but
 never the loop that kills a worker whose lease can no longer be vouched for.
 
-What it delegates holds the state it shares (shared.py), never the master: the pool's
-rules are pool.py's, the helper processes' lifecycle helpers.py's, renewal rounds
-renewal.py's, the endpoint's pages probes.py's. The loop, the workers' messages and the
-signals are here.
-"""
+What it delegates holds the state it shares (shared.py), never the master: the pool's rules
+are pool.py's, the helpers' lifecycle (restarts, backoff) helpers.py's, renewal rounds
+renewal.py's, the endpoint's pages probes.py's. The loop, messages and signals are here."""
 
 from __future__ import annotations
 
@@ -20,7 +18,7 @@ import time
 
 from setproctitle import setproctitle
 
-from .. import protocol
+from .. import logs, protocol
 from ..backends import SCHEMES
 from ..dsn import scheme_of
 from ..outcomes import job_extra
@@ -79,6 +77,7 @@ class Master:
         # Before anything slow (the app's import) or forked: until a title is set, `ps`
         # shows the command line, DSN and password included, and every child inherits it.
         self.show_title()
+        logs.never_block()  # a stalled log pipe must not hold up a fence
         self.config.check()
         # A database that answered the check is known to work: from here a failure is an
         # outage, which new workers wait out rather than count as a crash loop (the
@@ -137,6 +136,7 @@ class Master:
             getattr(self, f"handle_{signum.name[3:].lower()}")()
         self.reap()
         now = time.monotonic()
+        self.helpers.tend(now)
         self.renew(now)
         self.fence(now)
         if self.shared.phase is Phase.RUNNING:
@@ -149,7 +149,8 @@ class Master:
         """The next moment the loop has something to do, unless woken earlier."""
         running = self.shared.phase is Phase.RUNNING
         held = self.endpoint.due() if self.endpoint is not None else float("inf")
-        return min(self.drain_deadline, held, self.renewals.due(), self.pool.next_due(running))
+        due = (self.drain_deadline, self.helpers.due(), self.renewals.due())
+        return min(*due, held, self.pool.next_due(running))
 
     def fence(self, now: float) -> None:
         if self.shared.phase is Phase.DRAINING and now >= self.drain_deadline:
@@ -204,13 +205,13 @@ class Master:
         if lease is not None:
             worker.slot.master.write(lease.held_as(worker.pid))
         elif job_id in worker.lost and worker.stop_reason is None:
+            self.pool.stop(worker, StopReason.LOST, now, at_once=True)  # killed, then said
             log.error(
-                "Worker %d started job %d, whose lease a renewal round found lost: killing it",
+                "Worker %d started job %d, whose lease a renewal round found lost: killed it",
                 worker.pid,
                 job_id,
                 extra={"event": "lost", "job_id": job_id},
             )
-            self.pool.stop(worker, StopReason.LOST, now, at_once=True)
 
     # -- reaping ---------------------------------------------------------------------------
 
@@ -316,28 +317,22 @@ class Master:
         lease = worker.lease
         if lease is None or lease.claim.token != missed.token or settling:
             return False
+        self.pool.stop(worker, StopReason.LOST, time.monotonic(), at_once=True)
         log.error(
-            "Worker %d lost job %d to another attempt: killing it",
+            "Worker %d lost job %d to another attempt: killed it",
             worker.pid,
             missed.job_id,
             extra=job_extra(lease.claim, "lost"),
         )
-        self.pool.stop(worker, StopReason.LOST, time.monotonic(), at_once=True)
         return True
 
     # -- children --------------------------------------------------------------------------
 
     def close_inherited(self) -> None:
-        """In a new child: let go of the master's pipes and of its siblings' sockets."""
+        """In a new child: let go of the master's selector and its siblings' memory; fork()
+        then closes every descriptor the child does not use."""
         self.selector.close()
-        for fd in self.signals.fds():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        children = self.pool.children.values()
-        for process in [w.process for w in children] + list(self.helpers.processes.values()):
-            with contextlib.suppress(OSError):
-                process.close()
-        for sibling in children:
+        for sibling in self.pool.children.values():
             sibling.mark.close()
 
     def show_title(self) -> None:

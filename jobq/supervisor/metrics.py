@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from .. import __version__
 from ..scheduler import Slot
-from .states import StopReason, WorkerState
+from .states import Helper, StopReason, WorkerState
 
 # "unacknowledged": the worker could not record the outcome (the database went away); the
 # attempt's lease runs out and the job is retried.
@@ -33,6 +33,7 @@ RUN_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 
 DEPTH_FRESH = 2.0
 ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 SLOT_OUTCOMES = tuple(str(outcome) for outcome in Slot)
+HELPER_RESTART_REASONS = ("exited", "unresponsive", "fork_failed")
 # jobq_workers' states: a worker that is still starting is neither.
 COUNTED_STATES = (WorkerState.BUSY, WorkerState.IDLE)
 
@@ -175,6 +176,20 @@ class Metrics:
         self.restarts = Counter(
             "jobq_worker_restarts", "Workers started to replace one that exited", registry=registry
         )
+        self.helper_restarts = Counter(
+            "jobq_helper_restarts",
+            "Starts of a helper process (renewer, housekeeper, fence_keeper) to replace one, by "
+            "why: exited (it died: killed, crashed), unresponsive (a renewal round timed out) "
+            "or fork_failed (the start itself failed, and is retried with backoff)",
+            ["helper", "reason"],
+            registry=registry,
+        )
+        self.helpers_up = Gauge(
+            "jobq_helper_up",
+            "Whether each helper process runs (1) or is missing, waiting to be started (0)",
+            ["helper"],
+            registry=registry,
+        )
         self.workers = Gauge(
             "jobq_workers", "Worker processes by state: busy or idle", ["state"], registry=registry
         )
@@ -215,6 +230,10 @@ class Metrics:
             self.renewals.labels(result)
         for reason in StopReason:
             self.killed.labels(reason)
+        for helper in Helper:
+            self.helpers_up.labels(helper.event)
+            for why in HELPER_RESTART_REASONS:
+                self.helper_restarts.labels(helper.event, why)
         for outcome in ("requeued", "failed", "expired"):
             self.recovered.labels(outcome)
         self.per_type: dict[str, TypeSeries] = {}

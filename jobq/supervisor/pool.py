@@ -68,6 +68,7 @@ class Pool:
         self.fences = FenceTable(FENCE_SLOTS)
         self.generation = 0
         self.startup_failures = 0
+        self.fork_failures = 0  # in a row: spawning backs off
         self.next_spawn_at = 0.0
 
     def active_count(self) -> int:
@@ -144,7 +145,23 @@ class Pool:
             self.next_spawn_at = time.monotonic() + MAX_SPAWN_BACKOFF
             return
         mark = SettlingMark()
-        process = fork(lambda sock: child.run(settings, sock, mark, slot), self.shared.let_go)
+        try:
+            process = fork(lambda sock: child.run(settings, sock, mark, slot), self.shared.let_go)
+        except OSError as error:
+            # EAGAIN under a pids limit: an outage, waited out; the running workers go on.
+            self.fences.release(slot)
+            mark.close()
+            self.fork_failures += 1
+            backoff = min(MAX_SPAWN_BACKOFF, 0.1 * 2**self.fork_failures)
+            self.next_spawn_at = time.monotonic() + backoff
+            log.error(
+                "Cannot start a worker: %s; trying again in %.1f s",
+                error,
+                backoff,
+                extra={"event": "fork_failed"},
+            )
+            return
+        self.fork_failures = 0
         worker = WorkerProcess(process, mark, slot, self.generation, time.monotonic())
         self.children[process.pid] = worker
         self.shared.selector.register(process.sock, selectors.EVENT_READ, worker)
@@ -167,22 +184,23 @@ class Pool:
         for worker in list(self.children.values()):
             lease = worker.lease
             if lease is not None and worker.stop_reason is None:
+                # Each stop is signalled before it is logged: a log write can block.
                 if now >= self.stop_point(lease):
+                    self.stop(worker, StopReason.RENEWAL, now)
                     log.error(
-                        "Lease of job %d cannot be renewed in time: stopping worker %d",
+                        "Lease of job %d cannot be renewed in time: stopped worker %d",
                         lease.claim.id,
                         worker.pid,
                         extra=job_extra(lease.claim, "fenced"),
                     )
-                    self.stop(worker, StopReason.RENEWAL, now)
                 elif self.config.job_timeout and now - lease.started >= self.config.job_timeout:
+                    self.stop(worker, StopReason.JOB_TIMEOUT, now)
                     log.warning(
-                        "Job %d ran past --job-timeout: stopping worker %d",
+                        "Job %d ran past --job-timeout: stopped worker %d",
                         lease.claim.id,
                         worker.pid,
                         extra=job_extra(lease.claim, "job_timeout"),
                     )
-                    self.stop(worker, StopReason.JOB_TIMEOUT, now)
             if worker.kill_at is not None and not worker.killed and now >= worker.kill_at:
                 worker.kill()
 
@@ -193,13 +211,13 @@ class Pool:
         lease = worker.lease
         if lease is None or worker.stop_reason is not None:
             return
+        self.stop(worker, StopReason.CANCELLED, now)
         log.warning(
-            "Job %d was cancelled: stopping worker %d",
+            "Job %d was cancelled: stopped worker %d",
             lease.claim.id,
             worker.pid,
             extra=job_extra(lease.claim, "cancel_stop"),
         )
-        self.stop(worker, StopReason.CANCELLED, now)
 
     def stop(
         self, worker: WorkerProcess, reason: StopReason, now: float, at_once: bool = False
@@ -207,7 +225,6 @@ class Pool:
         """SIGTERM to its whole attempt now, and SIGKILL after the kill grace, or at the
         lease's kill point if that comes first."""
         worker.stop_reason = reason
-        self.shared.metrics.killed.labels(reason).inc()
         expires = None if worker.lease is None else worker.lease.expires
         config = self.config
         kill_at = lease_clock.kill_at(now, config.kill_grace, expires, config.safety_margin)
@@ -216,6 +233,7 @@ class Pool:
         else:
             worker.terminate()
             worker.kill_at = kill_at
+        self.shared.metrics.killed.labels(reason).inc()  # after the signal, which is urgent
 
     def stop_all(self, now: float) -> None:
         for worker in self.children.values():

@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import protocol
 from ..dsn import scrub
-from .endpoint import Endpoint, Response, serve
+from .endpoint import Endpoint, Response, plain
 from .helpers import Helpers
 from .pool import Pool, resident_memory
 from .shared import Shared
@@ -27,7 +27,7 @@ class Probes:
         assert config.metrics_port is not None
         routes = {"/metrics": self.scrape, "/healthz": self.health, "/readyz": self.readiness}
         holds = {"/metrics": self.measure_depth}
-        return serve(
+        return Endpoint(
             self.shared.selector, config.metrics_address, config.metrics_port, routes, holds
         )
 
@@ -46,8 +46,11 @@ class Probes:
         return 200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry)
 
     def health(self) -> Response:
-        """Alive: the master's loop answered, which is what a liveness probe needs to know."""
-        return 200, "text/plain", b"ok\n"
+        """Alive: the master's loop answered, and each of its helpers runs. A helper that
+        cannot be started again is an outage of the whole node: the orchestrator restarts
+        it (the keeper outlives the master long enough to kill what its workers run)."""
+        problems = self.helpers.problems()
+        return plain(503, *problems) if problems else plain(200, "ok")
 
     def readiness(self) -> Response:
         problems = []
@@ -58,6 +61,4 @@ class Probes:
         problem = self.helpers.database_problem
         if problem is not None:
             problems.append(f"database: {scrub(problem, self.shared.config.dsn)}")
-        if problems:
-            return 503, "text/plain", ("\n".join(problems) + "\n").encode()
-        return 200, "text/plain", b"ready\n"
+        return plain(503, *problems) if problems else plain(200, "ready")

@@ -63,6 +63,7 @@ class Child:
         self.settings = settings
         self.sock = sock
         self.reports = Reports(sock, slot, mark)
+        self.slot = slot
         self.stopping = threading.Event()
         self.idle_wait = FIRST_IDLE_WAIT
         self.reporter = SettlingReporter(mark)
@@ -125,8 +126,11 @@ class Child:
 
     def wants_another(self) -> bool:
         """Asked when a job's code is done: claim the next job with its acknowledgement?
-        Not when the worker is about to drain or to be recycled."""
-        return not self.stopping.is_set() and self.recycle_due(self.done + 1) is None
+        Not when the worker is about to drain or to be recycled, nor while the master asks
+        for no claims (it cannot renew leases: a job claimed now would only be fenced)."""
+        if self.stopping.is_set() or self.slot.claims_paused():
+            return False
+        return self.recycle_due(self.done + 1) is None
 
     def claim_size(self) -> int:
         """How many jobs the next claim asks for: the prefetch rule's, but never more than
@@ -137,7 +141,9 @@ class Child:
         return size
 
     def claim(self, queue: Queue) -> list[ClaimedJob]:
-        """Claim as many jobs as claim_size() says (maybe none)."""
+        """Claim as many jobs as claim_size() says (maybe none, as while claims are paused)."""
+        if self.slot.claims_paused():
+            return []
         size = self.claim_size()
         if size == 1:
             claim = queue.claim(self.settings.types)

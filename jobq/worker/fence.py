@@ -35,7 +35,11 @@ SECTION = struct.Struct("qqqqd")
 SEQ = struct.Struct("q")
 SECTIONS = ("worker", "master", "keeper")
 SLOT_SIZE = 128
-HEADER = struct.Struct("q")  # how many slots are, or were, in use
+# The table's header: how many slots are, or were, in use; and whether workers may claim
+# (0) or must wait (1: the master cannot renew leases, and a new claim would only be fenced).
+HEADER = struct.Struct("qq")
+WORD = struct.Struct("q")
+IN_USE, PAUSED = 0, WORD.size
 TORN_RETRIES = 100
 
 assert SECTION.size * len(SECTIONS) <= SLOT_SIZE
@@ -102,10 +106,15 @@ class Slot:
 
     def __init__(self, memory: mmap.mmap, index: int) -> None:
         self.index = index
+        self.memory = memory
         base = HEADER.size + index * SLOT_SIZE
         self.worker, self.master, self.keeper = (
             Section(memory, base + i * SECTION.size) for i in range(len(SECTIONS))
         )
+
+    def claims_paused(self) -> bool:
+        """Whether the master asks its workers to claim nothing for now."""
+        return bool(WORD.unpack_from(self.memory, PAUSED)[0])
 
     def clear(self) -> None:
         """Only for a slot whose worker is gone: the worker section is not the master's."""
@@ -127,9 +136,14 @@ class FenceTable:
         index = self.free.pop()
         slot = Slot(self.memory, index)
         slot.clear()
-        in_use = HEADER.unpack_from(self.memory, 0)[0]
-        HEADER.pack_into(self.memory, 0, max(in_use, index + 1))
+        in_use = WORD.unpack_from(self.memory, IN_USE)[0]
+        WORD.pack_into(self.memory, IN_USE, max(in_use, index + 1))
         return slot
+
+    def pause_claims(self, paused: bool) -> None:
+        """Ask every worker to claim nothing (True), or to claim again (False). One word,
+        written by the master alone: a worker reads it before each claim."""
+        WORD.pack_into(self.memory, PAUSED, int(paused))
 
     def release(self, slot: Slot) -> None:
         slot.clear()
@@ -137,5 +151,5 @@ class FenceTable:
 
     def slots(self) -> list[Slot]:
         """Every slot that is or was in use (for the keeper)."""
-        in_use = min(HEADER.unpack_from(self.memory, 0)[0], self.capacity)
+        in_use = min(WORD.unpack_from(self.memory, IN_USE)[0], self.capacity)
         return [Slot(self.memory, index) for index in range(in_use)]

@@ -29,6 +29,9 @@ LOG_LINE = re.compile(r" jobq\[(\d+)\]: (.*)$")
 # The master's line naming where it serves /metrics; in JSON logs it is inside "message".
 SERVING = re.compile(r"Serving /metrics, /healthz and /readyz on ([^\s:]+):(\d+)")
 
+# What stall_log() fills a supervisor's log pipe with; the reader leaves it out.
+FILLER = "(filler: the log's reader is stalled)"
+
 # Renewal settings that pass the timing rule with a 6 s lease, so fencing happens in seconds.
 FAST = (
     "--lease", "6", "--renew-interval", "1", "--renew-timeout", "1",
@@ -48,8 +51,10 @@ class Supervisor:
         entry: str = "jobq.supervisor",
         command: Sequence[str] | None = None,
         cwd: Path | None = None,
+        stderr: int | None = None,
     ) -> None:
-        """Runs `python -m entry --dsn dsn --app supervised_app *args`, or `command *args`."""
+        """Runs `python -m entry --dsn dsn --app supervised_app *args`, or `command *args`.
+        With `stderr` (a descriptor), its log goes there and is not collected."""
         environment = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(APPS), os.environ.get("PYTHONPATH", "")]),
@@ -61,18 +66,33 @@ class Supervisor:
             [*(command or default), *args],
             env=environment,
             cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stdout=subprocess.PIPE if stderr is None else subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if stderr is None else stderr,
             text=True,
         )  # fmt: skip
         self.lines: list[str] = []
+        self.reading = threading.Event()  # cleared: the log's reader stalls
+        self.reading.set()
         self.reader = threading.Thread(target=self.read, daemon=True)
-        self.reader.start()
+        if stderr is None:
+            self.reader.start()
 
     def read(self) -> None:
-        assert self.process.stdout is not None
+        if self.process.stdout is None:
+            return
         for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
+            self.reading.wait()
+            if line.rstrip("\n") != FILLER:
+                self.lines.append(line.rstrip("\n"))
+
+    def stall_log(self) -> None:
+        """Stop reading the log, and fill the pipe it is written to: every blocking write to
+        it waits (as under a stalled `| tee`), until resume_log()."""
+        self.reading.clear()
+        fill(f"/proc/{self.pid}/fd/2", FILLER)
+
+    def resume_log(self) -> None:
+        self.reading.set()
 
     @property
     def pid(self) -> int:
@@ -114,7 +134,8 @@ class Supervisor:
 
     def wait(self, timeout: float = 60.0) -> int:
         code = self.process.wait(timeout)
-        self.reader.join(timeout=5)
+        if self.reader.is_alive():
+            self.reader.join(timeout=5)
         return code
 
     def stop(self) -> None:
@@ -125,7 +146,19 @@ class Supervisor:
                 with suppress(psutil.Error):
                     process.kill()
             self.process.wait(10)
-        self.reader.join(timeout=5)
+        if self.reader.is_alive():
+            self.reader.join(timeout=5)
+
+
+def fill(path: str, line: str = FILLER) -> None:
+    """Write to the pipe at `path` until it is full: every blocking write to it then waits."""
+    pipe = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        with suppress(BlockingIOError):
+            while True:
+                os.write(pipe, (line + "\n").encode())
+    finally:
+        os.close(pipe)
 
 
 def safe_cmdline(process: psutil.Process) -> list[str]:

@@ -45,7 +45,7 @@ def test_a_running_job_cancelled_is_stopped_whole_and_ends_cancelled(
             # The next renewal round (every second here) tells the master; the stop then
             # takes at most the kill grace.
             case.wait_gone(pids, LEASE, running)
-            running.wait_for_log(f"Job {case.job_id} was cancelled: stopping worker", timeout=5)
+            running.wait_for_log(f"Job {case.job_id} was cancelled: stopped worker", timeout=5)
             wait_for(
                 f"job {case.job_id} to end cancelled; log:\n{running.log}",
                 lambda: status_is(queue, case.job_id, Status.CANCELLED),

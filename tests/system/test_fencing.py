@@ -10,6 +10,8 @@ gone at least the safety margin before its lease ends.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import signal
 import socket
 import threading
@@ -26,7 +28,15 @@ from jobq.outcomes import LEASE_EXPIRED
 from jobq.records import JobRecord, Status
 from tests.support.apps.supervised_app import Hold
 from tests.support.proxy import Proxy, address_of, proxied_dsn
-from tests.support.supervising import FAST, Supervisor, alive, events, safe_cmdline, supervisor
+from tests.support.supervising import (
+    FAST,
+    Supervisor,
+    alive,
+    events,
+    fill,
+    safe_cmdline,
+    supervisor,
+)
 from tests.support.waiting import wait_for, wait_lease_ended
 
 # TERM, then KILL a second later: the timing rule then needs a lease of at least 7 s.
@@ -34,6 +44,7 @@ from tests.support.waiting import wait_for, wait_lease_ended
 WITH_KILL_GRACE = (*FAST, "--lease", "7", "--kill-grace", "1")
 # A retried attempt starts at once, so recovery shows up within the test's patience.
 RETRY = jobq.RetryPolicy(max_attempts=3, backoff=0, jitter=False)
+F_SETPIPE_SZ = 1031
 # How often a worker's death is looked for: the error in the recorded moment of death, which
 # can only make the recorded slack smaller than it was.
 DEATH_POLL = 0.002
@@ -255,6 +266,73 @@ def test_a_worker_whose_lease_cannot_be_renewed_dies_before_the_lease_ends(
         )
         assert_attempts_did_not_overlap(held, worker, died)
         finish(held, queue, running)
+
+
+# -- the log stalls --------------------------------------------------------------------------
+
+
+def small_pipe() -> tuple[int, int]:
+    """A pipe (read end, write end) at its smallest capacity, which a few lines fill."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, F_SETPIPE_SZ, 4096)
+    os.set_blocking(read_end, False)
+    return read_end, write_end
+
+
+def drain(fd: int) -> str:
+    taken = b""
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 65536):
+            taken += chunk
+    return taken.decode(errors="replace")
+
+
+def stall_and_fence(
+    held: Held, queue: jobq.Queue, proxy: Proxy, running: Supervisor, read_end: int
+) -> None:
+    """The stalled-log test's steps, once its supervisor runs with its log going to read_end."""
+    log = [""]
+
+    def started() -> list[dict[str, Any]]:
+        log[0] += drain(read_end)  # read until the stall begins
+        return [e for e in events(held.journal, "start", held.id) if e["attempt"] == 1]
+
+    worker = wait_for("the job to start", started, timeout=30)[0]["pid"]
+    wait_renewed(queue, held.id, lease_end(queue, held.id))
+    log[0] += drain(read_end)
+    fill(f"/proc/{running.pid}/fd/2")  # from here, nobody reads
+    proxy.blackhole()
+    died = wait_dead(worker, timeout=option(FAST, "--lease") + 2)
+    lease_until = lease_end(queue, held.id)
+    assert_fenced_in_time(died, lease_until, option(FAST, "--safety-margin"), log[0])
+    assert running.process.poll() is None, "the master died"
+    proxy.restore()
+
+    def said() -> bool:
+        log[0] += drain(read_end)
+        return any(text in log[0] for text in ("cannot be renewed", "not renewed in time"))
+
+    # Not lost: the line waited for the reader (an overflow would be dropped, and counted).
+    wait_for("the fence's line, once the log is read again", said, timeout=15)
+
+
+@pytest.mark.databases("postgresql")
+def test_fencing_goes_on_while_nobody_reads_the_log(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    """The supervisor's stderr is a pipe that is full and never read (a stalled `| tee`),
+    and its database is blackholed: the master and the fence keeper must still kill the
+    worker before its lease ends; their log lines wait, and are written once it is read."""
+    held = Held(queue, tmp_path)
+    read_end, write_end = small_pipe()
+    with Proxy(address_of(dsn)) as proxy:
+        running = Supervisor(proxied_dsn(dsn, proxy), ("--workers", "1", *FAST), stderr=write_end)
+        try:
+            os.close(write_end)
+            stall_and_fence(held, queue, proxy, running, read_end)
+        finally:
+            running.stop()
+    os.close(read_end)
 
 
 # -- the master is killed ------------------------------------------------------------------

@@ -4,20 +4,31 @@ child it reads from its loop) never pauses renewal or fencing."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
 import signal
+import socket
 import time
 from collections import defaultdict
 from pathlib import Path
 
+import psutil
 import pytest
 
 import jobq
 from jobq.testing.history import read_journal
 from tests.support import drivers
 from tests.support.apps.supervised_app import Hold
-from tests.support.supervising import FAST, events, supervisor, wait_for_events
+from tests.support.supervising import (
+    FAST,
+    events,
+    metrics_port,
+    safe_cmdline,
+    supervisor,
+    wait_for_events,
+)
 from tests.support.waiting import wait_for
 
 # FAST with a 12 s lease and room for slow renewal rounds on a loaded machine (the timing
@@ -159,3 +170,43 @@ def test_an_app_that_fails_its_import_stops_the_start_with_its_error(
         assert running.wait() == 2
     assert "told to fail its import" in running.log
     assert "Spawned worker" not in running.log
+
+
+# -- descriptors -------------------------------------------------------------------------------
+
+
+def sockets_of(pid: int) -> set[str]:
+    """The sockets process `pid` holds, as "socket:[inode]"."""
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:"):
+                found.add(target)
+    return found
+
+
+@pytest.mark.databases("sqlite")
+def test_children_hold_none_of_the_masters_sockets(queue: jobq.Queue, dsn: str) -> None:
+    """A worker forked while a scrape's connection is open holds neither it nor the /metrics
+    listener, nor any other socket of the master's (its siblings' included); nor do the
+    helpers."""
+    args = ("--workers", "1", *FAST, "--metrics-port", "0", "--metrics-address", "127.0.0.1")
+    with supervisor(dsn, *args) as running:
+        port = metrics_port(running)
+        running.wait_for_log("ready")
+        before = sockets_of(running.pid)
+        with socket.create_connection(("127.0.0.1", port)) as scrape:
+            scrape.send(b"GET /metrics HTTP/1.1\r\n")  # not the end of a request: it stays open
+            wait_for("the master to accept it", lambda: len(sockets_of(running.pid)) > len(before))
+            running.signal(signal.SIGTTIN)
+            running.wait_for_log("ready", count=2)
+            master = sockets_of(running.pid)
+            children = psutil.Process(running.pid).children()
+            assert len(children) >= 5, children  # keeper, renewer, housekeeper, two workers
+            for child in children:
+                leaked = sockets_of(child.pid) & master
+                title = " ".join(filter(None, safe_cmdline(child)))
+                assert not leaked, f"{title} holds the master's {leaked}"
+        running.signal(signal.SIGTERM)
+        assert running.wait() == 0, running.log

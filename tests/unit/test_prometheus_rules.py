@@ -32,6 +32,7 @@ EXPECTED_ALERTS = {
     "JobqJobsPilingUp",
     "JobqFencingKills",
     "JobqRenewalErrors",
+    "JobqHelperDown",
     "JobqWorkersCrashLooping",
     "JobqHighFailureRatio",
 }
