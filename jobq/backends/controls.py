@@ -72,6 +72,14 @@ LAST_ID = 2**63 - 1
 # The statuses an operator may retry from.
 RETRYABLE = (Status.FAILED, Status.EXPIRED, Status.CANCELLED)
 
+# A retry's guard where the database can read the table it updates (PostgreSQL, SQLite): no
+# active job holds the retried job's unique key. Put back, the job would be a second holder,
+# and the unique index would abort the statement (and a PostgreSQL caller's transaction); so
+# the conflict is a condition of the UPDATE, which then changes nothing, not an error.
+NO_ACTIVE_HOLDER = """NOT EXISTS (
+    SELECT 1 FROM jobq_jobs holder WHERE holder.unique_key = jobq_jobs.unique_key
+      AND holder.status IN ('pending', 'in_progress'))"""
+
 
 def policy_of(columns: Sequence[Any]) -> RetryPolicy:
     """The retry policy from its four columns, as any of the drivers returns them."""
@@ -258,8 +266,9 @@ class Controls(ABC):
         return row is not None and bool(row[0])
 
     def retry(self, job_id: int) -> bool:
-        """A failed, expired or cancelled job whose deadline has not passed is made pending
-        now, with at least one attempt left; False for any other."""
+        """A failed, expired or cancelled job whose deadline has not passed, and whose
+        unique_key no active job holds, is made pending now, with at least one attempt left;
+        False for any other."""
         return self.execute(self.sql_retry, {"id": job_id}) == 1
 
     def pause(self, job_type: str) -> bool:

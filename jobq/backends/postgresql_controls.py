@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .controls import LAST_ID, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
+from .controls import LAST_ID, NO_ACTIVE_HOLDER, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
 from .postgresql_schema import READY, SETTINGS
 
 # Wakes idle workers: the payload is the job's type.
@@ -136,12 +136,13 @@ class PostgresControls(Controls):
         WHERE id = %(id)s AND token = %(token)s
     """
 
-    sql_retry = """
+    sql_retry = f"""
         UPDATE jobq_jobs SET status = 'pending', scheduled_at = now(), finished_at = NULL,
             cancel_requested_at = NULL, max_attempts = greatest(max_attempts, attempts + 1),
             updated_at = now()
         WHERE id = %(id)s AND status IN ('failed', 'expired', 'cancelled')
           AND (deadline IS NULL OR deadline > now())
+          AND {NO_ACTIVE_HOLDER}
     """
 
     sql_pause = "INSERT INTO jobq_paused (type) VALUES (%(type)s) ON CONFLICT DO NOTHING"

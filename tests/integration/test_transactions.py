@@ -12,7 +12,7 @@ import pytest
 
 import jobq
 from tests.support import drivers
-from tests.support.jobs import Noop
+from tests.support.jobs import Boom, Noop
 
 pytestmark = pytest.mark.lease(60)
 
@@ -73,6 +73,24 @@ def test_enqueue_joins_the_applications_transaction(
         app.close()
     claim = queue.claim()
     assert claim is not None and claim.id == kept
+
+
+def test_a_retry_refused_for_a_held_key_leaves_the_applications_transaction_whole(
+    queue: jobq.Queue, dsn: str, db_kind: str
+) -> None:
+    failed = queue.enqueue(Boom(), retry=jobq.RetryPolicy(max_attempts=1), unique_key="k")
+    queue.process_jobs(1)
+    queue.enqueue(Noop(), unique_key="k")
+    app = drivers.connect(dsn, db_kind, autocommit=False)
+    try:
+        kept = queue.enqueue(Noop(), type="kept", connection=app)
+        assert jobq.Queue.from_connection(app).retry(failed) is False
+        app.commit()  # a PostgreSQL transaction aborted by the index would be rolled back
+    finally:
+        app.close()
+    record = queue.get(kept)
+    assert record is not None
+    assert record.status == "pending"
 
 
 @pytest.mark.databases("postgresql")
