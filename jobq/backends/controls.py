@@ -6,7 +6,7 @@ them (what may be retried, what a refusal means) are the queue core's, in jobq/o
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -123,6 +123,9 @@ class Controls(ABC):
     sql_ready_age: ClassVar[str]
     # How a statement names a parameter, by name.
     placeholder: ClassVar[str]
+    # What the statements that make a job ready now (retry, release, requeue) take besides
+    # their own parameters, to wake idle workers where the database can.
+    wake_params: ClassVar[Mapping[str, str]] = {}
 
     @abstractmethod
     def execute(self, sql: str, params: Any = None, connection: Any = None) -> int: ...
@@ -269,7 +272,7 @@ class Controls(ABC):
         """A failed, expired or cancelled job whose deadline has not passed, and whose
         unique_key no active job holds, is made pending now, with at least one attempt left;
         False for any other."""
-        return self.execute(self.sql_retry, {"id": job_id}) == 1
+        return self.execute(self.sql_retry, {"id": job_id, **self.wake_params}) == 1
 
     def pause(self, job_type: str) -> bool:
         """Stop claims of this type; False if it was paused already."""

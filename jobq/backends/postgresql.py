@@ -312,21 +312,28 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
 
     sql_complete = COMPLETE
 
+    # A job requeued ready now (a recovery or failure without backoff) wakes idle workers,
+    # as an enqueue does; one requeued for later would find them nothing to claim.
     sql_settle = """
-        UPDATE jobq_jobs SET
-            status = CASE
-                WHEN %(status)s <> 'pending' THEN %(status)s
-                WHEN deadline <= now() + make_interval(secs => %(delay)s) THEN 'expired'
-                ELSE 'pending' END,
-            finished_at = CASE
-                WHEN %(status)s = 'pending'
-                     AND (deadline IS NULL OR deadline > now() + make_interval(secs => %(delay)s))
-                THEN NULL ELSE now() END,
-            scheduled_at = now() + make_interval(secs => %(delay)s),
-            token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now()
-        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
-          AND (NOT %(lease_ended_only)s OR lease_until <= now()) AND cancel_requested_at IS NULL
-        RETURNING status
+        WITH settled AS (
+            UPDATE jobq_jobs SET
+                status = CASE
+                    WHEN %(status)s <> 'pending' THEN %(status)s
+                    WHEN deadline <= now() + make_interval(secs => %(delay)s) THEN 'expired'
+                    ELSE 'pending' END,
+                finished_at = CASE
+                    WHEN %(status)s = 'pending' AND (deadline IS NULL
+                         OR deadline > now() + make_interval(secs => %(delay)s))
+                    THEN NULL ELSE now() END,
+                scheduled_at = now() + make_interval(secs => %(delay)s),
+                token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now()
+            WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+              AND (NOT %(lease_ended_only)s OR lease_until <= now()) AND cancel_requested_at IS NULL
+            RETURNING status, type, scheduled_at <= now() AS ready
+        )
+        SELECT status, CASE WHEN status = 'pending' AND ready
+            THEN pg_notify(%(channel)s, type)::text END
+        FROM settled
     """
 
     sql_expired_leases = """

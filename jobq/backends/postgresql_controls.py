@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from .controls import LAST_ID, NO_ACTIVE_HOLDER, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
 from .postgresql_schema import READY, SETTINGS
 
@@ -103,6 +106,7 @@ MIGRATION: tuple[str, ...] = (
 
 
 class PostgresControls(Controls):
+    wake_params: ClassVar[Mapping[str, str]] = {"channel": NOTIFY_CHANNEL}
     newest_probe = (
         "SELECT id FROM jobq_newest({status}::text, {type}::text, {before_id}::bigint, {limit})"
     )
@@ -136,13 +140,18 @@ class PostgresControls(Controls):
         WHERE id = %(id)s AND token = %(token)s
     """
 
+    # The job is ready now: it wakes idle workers, as an enqueue does, at the commit.
     sql_retry = f"""
-        UPDATE jobq_jobs SET status = 'pending', scheduled_at = now(), finished_at = NULL,
-            cancel_requested_at = NULL, max_attempts = greatest(max_attempts, attempts + 1),
-            updated_at = now()
-        WHERE id = %(id)s AND status IN ('failed', 'expired', 'cancelled')
-          AND (deadline IS NULL OR deadline > now())
-          AND {NO_ACTIVE_HOLDER}
+        WITH retried AS (
+            UPDATE jobq_jobs SET status = 'pending', scheduled_at = now(), finished_at = NULL,
+                cancel_requested_at = NULL, max_attempts = greatest(max_attempts, attempts + 1),
+                updated_at = now()
+            WHERE id = %(id)s AND status IN ('failed', 'expired', 'cancelled')
+              AND (deadline IS NULL OR deadline > now())
+              AND {NO_ACTIVE_HOLDER}
+            RETURNING type
+        )
+        SELECT pg_notify(%(channel)s, type) FROM retried
     """
 
     sql_pause = "INSERT INTO jobq_paused (type) VALUES (%(type)s) ON CONFLICT DO NOTHING"

@@ -13,6 +13,7 @@ import pytest
 import jobq
 from tests.support import drivers
 from tests.support.jobs import Boom, Noop
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.lease(60)
 
@@ -107,6 +108,35 @@ def test_enqueue_notifies_listeners_only_on_commit(queue: jobq.Queue, dsn: str) 
         app.close()
         notes = list(listener.notifies(timeout=5, stop_after=1))
     assert [note.payload for note in notes] == ["kept"]
+
+
+@pytest.mark.databases("postgresql")
+def test_a_retry_a_release_and_a_recovery_wake_listeners(queue: jobq.Queue, dsn: str) -> None:
+    """Each makes a job ready now, so each wakes idle workers as an enqueue does; a failure
+    requeued for later wakes nobody, who would find nothing ready."""
+    from jobq.backends.postgresql_controls import NOTIFY_CHANNEL
+
+    again = jobq.RetryPolicy(max_attempts=5, backoff=0, jitter=False)
+    later = jobq.RetryPolicy(max_attempts=5, backoff=3600, jitter=False)
+    cancelled = queue.enqueue(Noop(), type="retried")
+    assert queue.cancel(cancelled)
+    queue.enqueue(Noop(), type="released")
+    queue.enqueue(Noop(), type="recovered", retry=again)
+    queue.enqueue(Noop(), type="backed-off", retry=later)
+    with drivers.connect(dsn, "postgresql", autocommit=True) as listener:
+        listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        assert queue.retry(cancelled)
+        released = queue.claim("released")
+        assert released is not None
+        assert queue.release([(released.id, released.token)]) == {released.id}
+        backed_off = queue.claim("backed-off")
+        assert backed_off is not None
+        assert queue.fail(backed_off, "later")
+        with jobq.Queue.connect(dsn, lease_duration=0.05) as short:
+            assert short.claim("recovered") is not None
+            wait_for("the lease to end", lambda: short.run_maintenance()["requeued"] == 1)
+        notes = list(listener.notifies(timeout=5, stop_after=3))
+    assert [note.payload for note in notes] == ["retried", "released", "recovered"]
 
 
 class RetrySeen(logging.Handler):
