@@ -23,8 +23,8 @@ from .postgresql_controls import MIGRATION as STATUS_PAGE
 from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
 from .postgresql_insert import copy_in, insert_statement
 from .postgresql_schema import MIGRATIONS, NO_JIT
+from .postgresql_uniqueness import DECLARED_AT, PostgresUniqueness
 from .postgresql_uniqueness import MIGRATION as UNIQUENESS
-from .postgresql_uniqueness import PostgresUniqueness
 from .shapes import CLAIM_COLUMNS, earliest, type_params
 
 COMPLETE = """
@@ -96,7 +96,7 @@ def pool_mode(dsn: str) -> tuple[str, bool]:
 
 class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
     kind = "postgresql"
-    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE, NO_JIT)
+    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE, NO_JIT, DECLARED_AT)
 
     def __init__(
         self,
