@@ -89,9 +89,7 @@ def test_a_late_look_still_takes_every_slot_that_is_on_time(queue: jobq.Queue) -
     assert [scheduled(queue, job_id) for _, _, job_id in tick.taken] == [at(1), at(2), at(3)]
 
 
-def test_without_catch_up_a_missed_slot_is_skipped_and_counted(
-    queue: jobq.Queue, dsn: str
-) -> None:
+def test_without_catch_up_a_missed_slot_is_skipped_and_counted(queue: jobq.Queue, dsn: str) -> None:
     schedule = [every(60, catch_up=False)]
     queue.run_schedules(schedule, now=at(0))
     with jobq.Queue.connect(dsn) as restarted:  # nobody watched in between
