@@ -9,12 +9,17 @@ nothing. The guard is the only record, so restarts and pruned jobs change nothin
 
 Time is the database's: every process compares slots to one clock.
 
-- Slots are taken in order while they are on time (up to 10 s late), so a process that is
-  a little late takes every slot. Of slots missed (later than that: downtime), only the
-  latest runs, not a burst; with catch_up=False, none does.
+- Slots are taken in order while they are on time (up to 10 s late), and so is every slot
+  that came after the process began watching (its first look, kept in a Watch), however
+  late it gets to it: a busy process was there to take it. Of slots missed (more than 10 s
+  late, and before any process watching looked: downtime), only the latest runs, not a
+  burst; with catch_up=False, none does.
 - With overlap=False, a slot whose previous job is still pending or in progress is taken
   but skipped, and counted.
 - A schedule seen for the first time, or whose spec changed, starts from its next slot.
+  Where processes declare one name with different specs (a deploy in progress), the guard
+  row records when the process whose spec it holds declared it, and the newest declaration
+  wins (see adopt()).
 - A schedule removed from the code is simply never looked at again.
 """
 
