@@ -76,10 +76,12 @@ class Periodic:
             if kind == "every":
                 every_us = round(float(rest.removesuffix("s")) * 1_000_000)
                 return replace(self, cron=None, every_us=every_us)
-            cron, _, zone = rest.rpartition(" ")
+            cron, _, name = rest.rpartition(" ")
             if kind == "cron" and cron:
-                return replace(self, cron=cron, timezone=ZoneInfo(zone), every_us=None)
-        except (ValueError, KeyError):  # a zone unknown here is a KeyError
+                zone = ZoneInfo(name)
+                CronSim(cron, datetime.now(zone))
+                return replace(self, cron=cron, timezone=zone, every_us=None)
+        except (ValueError, KeyError, CronSimError):  # a zone unknown here is a KeyError
             pass
         return None
 
