@@ -20,7 +20,7 @@ from .leases import expiry
 from .postgresql_claims import MIGRATION as BATCHES
 from .postgresql_claims import PostgresBatching
 from .postgresql_controls import MIGRATION as STATUS_PAGE
-from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
+from .postgresql_controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .postgresql_insert import copy_in, insert_statement
 from .postgresql_schema import MIGRATIONS, NO_JIT
 from .postgresql_uniqueness import DECLARED_AT, PostgresUniqueness
@@ -96,7 +96,8 @@ def pool_mode(dsn: str) -> tuple[str, bool]:
 
 class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
     kind = "postgresql"
-    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE, NO_JIT, DECLARED_AT)
+    # The last: the schedules' declarations, and the retry that never fails on a key.
+    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE, NO_JIT, (*DECLARED_AT, RETRY))
 
     def __init__(
         self,

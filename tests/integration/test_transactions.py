@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import jobq
+from jobq.controls import why_not_retried
 from tests.support import drivers
 from tests.support.jobs import Boom, Noop
 from tests.support.waiting import wait_for
@@ -92,6 +93,53 @@ def test_a_retry_refused_for_a_held_key_leaves_the_applications_transaction_whol
     record = queue.get(kept)
     assert record is not None
     assert record.status == "pending"
+
+
+# A session of this database waiting for a lock, as another session counts them.
+LOCK_WAITS = {
+    "postgresql": "SELECT count(*) FROM pg_stat_activity "
+    "WHERE wait_event_type = 'Lock' AND datname = current_database()",
+    "mariadb": "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'",
+}
+
+
+def lock_waits(connection: Any, db_kind: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(LOCK_WAITS[db_kind])
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.databases("postgresql", "mariadb")
+def test_a_retry_racing_an_enqueue_of_its_key_is_refused_not_an_error(
+    queue: jobq.Queue, dsn: str, db_kind: str
+) -> None:
+    failed = queue.enqueue(Boom(), retry=jobq.RetryPolicy(max_attempts=1), unique_key="k")
+    queue.process_jobs(1)
+    producer = drivers.connect(dsn, db_kind, autocommit=False)
+    outcome: list[object] = []
+
+    def retry() -> None:
+        try:
+            outcome.append(queue.retry(failed))
+        except Exception as error:  # the test reports it, rather than a thread's traceback
+            outcome.append(error)
+
+    try:
+        holder = queue.enqueue(Noop(), unique_key="k", connection=producer)  # not committed
+        retrying = threading.Thread(target=retry)
+        retrying.start()
+        # The retry waits on the producer's uncommitted key (SQLite has one writer: no race).
+        watcher = drivers.connect(dsn, db_kind, autocommit=True)
+        try:
+            wait_for("the retry to wait", lambda: lock_waits(watcher, db_kind) == 1)
+        finally:
+            watcher.close()
+        producer.commit()
+        retrying.join(timeout=30)
+    finally:
+        producer.close()
+    assert outcome == [False]
+    assert f"job {holder} holds" in why_not_retried(failed, queue.get(failed), queue)
 
 
 @pytest.mark.databases("postgresql")
