@@ -90,13 +90,19 @@ def test_a_paused_type_waits_while_others_run_and_resuming_wakes_an_idle_worker(
         assert scraped.value("jobq_type_paused", type="sleep") == 1, scraped.text
         assert scraped.value("jobq_type_paused", type="other") == 0, scraped.text
         assert queue.resume("sleep")
-        wait_for(
-            f"the resumed job to run; log:\n{running.log}",
-            lambda: status_is(queue, held, Status.COMPLETED),
-            timeout=20,
-        )
-        running.signal(signal.SIGTERM)
-        assert running.wait(30) == 0, running.log
+        woken_then_stopped(queue, running, held, "resumed")
+
+
+def woken_then_stopped(queue: jobq.Queue, running: Supervisor, job_id: int, how: str) -> None:
+    """The job just made ready runs soon (far sooner than a long poll), then the supervisor
+    is stopped."""
+    wait_for(
+        f"the {how} job to run; log:\n{running.log}",
+        lambda: status_is(queue, job_id, Status.COMPLETED),
+        timeout=20,
+    )
+    running.signal(signal.SIGTERM)
+    assert running.wait(30) == 0, running.log
 
 
 def idle(running: Supervisor) -> bool:
@@ -118,10 +124,4 @@ def test_a_retry_wakes_an_idle_worker(queue: jobq.Queue, dsn: str, tmp_path: Pat
         # Its title says idle once it found nothing more to claim and waits.
         wait_for("an idle worker", lambda: idle(running))
         assert queue.retry(cancelled)
-        wait_for(
-            f"the retried job to run; log:\n{running.log}",
-            lambda: status_is(queue, cancelled, Status.COMPLETED),
-            timeout=20,
-        )
-        running.signal(signal.SIGTERM)
-        assert running.wait(30) == 0, running.log
+        woken_then_stopped(queue, running, cancelled, "retried")
