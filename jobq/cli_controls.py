@@ -235,7 +235,7 @@ def cmd_retry(queue: Queue, args: argparse.Namespace) -> int:
             retried += 1
             continue
         refused += 1
-        why = why_not_retried(number, queue.get(number))
+        why = why_not_retried(number, queue.get(number), queue)
         print(f"jobq: job {number} not retried: {why}", file=sys.stderr)
     print(f"jobq: retried {retried} job(s)")
     return 1 if refused else 0

@@ -10,6 +10,7 @@ error (a status that does not exist, a negative limit) raises ValueError naming 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Protocol
 
 from .backends.base import Backend
 from .backends.controls import RETRYABLE
@@ -64,8 +65,15 @@ def retry(backend: Backend, job_id: int) -> bool:
     return is_id(job_id) and backend.retrying("retry", lambda: backend.retry(job_id))
 
 
-def why_not_retried(job_id: object, record: JobRecord | None) -> str:
-    """Why retry() refused this job, worded for a person, from its record read after."""
+class Holders(Protocol):
+    """What why_not_retried() asks of a queue to name the job holding a unique key."""
+
+    def unique_holder(self, key: str) -> int | None: ...
+
+
+def why_not_retried(job_id: object, record: JobRecord | None, queue: Holders | None = None) -> str:
+    """Why retry() refused this job, worded for a person, from its record read after; with
+    the queue, a job refused for its unique key is told which job holds that key."""
     if not is_id(job_id) or record is None:
         return f"no job with id {job_id!r}"
     if record.status not in RETRYABLE:
@@ -76,6 +84,12 @@ def why_not_retried(job_id: object, record: JobRecord | None) -> str:
             f"job {record.id}'s deadline passed at {record.deadline.isoformat()}: "
             "it could never run again"
         )
+    key = record.unique_key
+    if key is not None:
+        holder = None if queue is None else queue.unique_holder(key)
+        if queue is None or holder is not None:
+            who = "another active job" if holder is None else f"job {holder}"
+            return f"{who} holds its unique key {key!r}; retry it once that job has ended"
     return f"job {record.id} changed meanwhile; it is now {record.status}"
 
 

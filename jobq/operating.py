@@ -55,9 +55,13 @@ class Operating:
 
     def retry(self, job_id: int) -> bool:
         """Make a failed, expired or cancelled job pending now, with one more attempt
-        allowed. False for an unknown id, another status, or a deadline that has passed
-        (controls.why_not_retried says which)."""
+        allowed. False for an unknown id, another status, a deadline that has passed, or a
+        unique_key that another active job holds now (controls.why_not_retried says which)."""
         return controls.retry(self.backend, job_id)
+
+    def unique_holder(self, key: str) -> int | None:
+        """The id of the pending or in-progress job that holds this unique key, if any."""
+        return self.backend.unique_holder(key, None)
 
     def pause(self, type: str) -> bool:
         """No worker claims jobs of this type until resume(); running ones finish. False if

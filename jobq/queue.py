@@ -64,6 +64,8 @@ class Queue(BatchConsuming, Operating):
         self.listener = listener or Listener()
         # Set by jobq's own workers when the application declared hooks (see hooks.py).
         self.hooks: JobHooks | None = None
+        # What this queue's looks at the schedules keep between them (see run_schedules).
+        self._watch = scheduler.Watch()
 
     @classmethod
     def connect(
@@ -200,15 +202,22 @@ class Queue(BatchConsuming, Operating):
     # -- periodic jobs ---------------------------------------------------------------------
 
     def run_schedules(
-        self, schedules: Iterable[Periodic] | None = None, now: datetime | None = None
+        self,
+        schedules: Iterable[Periodic] | None = None,
+        now: datetime | None = None,
+        watch: scheduler.Watch | None = None,
     ) -> scheduler.Tick:
         """Enqueue the due slot of each schedule (by default those jobq.schedule() declared),
         each exactly once however many processes call this. `now` stands in for the
         database's clock (to replay a moment). Returns what was taken and when to look again.
+
+        The slots that come after this queue's first call are each taken, however late the
+        next call is; of those before, missed while nobody watched, only the latest. A
+        process that outlives its queues (reconnecting) passes one `watch` to all of them.
         """
         backend = self._consumer("run_schedules")
         chosen = REGISTERED if schedules is None else schedules
-        return scheduler.run_due(backend, self._periodic_row, chosen, now)
+        return scheduler.run_due(backend, self._periodic_row, chosen, now, watch or self._watch)
 
     def schedule_states(self, schedules: Iterable[Periodic] | None = None) -> list[scheduler.State]:
         """Each schedule's spec, last slot taken, next slot and last job id."""

@@ -9,12 +9,17 @@ nothing. The guard is the only record, so restarts and pruned jobs change nothin
 
 Time is the database's: every process compares slots to one clock.
 
-- Slots are taken in order while they are on time (up to 10 s late), so a process that is
-  a little late takes every slot. Of slots missed (later than that: downtime), only the
-  latest runs, not a burst; with catch_up=False, none does.
+- Slots are taken in order while they are on time (up to 10 s late), and so is every slot
+  that came after the process began watching (its first look, kept in a Watch), however
+  late it gets to it: a busy process was there to take it. Of slots missed (more than 10 s
+  late, and before any process watching looked: downtime), only the latest runs, not a
+  burst; with catch_up=False, none does.
 - With overlap=False, a slot whose previous job is still pending or in progress is taken
   but skipped, and counted.
 - A schedule seen for the first time, or whose spec changed, starts from its next slot.
+  Where processes declare one name with different specs (a deploy in progress), the guard
+  row records when the process whose spec it holds declared it, and the newest declaration
+  wins (see adopt()).
 - A schedule removed from the code is simply never looked at again.
 """
 
@@ -23,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import partial
 
@@ -38,6 +43,10 @@ log = logging.getLogger("jobq")
 LONGEST_WAIT = 60.0
 # A process woken a little before a slot (its clock runs a little fast) looks again soon.
 SHORTEST_WAIT = 0.05
+# A process whose declaration of a schedule lost to a newer one takes it back once a slot of
+# the newer spec has gone this long without a taker. Longer than a busy housekeeper is late
+# (a long maintenance run), so that it does not take the schedule from one that is there.
+UNSERVED = timedelta(minutes=5)
 
 
 class Slot(StrEnum):
@@ -78,52 +87,108 @@ class State:
 MakeRow = Callable[[Periodic, datetime], NewJob]
 
 
+@dataclass
+class Watch:
+    """What one process keeps between its looks at the schedules: since when it has watched
+    them (the database's clock at its first look), and which schedules it has said it runs
+    outdated code for, so that it says so once."""
+
+    since: datetime | None = None
+    outdated: set[str] = field(default_factory=set)
+
+
 def run_due(
     backend: Backend,
     make_row: MakeRow,
     schedules: Iterable[Periodic],
     now: datetime | None = None,
+    watch: Watch | None = None,
 ) -> Tick:
-    """Take every slot due at `now` (the database's clock unless given)."""
+    """Take every slot due at `now` (the database's clock unless given). `watch` is what the
+    calling process kept from its earlier looks; without it, this is its first."""
     tick = Tick(now or backend.clock())
+    watch = watch or Watch()
+    if watch.since is None:
+        watch.since = tick.now
     guards = backend.guards()
     for periodic in schedules:
-        due = periodic.latest(tick.now)
         guard = guards.get(periodic.name)
         if guard is None:
-            backend.create_guard(periodic.name, periodic.spec, due)
+            due = periodic.latest(tick.now)
+            backend.create_guard(periodic.name, periodic.spec, due, periodic.declared_at)
         elif guard.spec != periodic.spec:
-            if backend.advance_guard(guard, periodic.spec, due):
-                log.info(
-                    "Schedule %s changed to %s: it runs from its next slot",
-                    periodic.name,
-                    periodic.spec,
-                    extra={"event": "schedule_changed", "schedule": periodic.name},
-                )
-        elif due > guard.slot:
-            take_due(backend, make_row, periodic, guard, due, tick)
+            adopt(backend, periodic, guard, tick.now, watch)
+        else:
+            watch.outdated.discard(periodic.name)
+            due = periodic.latest(tick.now)
+            if due > guard.slot:
+                take_due(backend, make_row, periodic, guard, due, tick, watch.since)
         following = periodic.following(tick.now)
         if tick.next_slot is None or following < tick.next_slot:
             tick.next_slot = following
     return tick
 
 
+def adopt(backend: Backend, periodic: Periodic, guard: Guard, now: datetime, watch: Watch) -> None:
+    """The guard row holds another spec of this schedule: another process declares it
+    otherwise (a deploy in progress), or the code changed. The newer declaration wins, and
+    the schedule runs from its next slot; an older one leaves the schedule alone and says
+    once that it is outdated, unless the newer spec's slots go untaken (its processes are
+    gone): then it takes the schedule back."""
+    newer = guard.declared_at is None or periodic.declared_at > guard.declared_at
+    if newer or unserved(periodic, guard, now):
+        if backend.advance_guard(guard, periodic.spec, periodic.latest(now), periodic.declared_at):
+            watch.outdated.discard(periodic.name)
+            log.info(
+                "Schedule %s changed to %s: it runs from its next slot",
+                periodic.name,
+                periodic.spec,
+                extra={"event": "schedule_changed", "schedule": periodic.name},
+            )
+        return
+    if periodic.name not in watch.outdated:
+        watch.outdated.add(periodic.name)
+        log.warning(
+            "Schedule %s: this process declares it as %s, but one that declared it later (as "
+            "%s) runs it: this process runs outdated code, and leaves the schedule to the newer",
+            periodic.name,
+            periodic.spec,
+            guard.spec,
+            extra={"event": "schedule_outdated", "schedule": periodic.name},
+        )
+
+
+def unserved(periodic: Periodic, guard: Guard, now: datetime) -> bool:
+    """Whether the guard's own spec has a slot that nobody took for UNSERVED."""
+    other = periodic.with_spec(guard.spec)
+    return other is not None and now - other.following(guard.slot) > UNSERVED
+
+
 def take_due(
-    backend: Backend, make_row: MakeRow, periodic: Periodic, guard: Guard, due: datetime, tick: Tick
+    backend: Backend,
+    make_row: MakeRow,
+    periodic: Periodic,
+    guard: Guard,
+    due: datetime,
+    tick: Tick,
+    since: datetime,
 ) -> None:
-    """Take the slots after the guard's, up to `due`: each one while they are on time, and of
-    missed ones only the latest."""
+    """Take the slots after the guard's, up to `due`: each one that is on time or came while
+    this process watched (however late it gets to them: it was busy, not away); of the ones
+    missed before it watched, only the latest."""
     while guard.slot < due:
         slot = periodic.following(guard.slot)
-        if tick.now - slot > ON_TIME:
-            slot = due
+        missed = tick.now - slot > ON_TIME and slot < since
+        if missed:
+            slot = periodic.latest(since)
+            missed = tick.now - slot > ON_TIME
         taken = backend.retrying(
-            "schedule", partial(take, backend, make_row, periodic, guard, slot, tick.now)
+            "schedule", partial(take, backend, make_row, periodic, guard, slot, missed)
         )
         if taken is None:
             return  # another process is taking this schedule's slots
         tick.taken.append((periodic.name, *taken))
-        guard = Guard(guard.name, periodic.spec, slot, taken[1] or guard.job_id)
+        guard = guard._replace(slot=slot, job_id=taken[1] or guard.job_id)
 
 
 def take(
@@ -132,15 +197,16 @@ def take(
     periodic: Periodic,
     guard: Guard,
     due: datetime,
-    now: datetime,
+    missed: bool,
 ) -> tuple[Slot, int | None] | None:
     """Move the guard to `due` and enqueue its job, in one transaction; None when another
-    process took the slot first."""
+    process took the slot first. A `missed` slot (nobody watched when it came) is skipped
+    without catch_up."""
     with backend.transaction():
         if not backend.advance_guard(guard, periodic.spec, due):
             return None
         outcome = Slot.ENQUEUED
-        if not periodic.catch_up and now - due > ON_TIME:
+        if missed and not periodic.catch_up:
             outcome = Slot.MISSED
         elif not periodic.overlap and guard.job_id and backend.is_active(guard.job_id):
             outcome = Slot.OVERLAP

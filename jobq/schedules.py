@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -53,6 +53,9 @@ class Periodic:
     priority: int
     overlap: bool
     catch_up: bool
+    # When this process declared it (imported the application): of two processes declaring
+    # one name with different specs, the later declaration wins (see scheduler.py).
+    declared_at: datetime = field(default_factory=lambda: datetime.now(UTC), compare=False)
 
     @property
     def spec(self) -> str:
@@ -64,6 +67,23 @@ class Periodic:
         # Exact, so that any change of interval is a change of spec.
         whole, fraction = divmod(self.every_us, 1_000_000)
         return f"every {whole}s" if not fraction else f"every {self.every_us / 1e6!r}s"
+
+    def with_spec(self, spec: str) -> Periodic | None:
+        """This schedule as another process declares it, from the spec that process stored
+        (see `spec`); None for a spec this jobq cannot read."""
+        kind, _, rest = spec.partition(" ")
+        try:
+            if kind == "every":
+                every_us = round(float(rest.removesuffix("s")) * 1_000_000)
+                return replace(self, cron=None, every_us=every_us)
+            cron, _, name = rest.rpartition(" ")
+            if kind == "cron" and cron:
+                zone = ZoneInfo(name)
+                CronSim(cron, datetime.now(zone))
+                return replace(self, cron=cron, timezone=zone, every_us=None)
+        except (ValueError, KeyError, CronSimError):  # a zone unknown here is a KeyError
+            pass
+        return None
 
     def latest(self, now: datetime) -> datetime:
         """The latest slot at or before `now` (an aware datetime), in UTC."""

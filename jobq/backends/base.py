@@ -298,6 +298,7 @@ class Backend(Uniqueness, Controls, Installing, Batching):
             "error": error,
             "delay": self.seconds(delay),
             "lease_ended_only": lease_ended_only,
+            **self.wake_params,
         }
 
     def expired_leases(self, limit: int) -> list[ExpiredLease]:

@@ -9,7 +9,7 @@ takes a whole batch in one statement overrides them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -25,6 +25,7 @@ class Batching(ABC):
 
     # Puts one attempt back to pending, uncounted, guarded by id, token and status.
     sql_release: ClassVar[str]
+    wake_params: ClassVar[Mapping[str, str]]
 
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]: ...
@@ -86,12 +87,13 @@ class Batching(ABC):
     def release(self, claims: Sequence[tuple[int, str]]) -> set[int]:
         """Put every (id, token) attempt still owned back to pending, ready at once, its
         attempt uncounted; returns the ids released. For claims that never started."""
+        released = set()
         with self.transaction():
-            return {
-                job_id
-                for job_id, token in claims
-                if self.execute(self.sql_release, {"id": job_id, "token": token}) == 1
-            }
+            for job_id, token in claims:
+                params = {"id": job_id, "token": token, **self.wake_params}
+                if self.execute(self.sql_release, params) == 1:
+                    released.add(job_id)
+        return released
 
 
 def in_picked_order(

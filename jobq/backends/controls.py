@@ -6,7 +6,7 @@ them (what may be retried, what a refusal means) are the queue core's, in jobq/o
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -74,6 +74,14 @@ LAST_ID = 2**63 - 1
 # The statuses an operator may retry from.
 RETRYABLE = (Status.FAILED, Status.EXPIRED, Status.CANCELLED)
 
+# A retry's guard where the database can read the table it updates (PostgreSQL, SQLite): no
+# active job holds the retried job's unique key. Put back, the job would be a second holder,
+# and the unique index would abort the statement (and a PostgreSQL caller's transaction); so
+# the conflict is a condition of the UPDATE, which then changes nothing, not an error.
+NO_ACTIVE_HOLDER = """NOT EXISTS (
+    SELECT 1 FROM jobq_jobs holder WHERE holder.unique_key = jobq_jobs.unique_key
+      AND holder.status IN ('pending', 'in_progress'))"""
+
 
 def policy_of(columns: Sequence[Any]) -> RetryPolicy:
     """The retry policy from its four columns, as any of the drivers returns them."""
@@ -117,6 +125,9 @@ class Controls(ABC):
     sql_ready_age: ClassVar[str]
     # How a statement names a parameter, by name.
     placeholder: ClassVar[str]
+    # What the statements that make a job ready now (retry, release, requeue) take besides
+    # their own parameters, to wake idle workers where the database can.
+    wake_params: ClassVar[Mapping[str, str]] = {}
 
     @abstractmethod
     def execute(self, sql: str, params: Any = None, connection: Any = None) -> int: ...
@@ -260,9 +271,10 @@ class Controls(ABC):
         return row is not None and bool(row[0])
 
     def retry(self, job_id: int) -> bool:
-        """A failed, expired or cancelled job whose deadline has not passed is made pending
-        now, with at least one attempt left; False for any other."""
-        return self.execute(self.sql_retry, {"id": job_id}) == 1
+        """A failed, expired or cancelled job whose deadline has not passed, and whose
+        unique_key no active job holds, is made pending now, with at least one attempt left;
+        False for any other."""
+        return self.execute(self.sql_retry, {"id": job_id, **self.wake_params}) == 1
 
     def pause(self, job_type: str) -> bool:
         """Stop claims of this type; False if it was paused already."""

@@ -25,8 +25,8 @@ from .mysql_claims import MysqlBatching, claim_select, later
 from .mysql_controls import MIGRATION as STATUS_PAGE
 from .mysql_controls import MysqlControls
 from .mysql_schema import MIGRATIONS, NOW
+from .mysql_uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .mysql_uniqueness import MIGRATION as UNIQUENESS
-from .mysql_uniqueness import ON_TAKEN_KEY, MysqlUniqueness
 from .shapes import type_params
 
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
@@ -89,7 +89,7 @@ def connect_args(dsn: str) -> dict[str, Any]:
 
 class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
     kind = "mysql"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, DECLARED_AT)
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         super().__init__(connection, owns_connection=owns_connection)

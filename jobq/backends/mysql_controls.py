@@ -57,12 +57,18 @@ class MysqlControls(Controls):
         WHERE id = %(id)s AND token = %(token)s
     """
 
+    # MySQL refuses a subquery on the table an UPDATE changes, so the guard that no active
+    # job holds the unique key (see NO_ACTIVE_HOLDER) is a join on the index of active keys.
+    # No assignment reads a column another one sets: a join's are in no promised order.
     sql_retry = f"""
-        UPDATE jobq_jobs SET status = 'pending', scheduled_at = {NOW}, finished_at = NULL,
-            cancel_requested_at = NULL, max_attempts = GREATEST(max_attempts, attempts + 1),
-            updated_at = {NOW}
-        WHERE id = %(id)s AND status IN ('failed', 'expired', 'cancelled')
-          AND (deadline IS NULL OR deadline > {NOW})
+        UPDATE jobq_jobs LEFT JOIN jobq_jobs holder
+            ON holder.unique_active = CAST(jobq_jobs.unique_key AS BINARY)
+        SET jobq_jobs.status = 'pending', jobq_jobs.scheduled_at = {NOW},
+            jobq_jobs.finished_at = NULL, jobq_jobs.cancel_requested_at = NULL,
+            jobq_jobs.max_attempts = GREATEST(jobq_jobs.max_attempts, jobq_jobs.attempts + 1),
+            jobq_jobs.updated_at = {NOW}
+        WHERE jobq_jobs.id = %(id)s AND jobq_jobs.status IN ('failed', 'expired', 'cancelled')
+          AND (jobq_jobs.deadline IS NULL OR jobq_jobs.deadline > {NOW}) AND holder.id IS NULL
     """
 
     sql_pause = f"INSERT IGNORE INTO jobq_paused (type, paused_at) VALUES (%(type)s, {NOW})"

@@ -33,6 +33,12 @@ MIGRATION: tuple[str, ...] = (
     """,
 )
 
+# When the process whose spec the guard row holds declared the schedule (see scheduler.py):
+# the newest declaration wins.
+DECLARED_AT: tuple[str, ...] = (
+    "ALTER TABLE jobq_schedules ADD COLUMN declared_at DATETIME(6) NULL",
+)
+
 # A taken key makes the insert update nothing but LAST_INSERT_ID, to the holder's id: one
 # statement either way, and no error to abort the caller's transaction. (INSERT IGNORE would
 # also turn data errors into warnings.)
@@ -42,14 +48,15 @@ ON_TAKEN_KEY = " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)"
 class MysqlUniqueness:
     sql_unique_holder = "SELECT id FROM jobq_jobs WHERE unique_active = %(key)s"
     sql_clock = "SELECT UTC_TIMESTAMP(6)"
-    sql_guards = "SELECT name, spec, slot, job_id FROM jobq_schedules"
+    sql_guards = "SELECT name, spec, slot, job_id, declared_at FROM jobq_schedules"
     sql_create_guard = """
-        INSERT INTO jobq_schedules (name, spec, slot, updated_at)
-        VALUES (%(name)s, %(spec)s, %(slot)s, UTC_TIMESTAMP(6))
+        INSERT INTO jobq_schedules (name, spec, slot, updated_at, declared_at)
+        VALUES (%(name)s, %(spec)s, %(slot)s, UTC_TIMESTAMP(6), %(declared_at)s)
         ON DUPLICATE KEY UPDATE name = name
     """
     sql_advance_guard = """
-        UPDATE jobq_schedules SET spec = %(spec)s, slot = %(slot)s, updated_at = UTC_TIMESTAMP(6)
+        UPDATE jobq_schedules SET spec = %(spec)s, slot = %(slot)s, updated_at = UTC_TIMESTAMP(6),
+            declared_at = coalesce(%(declared_at)s, declared_at)
         WHERE name = %(name)s AND spec = %(last_spec)s AND slot = %(last_slot)s
     """
     sql_guard_job = "UPDATE jobq_schedules SET job_id = %(job_id)s WHERE name = %(name)s"

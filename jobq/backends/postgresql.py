@@ -21,11 +21,11 @@ from .leases import expiry
 from .postgresql_claims import MIGRATION as BATCHES
 from .postgresql_claims import PostgresBatching
 from .postgresql_controls import MIGRATION as STATUS_PAGE
-from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
+from .postgresql_controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .postgresql_insert import copy_in, insert_statement
 from .postgresql_schema import MIGRATIONS, NO_JIT
+from .postgresql_uniqueness import DECLARED_AT, PostgresUniqueness
 from .postgresql_uniqueness import MIGRATION as UNIQUENESS
-from .postgresql_uniqueness import PostgresUniqueness
 from .shapes import CLAIM_COLUMNS, earliest, type_params
 
 log = logging.getLogger("jobq")
@@ -138,7 +138,8 @@ def unprepared(connection: psycopg.Connection[Any], why: str) -> None:
 
 class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
     kind = "postgresql"
-    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE, NO_JIT)
+    # The last: the schedules' declarations, and the retry that never fails on a key.
+    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE, NO_JIT, (*DECLARED_AT, RETRY))
 
     def __init__(
         self,
@@ -370,21 +371,28 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
 
     sql_complete = COMPLETE
 
+    # A job requeued ready now (a recovery or failure without backoff) wakes idle workers,
+    # as an enqueue does; one requeued for later would find them nothing to claim.
     sql_settle = """
-        UPDATE jobq_jobs SET
-            status = CASE
-                WHEN %(status)s <> 'pending' THEN %(status)s
-                WHEN deadline <= now() + make_interval(secs => %(delay)s) THEN 'expired'
-                ELSE 'pending' END,
-            finished_at = CASE
-                WHEN %(status)s = 'pending'
-                     AND (deadline IS NULL OR deadline > now() + make_interval(secs => %(delay)s))
-                THEN NULL ELSE now() END,
-            scheduled_at = now() + make_interval(secs => %(delay)s),
-            token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now()
-        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
-          AND (NOT %(lease_ended_only)s OR lease_until <= now()) AND cancel_requested_at IS NULL
-        RETURNING status
+        WITH settled AS (
+            UPDATE jobq_jobs SET
+                status = CASE
+                    WHEN %(status)s <> 'pending' THEN %(status)s
+                    WHEN deadline <= now() + make_interval(secs => %(delay)s) THEN 'expired'
+                    ELSE 'pending' END,
+                finished_at = CASE
+                    WHEN %(status)s = 'pending' AND (deadline IS NULL
+                         OR deadline > now() + make_interval(secs => %(delay)s))
+                    THEN NULL ELSE now() END,
+                scheduled_at = now() + make_interval(secs => %(delay)s),
+                token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now()
+            WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+              AND (NOT %(lease_ended_only)s OR lease_until <= now()) AND cancel_requested_at IS NULL
+            RETURNING status, type, scheduled_at <= now() AS ready
+        )
+        SELECT status, CASE WHEN status = 'pending' AND ready
+            THEN pg_notify(%(channel)s, type)::text END
+        FROM settled
     """
 
     sql_expired_leases = """

@@ -133,9 +133,15 @@ class PostgresBatching(Batching):
             ((row[0], self.claimed(row[1:], row[0], expires_monotonic)) for row in rows), tokens
         )
 
+    # Ready at once, so it wakes idle workers as an enqueue does (one per type: PostgreSQL
+    # sends a repeated notification of a transaction once).
     sql_release = """
-        UPDATE jobq_jobs SET status = 'pending', attempts = attempts - 1, token = NULL,
-            lease_until = NULL, updated_at = now()
-        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
-          AND cancel_requested_at IS NULL
+        WITH released AS (
+            UPDATE jobq_jobs SET status = 'pending', attempts = attempts - 1, token = NULL,
+                lease_until = NULL, updated_at = now()
+            WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+              AND cancel_requested_at IS NULL
+            RETURNING type
+        )
+        SELECT pg_notify(%(channel)s, type) FROM released
     """

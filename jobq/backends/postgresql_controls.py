@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from .controls import LAST_ID, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
+from collections.abc import Mapping
+from typing import ClassVar
+
+from .controls import LAST_ID, NO_ACTIVE_HOLDER, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
 from .postgresql_schema import READY, SETTINGS
 
 # Wakes idle workers: the payload is the job's type.
@@ -102,7 +105,36 @@ MIGRATION: tuple[str, ...] = (
 )
 
 
+# The retry, as a function. Its guard (NO_ACTIVE_HOLDER) refuses a key that a committed job
+# holds; but a producer may insert the key while the UPDATE runs, unseen by it, and the
+# unique index then makes the UPDATE wait for that producer and, once it commits, fail. The
+# function makes that a refusal as well, by undoing its own subtransaction only: nothing
+# else of the caller's transaction is touched, and no error reaches it. Returns the retried
+# job's type, or NULL.
+RETRY = f"""
+    CREATE FUNCTION jobq_retry(job_id bigint) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    AS $$
+    DECLARE
+        retried text;
+    BEGIN
+        UPDATE jobq_jobs SET status = 'pending', scheduled_at = now(), finished_at = NULL,
+            cancel_requested_at = NULL, max_attempts = greatest(max_attempts, attempts + 1),
+            updated_at = now()
+        WHERE id = job_id AND status IN ('failed', 'expired', 'cancelled')
+          AND (deadline IS NULL OR deadline > now())
+          AND {NO_ACTIVE_HOLDER}
+        RETURNING type INTO retried;
+        RETURN retried;
+    EXCEPTION WHEN unique_violation THEN
+        RETURN NULL;
+    END
+    $$
+"""
+
+
 class PostgresControls(Controls):
+    wake_params: ClassVar[Mapping[str, str]] = {"channel": NOTIFY_CHANNEL}
     newest_probe = (
         "SELECT id FROM jobq_newest({status}::text, {type}::text, {before_id}::bigint, {limit})"
     )
@@ -136,12 +168,10 @@ class PostgresControls(Controls):
         WHERE id = %(id)s AND token = %(token)s
     """
 
+    # The job is ready now: it wakes idle workers, as an enqueue does, at the commit.
     sql_retry = """
-        UPDATE jobq_jobs SET status = 'pending', scheduled_at = now(), finished_at = NULL,
-            cancel_requested_at = NULL, max_attempts = greatest(max_attempts, attempts + 1),
-            updated_at = now()
-        WHERE id = %(id)s AND status IN ('failed', 'expired', 'cancelled')
-          AND (deadline IS NULL OR deadline > now())
+        SELECT pg_notify(%(channel)s, type) FROM jobq_retry(%(id)s::bigint) AS retried (type)
+        WHERE type IS NOT NULL
     """
 
     sql_pause = "INSERT INTO jobq_paused (type) VALUES (%(type)s) ON CONFLICT DO NOTHING"

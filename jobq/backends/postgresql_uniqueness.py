@@ -22,17 +22,25 @@ MIGRATION: tuple[str, ...] = (
     """,
 )
 
+# When the process whose spec the guard row holds declared the schedule (see scheduler.py):
+# the newest declaration wins.
+DECLARED_AT: tuple[str, ...] = (
+    "ALTER TABLE jobq_schedules ADD COLUMN IF NOT EXISTS declared_at timestamptz",
+)
+
 
 class PostgresUniqueness:
     sql_unique_holder = f"SELECT id FROM jobq_jobs WHERE unique_key = %(key)s AND {ACTIVE}"
     sql_clock = "SELECT now()"
-    sql_guards = "SELECT name, spec, slot, job_id FROM jobq_schedules"
+    sql_guards = "SELECT name, spec, slot, job_id, declared_at FROM jobq_schedules"
     sql_create_guard = """
-        INSERT INTO jobq_schedules (name, spec, slot) VALUES (%(name)s, %(spec)s, %(slot)s)
+        INSERT INTO jobq_schedules (name, spec, slot, declared_at)
+        VALUES (%(name)s, %(spec)s, %(slot)s, %(declared_at)s)
         ON CONFLICT (name) DO NOTHING
     """
     sql_advance_guard = """
-        UPDATE jobq_schedules SET spec = %(spec)s, slot = %(slot)s, updated_at = now()
+        UPDATE jobq_schedules SET spec = %(spec)s, slot = %(slot)s, updated_at = now(),
+            declared_at = coalesce(%(declared_at)s, declared_at)
         WHERE name = %(name)s AND spec = %(last_spec)s AND slot = %(last_slot)s
     """
     sql_guard_job = "UPDATE jobq_schedules SET job_id = %(job_id)s WHERE name = %(name)s"

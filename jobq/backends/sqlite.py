@@ -23,8 +23,8 @@ from .shapes import CLAIM_COLUMNS, earliest, type_params
 from .sqlite_controls import MIGRATION as STATUS_PAGE
 from .sqlite_controls import SqliteControls
 from .sqlite_schema import MIGRATIONS, NOW, READY
+from .sqlite_uniqueness import DECLARED_AT, SqliteUniqueness
 from .sqlite_uniqueness import MIGRATION as UNIQUENESS
-from .sqlite_uniqueness import SqliteUniqueness
 
 TYPED_READY = READY.replace("scheduled_at <=", "+scheduled_at <=", 1)
 
@@ -109,7 +109,7 @@ def path_of(dsn: str) -> str:
 
 class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     kind = "sqlite"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, DECLARED_AT)
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
         self.check_version()

@@ -6,6 +6,7 @@ from .controls import (
     LAST_ID,
     NEXT_PENDING_PRIORITY,
     NEXT_PENDING_TYPE,
+    NO_ACTIVE_HOLDER,
     READY_AGE,
     RECORD_COLUMNS,
     UNFINISHED_COUNTS,
@@ -60,6 +61,7 @@ class SqliteControls(Controls):
             updated_at = {NOW}
         WHERE id = :id AND status IN ('failed', 'expired', 'cancelled')
           AND (deadline IS NULL OR deadline > {NOW})
+          AND {NO_ACTIVE_HOLDER}
     """
 
     sql_pause = f"INSERT OR IGNORE INTO jobq_paused (type, paused_at) VALUES (:type, {NOW})"

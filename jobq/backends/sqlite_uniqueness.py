@@ -23,17 +23,23 @@ MIGRATION: tuple[str, ...] = (
     """,
 )
 
+# When the process whose spec the guard row holds declared the schedule (see scheduler.py):
+# the newest declaration wins.
+DECLARED_AT: tuple[str, ...] = ("ALTER TABLE jobq_schedules ADD COLUMN declared_at REAL",)
+
 
 class SqliteUniqueness:
     sql_unique_holder = f"SELECT id FROM jobq_jobs WHERE unique_key = :key AND {ACTIVE}"
     sql_clock = f"SELECT {NOW}"
-    sql_guards = "SELECT name, spec, slot, job_id FROM jobq_schedules"
+    sql_guards = "SELECT name, spec, slot, job_id, declared_at FROM jobq_schedules"
     sql_create_guard = """
-        INSERT INTO jobq_schedules (name, spec, slot) VALUES (:name, :spec, :slot)
+        INSERT INTO jobq_schedules (name, spec, slot, declared_at)
+        VALUES (:name, :spec, :slot, :declared_at)
         ON CONFLICT (name) DO NOTHING
     """
     sql_advance_guard = f"""
-        UPDATE jobq_schedules SET spec = :spec, slot = :slot, updated_at = {NOW}
+        UPDATE jobq_schedules SET spec = :spec, slot = :slot, updated_at = {NOW},
+            declared_at = coalesce(:declared_at, declared_at)
         WHERE name = :name AND spec = :last_spec AND slot = :last_slot
     """
     sql_guard_job = "UPDATE jobq_schedules SET job_id = :job_id WHERE name = :name"

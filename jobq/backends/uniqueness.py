@@ -24,12 +24,14 @@ KEY_TRIES = 5
 
 
 class Guard(NamedTuple):
-    """A schedule's guard row: the last slot it took, and from which spec."""
+    """A schedule's guard row: the last slot it took, from which spec, and when the process
+    that set that spec declared the schedule (None from before jobq recorded it)."""
 
     name: str
     spec: str
     slot: datetime
     job_id: int | None
+    declared_at: datetime | None = None
 
 
 class Rows(Protocol):
@@ -48,6 +50,7 @@ class Rows(Protocol):
     def fetchone(self, sql: str, params: Any = None) -> Any: ...
     def fetchall(self, sql: str, params: Any = None) -> list[Any]: ...
     def to_datetime(self, value: Any) -> datetime: ...
+    def optional_datetime(self, value: Any) -> datetime | None: ...
     def moment(self, value: datetime) -> Any: ...
     def transaction(self) -> AbstractContextManager[None]: ...
     def insert(self, job: NewJob, connection: Any = None) -> int: ...
@@ -137,22 +140,29 @@ class Uniqueness:
 
     def guards(self: Rows) -> dict[str, Guard]:
         return {
-            row[0]: Guard(row[0], row[1], self.to_datetime(row[2]), row[3])
+            row[0]: Guard(
+                row[0], row[1], self.to_datetime(row[2]), row[3], self.optional_datetime(row[4])
+            )
             for row in self.fetchall(self.sql_guards)
         }
 
-    def create_guard(self: Rows, name: str, spec: str, slot: datetime) -> None:
+    def create_guard(self: Rows, name: str, spec: str, slot: datetime, declared: datetime) -> None:
         """The guard row of a schedule seen for the first time; nothing if one exists."""
-        self.execute(self.sql_create_guard, {"name": name, "spec": spec, "slot": self.moment(slot)})
+        params = {"name": name, "spec": spec, "slot": self.moment(slot)}
+        self.execute(self.sql_create_guard, params | {"declared_at": self.moment(declared)})
 
-    def advance_guard(self: Rows, guard: Guard, spec: str, slot: datetime) -> bool:
-        """Move the guard to `slot` if it still holds what `guard` read; whether it did."""
+    def advance_guard(
+        self: Rows, guard: Guard, spec: str, slot: datetime, declared: datetime | None = None
+    ) -> bool:
+        """Move the guard to `slot` (and, given `declared`, to that declaration's spec) if it
+        still holds what `guard` read; whether it did."""
         params = {
             "name": guard.name,
             "spec": spec,
             "slot": self.moment(slot),
             "last_spec": guard.spec,
             "last_slot": self.moment(guard.slot),
+            "declared_at": None if declared is None else self.moment(declared),
         }
         return self.execute(self.sql_advance_guard, params) == 1
 

@@ -22,6 +22,7 @@ from .. import protocol
 from ..app import load_app
 from ..outcomes import FAILURE_OUTCOMES
 from ..queue import Queue
+from ..scheduler import Watch
 from ..schedules import REGISTERED, Periodic
 from .renewer import close_quietly
 
@@ -46,6 +47,8 @@ def serve(
     if schedules:
         protocol.send(sock, protocol.Scheduled([], [periodic.name for periodic in schedules]))
     connection: Queue | None = None
+    # Since this process watches the schedules, across its reconnections (see run_schedules).
+    watch = Watch()
     next_maintenance = time.monotonic()
     next_schedule = time.monotonic() if schedules else float("inf")
     while True:
@@ -71,7 +74,7 @@ def serve(
             if connection is None:
                 connection = Queue.connect(dsn, lease_duration=lease)
             if scheduling:
-                tick = connection.run_schedules(schedules)
+                tick = connection.run_schedules(schedules, watch=watch)
                 next_schedule = time.monotonic() + tick.wait()
                 if tick.taken:
                     slots = [(name, str(outcome)) for name, outcome, _ in tick.taken]

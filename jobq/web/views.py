@@ -155,7 +155,7 @@ def job(page: Page, job_id: int) -> Response:
     record = existing(page, job_id)
     return page.render(
         "job.html",
-        notice=job_notice(page.request.args.get("done", ""), record),
+        notice=job_notice(page, page.request.args.get("done", ""), record),
         job=record,
         payload=pretty(record.payload),
         lease_left=lease_left(record),
@@ -164,9 +164,9 @@ def job(page: Page, job_id: int) -> Response:
     )
 
 
-def job_notice(done: str, record: JobRecord) -> str | None:
+def job_notice(page: Page, done: str, record: JobRecord) -> str | None:
     if done == "not-retried":
-        return f"Not retried: {why_not_retried(record.id, record)}."
+        return f"Not retried: {why_not_retried(record.id, record, page.queue)}."
     if done not in JOB_NOTICES:
         return None
     return JOB_NOTICES[done].format(job=record.id, status=record.status)

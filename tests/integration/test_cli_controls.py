@@ -100,6 +100,17 @@ def test_retry_by_id_or_by_status_and_type(queue: jobq.Queue, jobq_) -> None:  #
     assert queue.get(other) is not None and queue.get(other).status == "failed"  # type: ignore[union-attr]
 
 
+def test_retry_by_status_goes_on_past_a_job_whose_key_is_held(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
+    failed = [queue.enqueue(Boom(), retry=ONCE, unique_key=f"k{i}") for i in range(3)]
+    queue.process_jobs(10)
+    holder = queue.enqueue(Noop(), unique_key="k1")
+    code, out, err = jobq_("retry", "--status", "failed")
+    assert code == 1, err
+    assert "retried 2 job(s)" in out
+    assert f"job {failed[1]} not retried: job {holder} holds its unique key 'k1'" in err
+    assert queue.counts("boom") == {"pending": 2, "failed": 1}
+
+
 def test_pause_and_resume_a_type(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
     queue.enqueue(Noop())
     assert jobq_("pause", "noop")[:2] == (0, "jobq: type 'noop' paused\n")

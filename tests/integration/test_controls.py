@@ -226,6 +226,24 @@ def test_retry_past_the_deadline_is_refused_with_the_reason(queue: jobq.Queue) -
     assert "deadline passed" in why_not_retried(job, queue.get(job))
 
 
+def test_retry_of_a_job_whose_key_another_job_holds_is_refused_naming_the_holder(
+    queue: jobq.Queue,
+) -> None:
+    failed = queue.enqueue(Boom(), retry=jobq.RetryPolicy(max_attempts=1), unique_key="k")
+    free = queue.enqueue(Boom(), retry=jobq.RetryPolicy(max_attempts=1), unique_key="free")
+    queue.process_jobs(2)
+    holder = queue.enqueue(Noop(), unique_key="k")
+    assert queue.retry(failed) is False
+    record = queue.get(failed)
+    assert record is not None
+    assert record.status == "failed"
+    assert f"job {holder} holds its unique key 'k'" in why_not_retried(failed, record, queue)
+    assert "another active job" in why_not_retried(failed, record)
+    assert queue.retry(free), "the next retry goes on, on the same connection"
+    assert queue.process_jobs(5, type="noop") == 1
+    assert queue.retry(failed), "the key is free once its holder finished"
+
+
 def test_a_paused_type_is_not_claimed_until_resumed(queue: jobq.Queue) -> None:
     held = queue.enqueue(Noop(), type="held", priority=10)
     other = queue.enqueue(Noop(), type="other")

@@ -72,10 +72,11 @@ def test_many_processes_at_one_slot_enqueue_it_once(queue: jobq.Queue, dsn: str)
     assert queue.counts() == {"pending": 1}
 
 
-def test_after_downtime_only_the_latest_missed_slot_runs(queue: jobq.Queue) -> None:
+def test_after_downtime_only_the_latest_missed_slot_runs(queue: jobq.Queue, dsn: str) -> None:
     schedule = [every(10)]
     queue.run_schedules(schedule, now=at(0))
-    tick = queue.run_schedules(schedule, now=at(3600 + 4))  # 360 slots missed
+    with jobq.Queue.connect(dsn) as restarted:  # nobody watched in between
+        tick = restarted.run_schedules(schedule, now=at(3600 + 4))  # 360 slots missed
     assert outcomes(tick) == [Slot.ENQUEUED]
     assert scheduled(queue, tick.taken[0][2]) == at(3600)
 
@@ -88,12 +89,23 @@ def test_a_late_look_still_takes_every_slot_that_is_on_time(queue: jobq.Queue) -
     assert [scheduled(queue, job_id) for _, _, job_id in tick.taken] == [at(1), at(2), at(3)]
 
 
-def test_without_catch_up_a_missed_slot_is_skipped_and_counted(queue: jobq.Queue) -> None:
+def test_without_catch_up_a_missed_slot_is_skipped_and_counted(queue: jobq.Queue, dsn: str) -> None:
     schedule = [every(60, catch_up=False)]
     queue.run_schedules(schedule, now=at(0))
-    assert outcomes(queue.run_schedules(schedule, now=at(3 * 60 + 30))) == [Slot.MISSED]
-    assert queue.counts() == {}
-    assert outcomes(queue.run_schedules(schedule, now=at(4 * 60 + 1))) == [Slot.ENQUEUED]
+    with jobq.Queue.connect(dsn) as restarted:  # nobody watched in between
+        assert outcomes(restarted.run_schedules(schedule, now=at(3 * 60 + 30))) == [Slot.MISSED]
+        assert queue.counts() == {}
+        assert outcomes(restarted.run_schedules(schedule, now=at(4 * 60 + 1))) == [Slot.ENQUEUED]
+
+
+def test_a_busy_process_takes_every_slot_since_it_began_watching(queue: jobq.Queue) -> None:
+    schedule = [every(60, catch_up=False)]
+    queue.run_schedules(schedule, now=at(0))
+    # Three slots came while this process was busy (a long maintenance run, say): it was
+    # there to take them, so none was missed, however late it gets to them.
+    tick = queue.run_schedules(schedule, now=at(3 * 60 + 30))
+    assert outcomes(tick) == [Slot.ENQUEUED] * 3
+    assert [scheduled(queue, job_id) for _, _, job_id in tick.taken] == [at(60), at(120), at(180)]
 
 
 def test_a_slot_whose_previous_job_is_active_is_skipped_without_overlap(
@@ -127,6 +139,47 @@ def test_a_changed_interval_takes_effect_at_its_next_slot(queue: jobq.Queue) -> 
     # Changed to every minute at 08:30: its 08:30 slot is not run, 08:31 is.
     assert queue.run_schedules([every(60)], now=at(30 * 60 + 5)).taken == []
     assert outcomes(queue.run_schedules([every(60)], now=at(31 * 60))) == [Slot.ENQUEUED]
+
+
+def deploy_slots(old: jobq.Queue, new: jobq.Queue, looks: range) -> list[datetime]:
+    """Each process looks once a minute, old code declaring every 5 minutes and new code
+    (declared later) every 10; the slots of the jobs they enqueued."""
+    old_code, new_code = [every(300, name="report")], [every(600, name="report")]
+    taken = []
+    for minute in looks:
+        for process, declared in ((old, old_code), (new, new_code)):
+            tick = process.run_schedules(declared, now=at(minute * 60 + 1))
+            taken += [scheduled(old, job_id) for _, _, job_id in tick.taken]
+    return taken
+
+
+def test_during_a_deploy_the_newest_declaration_runs_the_schedule(
+    queue: jobq.Queue, dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with jobq.Queue.connect(dsn) as new:
+        queue.run_schedules([every(300, name="report")], now=at(0))  # the old code, alone
+        taken = deploy_slots(queue, new, range(1, 121))  # two hours of both
+    assert taken == [at(600 * n) for n in range(1, 13)], "every slot of the new spec, once"
+    outdated = [r for r in caplog.records if getattr(r, "event", "") == "schedule_outdated"]
+    assert len(outdated) == 1, "said once, not at every look"
+    assert "outdated code" in outdated[0].getMessage()
+
+
+def test_an_older_declaration_takes_back_a_schedule_nobody_else_runs(
+    queue: jobq.Queue, dsn: str
+) -> None:
+    # The newer code's last process stopped (a deploy rolled back): the older one takes the
+    # schedule back once a slot of the newer spec went untaken for UNSERVED.
+    old_code = [every(300, name="report")]
+    queue.run_schedules(old_code, now=at(0))
+    with jobq.Queue.connect(dsn) as new:
+        new.run_schedules([every(600, name="report")], now=at(60))
+        assert outcomes(new.run_schedules([every(600, name="report")], now=at(600))) == [
+            Slot.ENQUEUED
+        ]
+    assert queue.run_schedules(old_code, now=at(1200 + 60)).taken == []  # 20:00 just missed
+    assert queue.run_schedules(old_code, now=at(1200 + 301)).taken == []  # taken back
+    assert outcomes(queue.run_schedules(old_code, now=at(1800))) == [Slot.ENQUEUED]
 
 
 def test_a_schedule_removed_from_the_code_stops(queue: jobq.Queue) -> None:

@@ -269,6 +269,18 @@ def test_a_retry_that_does_not_apply_says_why(queue: jobq.Queue, client: Client)
     assert f"Not retried: job {job_id} is completed; only failed" in html
 
 
+def test_a_retry_refused_for_a_held_unique_key_names_the_holder(
+    queue: jobq.Queue, client: Client
+) -> None:
+    job_id = queue.enqueue(Boom(), retry=NO_RETRY, unique_key="nightly")
+    queue.process_jobs(1)
+    holder = queue.enqueue(Noop(), unique_key="nightly")
+
+    html = text(post(client, f"/jobs/{job_id}/retry", f"/jobs/{job_id}"))
+
+    assert f"Not retried: job {holder} holds its unique key" in html, html
+
+
 def test_cancel_ends_a_pending_job(queue: jobq.Queue, client: Client) -> None:
     job_id = queue.enqueue(Noop())
 

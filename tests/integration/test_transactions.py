@@ -14,8 +14,9 @@ import pymysql
 import pytest
 
 import jobq
+from jobq.controls import why_not_retried
 from tests.support import drivers
-from tests.support.jobs import Noop
+from tests.support.jobs import Boom, Noop
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.lease(60)
@@ -79,6 +80,71 @@ def test_enqueue_joins_the_applications_transaction(
     assert claim is not None and claim.id == kept
 
 
+def test_a_retry_refused_for_a_held_key_leaves_the_applications_transaction_whole(
+    queue: jobq.Queue, dsn: str, db_kind: str
+) -> None:
+    failed = queue.enqueue(Boom(), retry=jobq.RetryPolicy(max_attempts=1), unique_key="k")
+    queue.process_jobs(1)
+    queue.enqueue(Noop(), unique_key="k")
+    app = drivers.connect(dsn, db_kind, autocommit=False)
+    try:
+        kept = queue.enqueue(Noop(), type="kept", connection=app)
+        assert jobq.Queue.from_connection(app).retry(failed) is False
+        app.commit()  # a PostgreSQL transaction aborted by the index would be rolled back
+    finally:
+        app.close()
+    record = queue.get(kept)
+    assert record is not None
+    assert record.status == "pending"
+
+
+# A session of this database waiting for a lock, as another session counts them.
+LOCK_WAITS = {
+    "postgresql": "SELECT count(*) FROM pg_stat_activity "
+    "WHERE wait_event_type = 'Lock' AND datname = current_database()",
+    "mariadb": "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'",
+}
+
+
+def lock_waits(connection: Any, db_kind: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(LOCK_WAITS[db_kind])
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.databases("postgresql", "mariadb")
+def test_a_retry_racing_an_enqueue_of_its_key_is_refused_not_an_error(
+    queue: jobq.Queue, dsn: str, db_kind: str
+) -> None:
+    failed = queue.enqueue(Boom(), retry=jobq.RetryPolicy(max_attempts=1), unique_key="k")
+    queue.process_jobs(1)
+    producer = drivers.connect(dsn, db_kind, autocommit=False)
+    outcome: list[object] = []
+
+    def retry() -> None:
+        try:
+            outcome.append(queue.retry(failed))
+        except Exception as error:  # the test reports it, rather than a thread's traceback
+            outcome.append(error)
+
+    try:
+        holder = queue.enqueue(Noop(), unique_key="k", connection=producer)  # not committed
+        retrying = threading.Thread(target=retry)
+        retrying.start()
+        # The retry waits on the producer's uncommitted key (SQLite has one writer: no race).
+        watcher = drivers.connect(dsn, db_kind, autocommit=True)
+        try:
+            wait_for("the retry to wait", lambda: lock_waits(watcher, db_kind) == 1)
+        finally:
+            watcher.close()
+        producer.commit()
+        retrying.join(timeout=30)
+    finally:
+        producer.close()
+    assert outcome == [False]
+    assert f"job {holder} holds" in why_not_retried(failed, queue.get(failed), queue)
+
+
 @pytest.mark.databases("postgresql")
 def test_enqueue_notifies_listeners_only_on_commit(queue: jobq.Queue, dsn: str) -> None:
     from jobq.backends.postgresql_controls import NOTIFY_CHANNEL
@@ -93,6 +159,35 @@ def test_enqueue_notifies_listeners_only_on_commit(queue: jobq.Queue, dsn: str) 
         app.close()
         notes = list(listener.notifies(timeout=5, stop_after=1))
     assert [note.payload for note in notes] == ["kept"]
+
+
+@pytest.mark.databases("postgresql")
+def test_a_retry_a_release_and_a_recovery_wake_listeners(queue: jobq.Queue, dsn: str) -> None:
+    """Each makes a job ready now, so each wakes idle workers as an enqueue does; a failure
+    requeued for later wakes nobody, who would find nothing ready."""
+    from jobq.backends.postgresql_controls import NOTIFY_CHANNEL
+
+    again = jobq.RetryPolicy(max_attempts=5, backoff=0, jitter=False)
+    later = jobq.RetryPolicy(max_attempts=5, backoff=3600, jitter=False)
+    cancelled = queue.enqueue(Noop(), type="retried")
+    assert queue.cancel(cancelled)
+    queue.enqueue(Noop(), type="released")
+    queue.enqueue(Noop(), type="recovered", retry=again)
+    queue.enqueue(Noop(), type="backed-off", retry=later)
+    with drivers.connect(dsn, "postgresql", autocommit=True) as listener:
+        listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        assert queue.retry(cancelled)
+        released = queue.claim("released")
+        assert released is not None
+        assert queue.release([(released.id, released.token)]) == {released.id}
+        backed_off = queue.claim("backed-off")
+        assert backed_off is not None
+        assert queue.fail(backed_off, "later")
+        with jobq.Queue.connect(dsn, lease_duration=0.05) as short:
+            assert short.claim("recovered") is not None
+            wait_for("the lease to end", lambda: short.run_maintenance()["requeued"] == 1)
+        notes = list(listener.notifies(timeout=5, stop_after=3))
+    assert [note.payload for note in notes] == ["retried", "released", "recovered"]
 
 
 class RetrySeen(logging.Handler):

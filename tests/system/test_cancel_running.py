@@ -3,7 +3,7 @@ round, stops the attempt through the fencing path (SIGTERM, then SIGKILL at the 
 every process of the attempt), and the job ends cancelled, never retried. The history
 checker judges that no process of the attempt outlived it unseen.
 
-Pausing: no worker claims a paused type, and resuming wakes the idle ones."""
+Pausing: no worker claims a paused type, and resuming wakes the idle ones; so does a retry."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from jobq.records import Status
 from jobq.testing.history import check, read_journal
 from tests.support.apps.supervised_app import Sleep
 from tests.support.attempts import KINDS, LEASE, enqueued, stop
-from tests.support.supervising import FAST, metrics_port, scrape, supervisor
+from tests.support.supervising import FAST, Supervisor, metrics_port, scrape, supervisor
 from tests.support.waiting import wait_for
 
 # SIGTERM first, SIGKILL half a second later (the most the timing rule leaves on FAST's
@@ -90,10 +90,38 @@ def test_a_paused_type_waits_while_others_run_and_resuming_wakes_an_idle_worker(
         assert scraped.value("jobq_type_paused", type="sleep") == 1, scraped.text
         assert scraped.value("jobq_type_paused", type="other") == 0, scraped.text
         assert queue.resume("sleep")
+        woken_then_stopped(queue, running, held, "resumed")
+
+
+def woken_then_stopped(queue: jobq.Queue, running: Supervisor, job_id: int, how: str) -> None:
+    """The job just made ready runs soon (far sooner than a long poll), then the supervisor
+    is stopped."""
+    wait_for(
+        f"the {how} job to run; log:\n{running.log}",
+        lambda: status_is(queue, job_id, Status.COMPLETED),
+        timeout=20,
+    )
+    running.signal(signal.SIGTERM)
+    assert running.wait(30) == 0, running.log
+
+
+def idle(running: Supervisor) -> bool:
+    return any(title.endswith("worker idle") for title in running.titles().values())
+
+
+@pytest.mark.databases("postgresql")
+def test_a_retry_wakes_an_idle_worker(queue: jobq.Queue, dsn: str, tmp_path: Path) -> None:
+    journal = str(tmp_path / "journal")
+    cancelled = queue.enqueue(Sleep(0, journal))
+    assert queue.cancel(cancelled)
+    first = queue.enqueue(Sleep(0, journal))
+    # A poll far longer than the wait below: only the retry's wake-up can start the job.
+    with supervisor(dsn, "--workers", "1", *FAST, "--poll-interval", "60") as running:
         wait_for(
-            f"the resumed job to run; log:\n{running.log}",
-            lambda: status_is(queue, held, Status.COMPLETED),
-            timeout=20,
+            f"the first job to run; log:\n{running.log}",
+            lambda: status_is(queue, first, Status.COMPLETED),
         )
-        running.signal(signal.SIGTERM)
-        assert running.wait(30) == 0, running.log
+        # Its title says idle once it found nothing more to claim and waits.
+        wait_for("an idle worker", lambda: idle(running))
+        assert queue.retry(cancelled)
+        woken_then_stopped(queue, running, cancelled, "retried")

@@ -121,6 +121,33 @@ def test_a_changed_spec_is_a_different_spec() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "declared",
+    [declare("30 2 * * 1-5", timezone="Europe/Berlin"), declare(every=30), declare(every=0.25)],
+    ids=["cron", "every", "fraction"],
+)
+def test_another_processs_spec_is_read_back_into_its_slots(declared: Periodic) -> None:
+    # What an older process reads of a newer one's spec, to see whether its slots are taken.
+    other = declare(every=7).with_spec(declared.spec)
+    assert other is not None
+    assert other.spec == declared.spec
+    start = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
+    assert other.following(start) == declared.following(start)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "hourly",
+        "every soon",
+        "cron * * * * * Nowhere/Atlantis",
+        "cron 99 * * * * UTC",
+    ],
+)
+def test_a_spec_this_jobq_cannot_read_is_none(spec: str) -> None:
+    assert declare(every=7).with_spec(spec) is None
+
+
 def test_the_supervisor_counts_slots_by_schedule_and_outcome() -> None:
     metrics = Metrics("sqlite", 60, 10)
     metrics.on_scheduled([("heartbeat", "skipped_overlap"), ("heartbeat", "skipped_overlap")])
