@@ -32,7 +32,7 @@ def py_spy() -> str | None:
 
 
 def short(frame: str) -> str:
-    """'claim (/x/site-packages/jobq/queue.py:270)' -> 'claim (jobq/queue.py)'."""
+    """'claim (/x/site-packages/jobq/queue.py:270)' -> 'claim (jobq/queue/__init__.py)'."""
     m = FRAME.match(frame.strip())
     if not m:
         return frame.strip()

@@ -17,7 +17,7 @@ def test_profile_summary_keeps_worker_loop_samples_only(tmp_path: Path) -> None:
         "\n".join(
             [
                 f"{master};Master.tick (jobq/supervisor/master.py:149) 50",
-                f"{master};{worker};{loop};Queue.claim (jobq/queue.py:237);"
+                f"{master};{worker};{loop};Queue.claim (jobq/queue/__init__.py:237);"
                 f"Cursor.execute (/x/site-packages/psycopg/cursor.py:97) {claim}",
                 f"{master};{worker};{loop};Child.begin (jobq/worker/child.py:122) {begin}",
             ]
@@ -26,5 +26,5 @@ def test_profile_summary_keeps_worker_loop_samples_only(tmp_path: Path) -> None:
     total, self_top, inclusive, outside = profiling.summarize(raw)
     assert total == claim + begin
     assert self_top[0] == ("Cursor.execute (psycopg/cursor.py)", 0.75)
-    assert ("Queue.claim (jobq/queue.py)", 0.75) in inclusive
+    assert ("Queue.claim (jobq/queue/__init__.py)", 0.75) in inclusive
     assert outside == [("Child.begin (jobq/worker/child.py)", 0.25)]

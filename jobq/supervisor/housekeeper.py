@@ -22,8 +22,8 @@ from .. import protocol
 from ..app import load_app
 from ..outcomes import FAILURE_OUTCOMES
 from ..queue import Queue
-from ..scheduler import Watch
 from ..schedules import REGISTERED, Periodic
+from ..schedules.scheduler import Watch
 from .renewer import close_quietly
 
 log = logging.getLogger("jobq")

@@ -14,7 +14,7 @@ import pymysql
 import pytest
 
 import jobq
-from jobq.controls import why_not_retried
+from jobq.queue.controls import why_not_retried
 from tests.support import drivers
 from tests.support.jobs import Boom, Noop
 from tests.support.waiting import wait_for
@@ -147,7 +147,7 @@ def test_a_retry_racing_an_enqueue_of_its_key_is_refused_not_an_error(
 
 @pytest.mark.databases("postgresql")
 def test_enqueue_notifies_listeners_only_on_commit(queue: jobq.Queue, dsn: str) -> None:
-    from jobq.backends.postgresql_controls import NOTIFY_CHANNEL
+    from jobq.backends.postgresql.controls import NOTIFY_CHANNEL
 
     with drivers.connect(dsn, "postgresql", autocommit=True) as listener:
         listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
@@ -165,7 +165,7 @@ def test_enqueue_notifies_listeners_only_on_commit(queue: jobq.Queue, dsn: str) 
 def test_a_retry_a_release_and_a_recovery_wake_listeners(queue: jobq.Queue, dsn: str) -> None:
     """Each makes a job ready now, so each wakes idle workers as an enqueue does; a failure
     requeued for later wakes nobody, who would find nothing ready."""
-    from jobq.backends.postgresql_controls import NOTIFY_CHANNEL
+    from jobq.backends.postgresql.controls import NOTIFY_CHANNEL
 
     again = jobq.RetryPolicy(max_attempts=5, backoff=0, jitter=False)
     later = jobq.RetryPolicy(max_attempts=5, backoff=3600, jitter=False)

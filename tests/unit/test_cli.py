@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import jobq
-from jobq.cli_controls import payload_value
+from jobq.cli.controls import payload_value
 from jobq.options import markdown_table
 from tests.support.apps import jobs_app
 from tests.support.apps.jobs_app import AppendLine

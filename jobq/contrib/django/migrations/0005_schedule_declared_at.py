@@ -1,6 +1,6 @@
 """Brings a database that 0004 upgraded to this jobq's schema: the schedules' guard rows
 record when the spec they hold was declared, so that the newest declaration of a schedule
-wins (see jobq/scheduler.py). install() applies only the versions the database lacks."""
+wins (see jobq/schedules/scheduler.py). install() applies only the versions the database lacks."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from .controls import LAST_ID, NO_ACTIVE_HOLDER, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
-from .postgresql_schema import READY, SETTINGS
+from ..controls import LAST_ID, NO_ACTIVE_HOLDER, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
+from .schema import READY, SETTINGS
 
 # Wakes idle workers: the payload is the job's type.
 NOTIFY_CHANNEL = "jobq_jobs"
