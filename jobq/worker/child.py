@@ -22,9 +22,9 @@ import psutil
 from .. import protocol
 from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
+from ..lease_clock import startable
 from ..queue import Queue
 from ..records import ClaimedJob, Outcome
-from ..supervisor.lease_clock import startable
 from . import title
 from .fence import Slot
 from .mark import SettlingMark
