@@ -4,10 +4,8 @@ chunks enqueue_many writes its rows in."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .base import NewJob
+from .rows import NewJob
 
 # enqueue_many writes rows in statements of at most this many rows and payload bytes: few
 # round trips, while each statement stays well inside MySQL's default 16 MiB packet limit.

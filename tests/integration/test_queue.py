@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobq
-from jobq.backends.base import Backend, Runner
+from jobq.backends.base import Backend
+from jobq.backends.rows import Runner
 from jobq.outcomes import LEASE_EXPIRED_BEFORE_START
 from tests.support.jobs import Boom, Noop, Record
 from tests.support.waiting import wait_for, wait_lease_ended

@@ -17,8 +17,9 @@ from typing import Any
 
 from ...errors import ConfigurationError, NoSchema
 from ...records import ClaimedJob
-from ..base import Backend, NewJob, Renewal, Runner
+from ..base import Backend
 from ..batching import in_picked_order
+from ..rows import NewJob, Renewal, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
