@@ -289,9 +289,8 @@ class Backend(Uniqueness, Controls, Installing, Batching):
         return dict(zip(INSERT_NAMES, self.insert_values(job), strict=True))
 
     def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob:
-        """A claim from the row its claim statement returned, in the column order
-        id, type, class_name, payload, attempts, lease_until, max_attempts, backoff,
-        max_backoff, jitter, deadline."""
+        """A claim from the row its claim statement returned, its columns in CLAIM_COLUMNS'
+        order (shapes.py)."""
         return ClaimedJob(
             id=int(row[0]),
             type=row[1],

@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-from ..controls import (
-    LAST_ID,
-    NEXT_PENDING_PRIORITY,
-    NEXT_PENDING_TYPE,
-    READY_AGE,
-    RECORD_COLUMNS,
-    UNFINISHED_COUNTS,
-    Controls,
-)
+from ..controls import LAST_ID, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls, oldest_ready_probes
 from .schema import NOW, READY
 
 # The status page's schema version: the index filtered lists of jobs walk in id order (see
@@ -85,8 +77,6 @@ class SqliteControls(Controls):
     """
     )
 
-    sql_next_pending_type = NEXT_PENDING_TYPE.format(after=":after")
-    sql_next_pending_priority = NEXT_PENDING_PRIORITY.format(type=":type", below=":below")
-    sql_ready_age = READY_AGE.format(
-        age=f"{NOW} - scheduled_at", ready=READY, type=":type", priority=":priority"
+    sql_next_pending_type, sql_next_pending_priority, sql_ready_age = oldest_ready_probes(
+        ":{}", age=f"{NOW} - scheduled_at", ready=READY
     )
