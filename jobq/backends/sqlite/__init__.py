@@ -101,7 +101,7 @@ INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} +
 def path_of(dsn: str) -> str:
     """sqlite:///relative/file, sqlite:////absolute/file or sqlite:///:memory:."""
     path = dsn.split(":", 1)[1]
-    if not path.startswith("///") or len(path) == 3:
+    if not path.startswith("///") or path == "///":
         raise ConfigurationError(
             "an SQLite DSN looks like sqlite:///relative/path.db or sqlite:////absolute/path.db"
         )
