@@ -130,7 +130,8 @@ def test_scale_targets_hold_each_large_backlog_to_its_small_one() -> None:
     )
     assert lines[0].startswith("- postgresql, typed, large backlog: 900 jobs/s, 0.90x")
     assert lines[0].endswith("**met**")
-    assert "0.01x" in lines[1] and lines[1].endswith("**MISSED**")
+    assert "0.01x" in lines[1]
+    assert lines[1].endswith("**MISSED**")
     assert lines[2] == "- enqueue_many on PostgreSQL >= 50,000 jobs/s: 100,000: **met**"
 
 
