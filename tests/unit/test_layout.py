@@ -1,4 +1,5 @@
-"""The package's wings import only downwards, as ARCHITECTURE.md draws them.
+"""The package's wings import only downwards, as ARCHITECTURE.md draws them, and no module
+imports one that imports it back.
 
 Read from the source with ast, so an import inside a function or under TYPE_CHECKING counts
 as much as one at the top: each is an arrow a reader has to follow.
@@ -82,6 +83,48 @@ def arrows_up() -> list[str]:
 
 def test_every_wing_imports_only_the_wings_below_it() -> None:
     assert arrows_up() == []
+
+
+def modules_imported() -> dict[str, set[str]]:
+    """Each module of jobq, and the modules of jobq it imports (a name imported from a module
+    counts as that module; a package's own __init__ is not followed up)."""
+    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        names = imported(path.read_text(), module, path.name == "__init__.py")
+        targets = {name if name in paths else name.rpartition(".")[0] for _, name in names}
+        graph[module] = {target for target in targets if target in paths} - {module}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Paths that lead from a module back to itself, one for each module on a circle."""
+    found = []
+    for start in sorted(graph):
+        paths = [[start]]
+        seen = {start}
+        while paths:
+            path = paths.pop()
+            for target in sorted(graph[path[-1]]):
+                if target == start:
+                    found.append([*path, start])
+                    paths = []
+                    break
+                if target not in seen:
+                    seen.add(target)
+                    paths.append([*path, target])
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    # Inside functions and under TYPE_CHECKING too: a circle there still means two modules
+    # that cannot be read, or moved, one without the other.
+    assert circles(modules_imported()) == []
+
+
+def test_a_circle_is_found_however_long() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert circles(graph) == [["a", "b", "c", "a"], ["b", "c", "a", "b"], ["c", "a", "b", "c"]]
 
 
 @pytest.mark.parametrize(
