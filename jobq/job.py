@@ -8,6 +8,9 @@ from typing import Any, ClassVar
 from .retry import RetryPolicy
 
 _registry: dict[str, type[Job]] = {}
+# The class_name and type columns are VARCHAR(255) in MySQL: a longer name would fail every
+# enqueue.
+LONGEST_NAME = 255
 
 
 class Job:
@@ -31,8 +34,7 @@ class Job:
                 f"{name}: job classes must be defined at module level (or set job_name) "
                 "so that workers can find them by name"
             )
-        # The class_name column is VARCHAR(255) in MySQL: a longer name would fail every enqueue.
-        if len(name) > 255:
+        if len(name) > LONGEST_NAME:
             raise TypeError(f"{name[:60]}...: job_name must be at most 255 characters")
         cls.job_name = name
         _registry[name] = cls
@@ -106,7 +108,7 @@ def registered_types() -> set[str]:
 
 
 def check_type_name(name: object) -> None:
-    if not isinstance(name, str) or not name or len(name) > 255:
+    if not isinstance(name, str) or not name or len(name) > LONGEST_NAME:
         raise ValueError(f"a job type must be a non-empty string of up to 255 characters: {name!r}")
     # Every database must store it as it is: none takes a NUL, none stores a lone surrogate.
     if "\x00" in name or (not name.isascii() and not encodable(name)):

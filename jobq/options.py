@@ -22,6 +22,7 @@ from .dsn import DEFAULT_DSN
 from .job import check_type_name
 from .retry import MAX_DELAY
 
+LAST_PORT = 65535
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # What a switch's environment variable may say.
 SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False,
@@ -113,7 +114,7 @@ class Option:
 
     def complain(self, value: float) -> None:
         if self.unit == "port":
-            if not 0 <= value <= 65535:
+            if not 0 <= value <= LAST_PORT:
                 raise ValueError(f"must be a port number from 0 to 65535, got {value:g}")
             return
         if self.unit == "count":

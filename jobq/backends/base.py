@@ -12,16 +12,15 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ..records import ClaimedJob, Status
-from ..retry import RetryPolicy
 from .batching import Batching
 from .controls import Controls, policy_of
 from .installing import Installing
 from .leases import expiry
+from .rows import INSERT_NAMES, ExpiredLease, NewJob, Renewal, Runner
 from .shapes import CHUNK_ROWS, chunks
 from .uniqueness import Uniqueness
 
@@ -30,71 +29,6 @@ log = logging.getLogger("jobq")
 T = TypeVar("T")
 
 TRIES = 5
-
-
-# The insert parameters every backend's insert statement takes, in insert_values' order.
-INSERT_NAMES = (
-    "type",
-    "class_name",
-    "payload",
-    "max_attempts",
-    "backoff",
-    "max_backoff",
-    "jitter",
-    "scheduled_at",
-    "delay",
-    "deadline",
-    "deadline_in",
-    "priority",
-    "unique_key",
-)
-
-
-class NewJob(NamedTuple):
-    """A row to insert. Times are either absolute or seconds from the database's now.
-
-    A named tuple: enqueue_many makes one per job, and a frozen dataclass took longer to make
-    than the job's JSON."""
-
-    type: str
-    class_name: str
-    payload: str
-    retry: RetryPolicy
-    scheduled_at: datetime | None
-    delay: float
-    deadline: datetime | None
-    deadline_in: float | None
-    priority: int
-    # At most one pending or in_progress job holds a key (see Backend.add).
-    unique_key: str | None = None
-
-
-class Runner(NamedTuple):
-    """Where an attempt runs, as its claim records it: the queue core says, since a backend
-    knows nothing of processes."""
-
-    host: str
-    pid: int
-
-
-class Renewal(NamedTuple):
-    """A renewal round's answer: the leases it extended, and of those the attempts an
-    operator asked to cancel."""
-
-    extended: set[int]
-    cancelled: set[int]
-
-
-@dataclass(frozen=True)
-class ExpiredLease:
-    """An in_progress row whose lease has ended, as maintenance sees it."""
-
-    id: int
-    token: str
-    attempts: int
-    retry: RetryPolicy
-    type: str
-    cancelled: bool  # an operator asked to cancel it: it ends cancelled, not retried
 
 
 class Backend(Uniqueness, Controls, Installing, Batching):
@@ -368,9 +302,8 @@ class Backend(Uniqueness, Controls, Installing, Batching):
         return dict(zip(INSERT_NAMES, self.insert_values(job), strict=True))
 
     def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob:
-        """A claim from the row its claim statement returned, in the column order
-        id, type, class_name, payload, attempts, lease_until, max_attempts, backoff,
-        max_backoff, jitter, deadline."""
+        """A claim from the row its claim statement returned, its columns in CLAIM_COLUMNS'
+        order (shapes.py)."""
         return ClaimedJob(
             id=int(row[0]),
             type=row[1],

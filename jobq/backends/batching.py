@@ -11,13 +11,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ..records import ClaimedJob
 from .leases import expiry
-
-if TYPE_CHECKING:
-    from .base import Runner
+from .rows import Runner
 
 
 class Batching(ABC):

@@ -1,7 +1,8 @@
 """An operator's controls over jobs, as every backend provides them: list and read jobs,
 cancel, retry, pause and resume a type, and the status page's figures, read from indexes.
-Each backend's statements for them are in its <database>_controls module; the rules around
-them (what may be retried, what a refusal means) are the queue core's, in jobq/operator.py."""
+Each backend's statements for them are in its database's controls.py; the rules around
+them (what may be retried, what a refusal means) are the queue core's, in
+jobq/queue/controls.py."""
 
 from __future__ import annotations
 
@@ -51,6 +52,22 @@ READY_AGE = (
 # empty): where the probes start.
 ABOVE_ANY_PRIORITY = 1001
 BELOW_ANY_TYPE = ""
+
+
+def oldest_ready_probes(
+    placeholder: str, age: str, ready: str, hint: str = ""
+) -> tuple[str, str, str]:
+    """NEXT_PENDING_TYPE, NEXT_PENDING_PRIORITY and READY_AGE for a backend whose named
+    parameters look like `placeholder` with the name in braces (":{}", "%({})s")."""
+    after, job_type, below, priority = (
+        placeholder.format(name) for name in ("after", "type", "below", "priority")
+    )
+    return (
+        NEXT_PENDING_TYPE.format(hint=hint, after=after),
+        NEXT_PENDING_PRIORITY.format(hint=hint, type=job_type, below=below),
+        READY_AGE.format(hint=hint, age=age, ready=ready, type=job_type, priority=priority),
+    )
+
 
 # One ordered walk of the jobs index (status, type, id) for a filtered list: the newest jobs
 # of one status and type, below an id if {before} says so. {hint} names the index where a

@@ -1,13 +1,11 @@
-"""Statement shapes every backend builds alike: a claim's per-type probes merged, and the
-chunks enqueue_many writes its rows in."""
+"""Statement shapes every backend builds alike: a claim's per-type probes merged, the chunks
+enqueue_many writes its rows in, and the first schema version's partial indexes."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .base import NewJob
+from .rows import NewJob
 
 # enqueue_many writes rows in statements of at most this many rows and payload bytes: few
 # round trips, while each statement stays well inside MySQL's default 16 MiB packet limit.
@@ -18,6 +16,23 @@ CHUNK_BYTES = 4 * 2**20
 CLAIM_COLUMNS = (
     "id, type, class_name, payload, attempts, lease_until, "
     "max_attempts, backoff, max_backoff, jitter, deadline"
+)
+
+
+# Version 1's partial indexes, the same statements in PostgreSQL and SQLite (MySQL has no
+# partial indexes): the claim reads only pending rows, in schedule order, with or without a
+# type; maintenance reads the leases and deadlines; pruning the finished rows.
+FIRST_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS jobq_jobs_ready ON jobq_jobs (scheduled_at, id) "
+    "WHERE status = 'pending'",
+    "CREATE INDEX IF NOT EXISTS jobq_jobs_ready_by_type ON jobq_jobs (type, scheduled_at, id) "
+    "WHERE status = 'pending'",
+    "CREATE INDEX IF NOT EXISTS jobq_jobs_leases ON jobq_jobs (lease_until) "
+    "WHERE status = 'in_progress'",
+    "CREATE INDEX IF NOT EXISTS jobq_jobs_deadlines ON jobq_jobs (deadline) "
+    "WHERE status = 'pending' AND deadline IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS jobq_jobs_finished ON jobq_jobs (finished_at) "
+    "WHERE finished_at IS NOT NULL",
 )
 
 

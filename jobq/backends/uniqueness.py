@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from itertools import groupby
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
-if TYPE_CHECKING:
-    from .base import NewJob
+from .rows import NewJob
 
 # How often add() inserts again when the key's holder finished before it could be read.
 KEY_TRIES = 5

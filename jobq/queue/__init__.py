@@ -9,7 +9,8 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from .. import backends
-from ..backends.base import Backend, NewJob
+from ..backends.base import Backend
+from ..backends.rows import NewJob
 from ..codec import Codec, JsonCodec
 from ..dsn import default_dsn
 from ..hooks import JobHooks

@@ -8,8 +8,9 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from ..backends.base import Backend, Renewal
+from ..backends.base import Backend
 from ..backends.leases import expiry
+from ..backends.rows import Renewal
 from ..codec import Codec
 from ..errors import Unacknowledged
 from ..hooks import JobHooks
@@ -160,7 +161,7 @@ class Consuming:
         if time.monotonic() >= claim.expires_monotonic:
             log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
             return self._failed(claim, LEASE_EXPIRED_BEFORE_START)
-        token, on = running.set(claim), running_on.set(self)
+        token, on = running.set(claim), running_on.set(self.backend)
         try:
             if self.hooks is not None:
                 self.hooks.before_job(claim)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from ..backends.base import Backend, ExpiredLease
+from ..backends.base import Backend
+from ..backends.rows import ExpiredLease
 from ..outcomes import CANCELLED_WHILE_RUNNING, LEASE_EXPIRED, next_step
 from ..records import Status
 

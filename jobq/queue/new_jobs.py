@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..backends.base import NewJob
+from ..backends.rows import NewJob
 from ..codec import Codec
 from ..job import Job, check_runnable_elsewhere, check_type_name
 from ..retry import MAX_DELAY, RetryPolicy

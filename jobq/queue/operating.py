@@ -7,10 +7,16 @@ from ..backends.base import Backend
 from ..records import JobRecord, Status
 from . import controls
 
+MINUTES_A_DAY = 24 * 60
+
 
 def check_minutes(minutes: object) -> int:
     """A window of the status page's figures: whole minutes, up to a day."""
-    if isinstance(minutes, bool) or not isinstance(minutes, int) or not 0 < minutes <= 1440:
+    if (
+        isinstance(minutes, bool)
+        or not isinstance(minutes, int)
+        or not 0 < minutes <= MINUTES_A_DAY
+    ):
         raise ValueError(f"minutes must be a whole number from 1 to 1440, got {minutes!r}")
     return minutes
 

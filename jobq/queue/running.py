@@ -5,22 +5,20 @@ from __future__ import annotations
 import os
 import socket
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
 
-from ..backends.base import Runner
+from ..backends.base import Backend
+from ..backends.rows import Runner
 from ..records import ClaimedJob
-
-if TYPE_CHECKING:
-    from .consuming import Consuming
 
 # Claims record where their attempt runs: this host, and the claiming process.
 HOST = socket.gethostname()
 
 
 # The attempt whose handle() is running, for code deep inside a job (see current_claim),
-# and the queue it was claimed from (see cancel_requested).
+# and the backend of the queue it was claimed from (see cancel_requested): the backend, not
+# the queue, so that this module needs nothing from consuming.py, which imports it.
 running: ContextVar[ClaimedJob | None] = ContextVar("jobq_running", default=None)
-running_on: ContextVar[Consuming | None] = ContextVar("jobq_running_on", default=None)
+running_on: ContextVar[Backend | None] = ContextVar("jobq_running_on", default=None)
 
 
 def current_claim() -> ClaimedJob | None:
@@ -33,10 +31,10 @@ def cancel_requested() -> bool:
     """From inside a job's handle(): whether an operator asked to cancel this job. A job that
     can stop early polls this now and then (each call is one small query) and returns; under
     jobq-supervise the worker is stopped for it anyway, within a renewal interval."""
-    claim, queue = running.get(), running_on.get()
-    if claim is None or queue is None:
+    claim, backend = running.get(), running_on.get()
+    if claim is None or backend is None:
         raise RuntimeError("cancel_requested() is for a job's handle(), while it runs")
-    return queue.backend.cancel_requested(claim.id, claim.token)
+    return backend.cancel_requested(claim.id, claim.token)
 
 
 def runner() -> Runner:

@@ -32,7 +32,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import partial
 
-from ..backends.base import Backend, NewJob
+from ..backends.base import Backend
+from ..backends.rows import NewJob
 from ..backends.uniqueness import Guard
 from . import ON_TIME, Periodic
 

@@ -23,10 +23,13 @@ from ..app import load_app
 from ..outcomes import FAILURE_OUTCOMES
 from ..queue import Queue
 from ..schedules import REGISTERED, Periodic
-from ..schedules.scheduler import Watch
+from ..schedules.scheduler import Tick, Watch
 from .renewer import close_quietly
 
 log = logging.getLogger("jobq")
+
+# The master's messages that ask for work; any other one (drain) ends the housekeeper.
+WORK = protocol.FailAttempt | protocol.LeftBehind | protocol.MeasureDepth
 
 
 def serve(
@@ -58,44 +61,26 @@ def serve(
         # A due slot comes before the messages waiting: a stream of them cannot starve it.
         scheduling = now >= next_schedule
         message = protocol.receive(sock) if readable and not scheduling else None
-        work = protocol.FailAttempt | protocol.LeftBehind | protocol.MeasureDepth
-        if readable and not scheduling and not isinstance(message, work):
+        if readable and not scheduling and not isinstance(message, WORK):
             break  # drain, or the master closed the socket
-        if message is None:
-            if not scheduling and now < next_maintenance:
+        # Before connecting: a database that cannot be reached is tried again next interval,
+        # not in a tight loop that floods the log. (A due slot comes with no message.)
+        if scheduling:
+            next_schedule = now + interval
+        elif message is None:
+            if now < next_maintenance:
                 continue
-            # Before connecting: a database that cannot be reached is tried again next
-            # interval, not in a tight loop that floods the log.
-            if scheduling:
-                next_schedule = now + interval
-            else:
-                next_maintenance = now + interval
+            next_maintenance = now + interval
         try:
-            if connection is None:
-                connection = Queue.connect(dsn, lease_duration=lease)
+            connection = connected(connection, dsn, lease)
             if scheduling:
                 tick = connection.run_schedules(schedules, watch=watch)
                 next_schedule = time.monotonic() + tick.wait()
-                if tick.taken:
-                    slots = [(name, str(outcome)) for name, outcome, _ in tick.taken]
-                    protocol.send(sock, protocol.Scheduled(slots))
-            elif isinstance(message, protocol.FailAttempt):
-                claim = message.claim.claim()
-                status = connection._settle_failure(claim, message.error)
-                outcome = FAILURE_OUTCOMES[status]
-                protocol.send(sock, protocol.Settled(claim.type, str(outcome)))
-            elif isinstance(message, protocol.LeftBehind):
-                connection.release([(each.id, each.token) for each in message.queued])
-                claims = [each.claim() for each in message.completed]
-                if claims:
-                    connection.complete_many_and_claim(claims, 0)
-            elif isinstance(message, protocol.MeasureDepth):
-                protocol.send(sock, depth(connection))
+                report_taken(sock, tick)
+            elif message is not None:
+                answer(connection, sock, message)
             else:
-                counts = connection.run_maintenance()
-                protocol.send(sock, protocol.Maintained(counts))
-                if metrics:
-                    protocol.send(sock, depth(connection))
+                maintain(connection, sock, metrics)
         except Exception as error:
             # Maintenance recovers whatever could not be failed here, after the lease.
             log.error("Supervisor database work failed: %s", error, extra={"event": "db_error"})
@@ -107,6 +92,43 @@ def serve(
             protocol.send(sock, protocol.Done())
     close_quietly(connection)
     return 0
+
+
+def connected(connection: Queue | None, dsn: str, lease: float) -> Queue:
+    """The housekeeper's connection, made anew after a failure closed the last one."""
+    return Queue.connect(dsn, lease_duration=lease) if connection is None else connection
+
+
+def report_taken(sock: socket.socket, tick: Tick) -> None:
+    """Tell the master which slots a look at the schedules enqueued, if any."""
+    if tick.taken:
+        slots = [(name, str(outcome)) for name, outcome, _ in tick.taken]
+        protocol.send(sock, protocol.Scheduled(slots))
+
+
+def maintain(connection: Queue, sock: socket.socket, metrics: bool) -> None:
+    """One maintenance run, its counts sent to the master, and the depth after it for
+    /metrics."""
+    counts = connection.run_maintenance()
+    protocol.send(sock, protocol.Maintained(counts))
+    if metrics:
+        protocol.send(sock, depth(connection))
+
+
+def answer(connection: Queue, sock: socket.socket, message: object) -> None:
+    """Do what one of the master's WORK messages asks."""
+    if isinstance(message, protocol.FailAttempt):
+        claim = message.claim.claim()
+        status = connection._settle_failure(claim, message.error)
+        outcome = FAILURE_OUTCOMES[status]
+        protocol.send(sock, protocol.Settled(claim.type, str(outcome)))
+    elif isinstance(message, protocol.LeftBehind):
+        connection.release([(each.id, each.token) for each in message.queued])
+        claims = [each.claim() for each in message.completed]
+        if claims:
+            connection.complete_many_and_claim(claims, 0)
+    elif isinstance(message, protocol.MeasureDepth):
+        protocol.send(sock, depth(connection))
 
 
 def declared(app: str | None) -> list[Periodic]:

@@ -22,26 +22,31 @@ from ..queue.running import current_claim
 from ..records import JobRecord, Status
 
 
-def journal_attempt(path: str | os.PathLike[str], event: str, **fields: Any) -> None:
-    """Append one event of the running attempt ("start" or "end") to the journal.
+def journal_event(path: str | os.PathLike[str], event: str, **fields: Any) -> None:
+    """Append one event of this process to the journal, with its pid and `fields`.
 
     A single short write to a file opened for appending: lines from many processes never
     interleave, and a line written survives its writer being killed.
     """
+    with open(path, "a") as journal:
+        journal.write(json.dumps({"event": event, "pid": os.getpid(), **fields}) + "\n")
+
+
+def journal_attempt(path: str | os.PathLike[str], event: str, **fields: Any) -> None:
+    """Append one event of the running attempt ("start" or "end") to the journal, with the
+    job, the attempt and the clocks' readings (see journal_event)."""
     claim = current_claim()
     if claim is None:
         raise RuntimeError("journal_attempt() is for use inside a job's handle()")
-    entry = {
-        "event": event,
-        "job": claim.id,
-        "attempt": claim.attempt,
-        "pid": os.getpid(),
-        "mono": time.monotonic(),
-        "wall": time.time(),
+    journal_event(
+        path,
+        event,
+        job=claim.id,
+        attempt=claim.attempt,
+        mono=time.monotonic(),
+        wall=time.time(),
         **fields,
-    }
-    with open(path, "a") as journal:
-        journal.write(json.dumps(entry) + "\n")
+    )
 
 
 def read_journal(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

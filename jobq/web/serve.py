@@ -9,6 +9,7 @@ from typing import Any
 from waitress.server import create_server
 
 from ..errors import ConfigurationError
+from ..options import LAST_PORT
 from .auth import PASSWORD_VARIABLE, TOKEN_VARIABLE, USER_VARIABLE, Credentials
 
 # Requests are served by this many threads; they take turns at the one database connection,
@@ -19,7 +20,7 @@ THREADS = 4
 def parse_bind(text: str) -> tuple[str, int]:
     """HOST:PORT, [IPv6]:PORT, as given to --bind."""
     host, colon, port = text.rpartition(":")
-    if not colon or not host or not port.isdigit() or int(port) > 65535:
+    if not colon or not host or not port.isdigit() or int(port) > LAST_PORT:
         raise ConfigurationError(f"--bind must be HOST:PORT, e.g. 127.0.0.1:8080, got {text!r}")
     return host.removeprefix("[").removesuffix("]"), int(port)
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Any
 
 from jinja2 import Environment
@@ -83,7 +84,7 @@ class Page:
         response = self.render(
             "error.html", error.code or 500, title=error.name, message=error.description
         )
-        if error.code == 405:
+        if error.code == HTTPStatus.METHOD_NOT_ALLOWED:
             response.headers["Allow"] = "GET"
         return response
 

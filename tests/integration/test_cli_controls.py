@@ -40,9 +40,11 @@ def test_jobs_lists_newest_first_as_text_and_stable_json(queue: jobq.Queue, jobq
     assert claim is not None
     code, out, _ = jobq_("jobs")
     header, *rows = out.splitlines()
-    assert code == 0 and header.split()[:4] == ["id", "type", "status", "priority"]
+    assert code == 0
+    assert header.split()[:4] == ["id", "type", "status", "priority"]
     assert [row.split()[0] for row in rows] == [str(second), str(first)]
-    assert "in_progress" in rows[0] and ":" in rows[0].split()[-1]  # host:pid
+    assert "in_progress" in rows[0]
+    assert ":" in rows[0].split()[-1]  # host:pid
     code, out, _ = jobq_("jobs", "--json", "--type", "noop", "--limit", "5")
     (shown,) = json.loads(out)
     assert tuple(shown) == RECORD_KEYS
@@ -60,13 +62,17 @@ def test_show_prints_one_job_or_one_line_why_not(queue: jobq.Queue, jobq_) -> No
     job = queue.enqueue(Noop(), priority=-2, unique_key="import:customer-42")
     code, out, _ = jobq_("show", str(job), "--json")
     shown = json.loads(out)
-    assert code == 0 and (shown["priority"], shown["unique_key"]) == (-2, "import:customer-42")
+    assert code == 0
+    assert (shown["priority"], shown["unique_key"]) == (-2, "import:customer-42")
     code, out, _ = jobq_("show", str(job))
-    assert code == 0 and "priority" in out and "pending" in out
+    assert code == 0
+    assert "priority" in out
+    assert "pending" in out
     for bad, message in [(str(job + 99), "no job with id"), ("x1", "not a job id: 'x1'")]:
         code, out, err = jobq_("show", bad)
         assert (code, out) == (1, "")
-        assert err.count("\n") == 1 and message in err
+        assert err.count("\n") == 1
+        assert message in err
 
 
 def test_cancel_acts_on_every_id_and_says_which_it_refused(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
@@ -75,7 +81,8 @@ def test_cancel_acts_on_every_id_and_says_which_it_refused(queue: jobq.Queue, jo
     assert queue.claim() is not None  # the second, running
     code, out, err = jobq_("cancel", str(running), str(done), str(pending), str(done + 50))
     assert code == 1
-    assert f"job {running} is being cancelled" in out and f"job {pending} cancelled" in out
+    assert f"job {running} is being cancelled" in out
+    assert f"job {pending} cancelled" in out
     assert err.splitlines() == [
         f"jobq: job {done} not cancelled: it is completed already",
         f"jobq: job {done + 50} not cancelled: no such job",
@@ -88,16 +95,25 @@ def test_retry_by_id_or_by_status_and_type(queue: jobq.Queue, jobq_) -> None:  #
     other = queue.enqueue(Boom(), type="other", retry=ONCE)
     queue.process_jobs(10)
     code, out, err = jobq_("retry", str(failed[0]), str(failed[0]))
-    assert code == 1 and "retried 1 job(s)" in out
+    assert code == 1
+    assert "retried 1 job(s)" in out
     assert f"job {failed[0]} is pending" in err
     code, out, _ = jobq_("retry", "--status", "failed", "--type", "boom")
-    assert code == 0 and "retried 2 job(s)" in out
-    assert queue.counts("boom") == {"pending": 3} and queue.counts("other") == {"failed": 1}
+    assert code == 0
+    assert "retried 2 job(s)" in out
+    assert queue.counts("boom") == {"pending": 3}
+    assert queue.counts("other") == {"failed": 1}
     code, out, err = jobq_("retry", "--status", "pending")
-    assert code == 1 and out == "" and err.count("\n") == 1 and "can be retried" in err
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "can be retried" in err
     code, out, err = jobq_("retry", str(other), "--status", "failed")
-    assert code == 1 and "not both" in err
-    assert queue.get(other) is not None and queue.get(other).status == "failed"  # type: ignore[union-attr]
+    assert code == 1
+    assert "not both" in err
+    record = queue.get(other)
+    assert record is not None
+    assert record.status == "failed"
 
 
 def test_retry_by_status_goes_on_past_a_job_whose_key_is_held(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
@@ -115,11 +131,13 @@ def test_pause_and_resume_a_type(queue: jobq.Queue, jobq_) -> None:  # type: ign
     queue.enqueue(Noop())
     assert jobq_("pause", "noop")[:2] == (0, "jobq: type 'noop' paused\n")
     assert jobq_("pause", "noop")[1] == "jobq: type 'noop' was paused already\n"
-    assert queue.paused() == {"noop"} and queue.claim() is None
+    assert queue.paused() == {"noop"}
+    assert queue.claim() is None
     assert jobq_("resume", "noop")[:2] == (0, "jobq: type 'noop' resumed\n")
     assert queue.claim() is not None
     code, out, err = jobq_("pause", "")
-    assert (code, out) == (1, "") and err.count("\n") == 1
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1
 
 
 def test_jobs_shows_cancelling_only_while_the_cancelled_job_still_runs(  # type: ignore[no-untyped-def]

@@ -66,7 +66,8 @@ def test_state_round_trips_through_the_queue(queue: jobq.Queue) -> None:
     queue.run(claim)
     assert RAN == [RICH_STATE]
     after = queue.get(job_id)
-    assert after is not None and after.status is Status.COMPLETED
+    assert after is not None
+    assert after.status is Status.COMPLETED
 
 
 # -- what decoding refuses -----------------------------------------------------------------
@@ -120,7 +121,8 @@ def test_a_custom_codec_is_used_both_ways(dsn: str) -> None:
         assert codec.calls == ["encode", "decode"]
         assert RAN == [{"word": "bonjour", "n": 3}]
         done = queue.get(job_id)
-        assert done is not None and done.status is Status.COMPLETED
+        assert done is not None
+        assert done.status is Status.COMPLETED
 
 
 # -- undecodable jobs in a running queue (every database) ---------------------------------
@@ -153,7 +155,8 @@ def test_an_unknown_class_fails_the_attempt(
     assert "'no.such.Class'" in record.last_error
     assert record.lease_until is None
     good = queue.get(good_id)
-    assert good is not None and good.status is Status.COMPLETED
+    assert good is not None
+    assert good.status is Status.COMPLETED
     assert RAN == [{"fine": True}]
 
 
@@ -168,7 +171,8 @@ def test_a_payload_that_does_not_fit_fails_the_attempt(dsn: str, queue: jobq.Que
 
     assert queue.process_jobs(1) == 1
     record = queue.get(job_id)
-    assert record is not None and record.status is Status.FAILED
+    assert record is not None
+    assert record.status is Status.FAILED
     assert record.last_error is not None
     assert f"does not fit {Strict.job_name}" in record.last_error
     assert RAN == []

@@ -134,7 +134,9 @@ def test_a_pending_job_is_cancelled_at_once_and_never_claimed(queue: jobq.Queue)
     job = queue.enqueue(Noop())
     assert queue.cancel(job)
     record = queue.get(job)
-    assert record is not None and record.status == "cancelled" and record.finished_at is not None
+    assert record is not None
+    assert record.status == "cancelled"
+    assert record.finished_at is not None
     assert queue.claim() is None
     assert not queue.cancel(job)  # finished already
 
@@ -158,13 +160,16 @@ def test_a_running_job_cancelled_ends_cancelled_when_its_attempt_ends(queue: job
     record = queue.get(job)
     assert record is not None
     assert (record.host, record.pid) == (socket.gethostname(), os.getpid())
-    assert queue.cancel(job) and queue.cancel(job)  # asking twice is the same request
+    assert queue.cancel(job)
+    assert queue.cancel(job)  # asking twice is the same request
     # The renewal round tells the supervisor, and keeps the lease while it stops the worker.
     assert queue._renewal_round([(claim.id, claim.token)]) == ({job}, {job})
     assert queue.run(claim) is jobq.Outcome.CANCELLED
     record = queue.get(job)
-    assert record is not None and record.status == "cancelled"
-    assert record.last_error is not None and "after the cancel" in record.last_error
+    assert record is not None
+    assert record.status == "cancelled"
+    assert record.last_error is not None
+    assert "after the cancel" in record.last_error
     assert (record.host, record.pid) == (None, None)
     assert queue.claim() is None  # not retried
 
@@ -172,7 +177,8 @@ def test_a_running_job_cancelled_ends_cancelled_when_its_attempt_ends(queue: job
 def test_a_failure_after_a_cancel_is_not_retried(queue: jobq.Queue) -> None:
     job = queue.enqueue(Boom())
     claim = queue.claim()
-    assert claim is not None and queue.cancel(job)
+    assert claim is not None
+    assert queue.cancel(job)
     assert queue.run(claim) is jobq.Outcome.CANCELLED
     assert queue.counts() == {"cancelled": 1}
 
@@ -184,7 +190,8 @@ def test_an_acknowledgement_before_the_cancel_wins(queue: jobq.Queue) -> None:
     assert queue.run(claim) is jobq.Outcome.COMPLETED
     assert queue.cancel(job) is False
     record = queue.get(job)
-    assert record is not None and record.status == "completed"
+    assert record is not None
+    assert record.status == "completed"
     assert record.cancel_requested_at is None
 
 
@@ -206,12 +213,16 @@ def test_retry_gives_a_finished_job_one_more_attempt_now(queue: jobq.Queue) -> N
     cancelled = queue.enqueue(Noop(), type="later")
     queue.process_jobs(1, type="boom")
     assert queue.cancel(cancelled)
-    assert queue.retry(failed) and queue.retry(cancelled)
+    assert queue.retry(failed)
+    assert queue.retry(cancelled)
     assert not queue.retry(failed)  # pending now
     claim = queue.claim("boom")
-    assert claim is not None and (claim.id, claim.attempt) == (failed, 2)
+    assert claim is not None
+    assert (claim.id, claim.attempt) == (failed, 2)
     record = queue.get(cancelled)
-    assert record is not None and record.status == "pending" and record.finished_at is None
+    assert record is not None
+    assert record.status == "pending"
+    assert record.finished_at is None
 
 
 def test_retry_past_the_deadline_is_refused_with_the_reason(queue: jobq.Queue) -> None:
@@ -247,26 +258,32 @@ def test_retry_of_a_job_whose_key_another_job_holds_is_refused_naming_the_holder
 def test_a_paused_type_is_not_claimed_until_resumed(queue: jobq.Queue) -> None:
     held = queue.enqueue(Noop(), type="held", priority=10)
     other = queue.enqueue(Noop(), type="other")
-    assert queue.pause("held") and not queue.pause("held")
+    assert queue.pause("held")
+    assert not queue.pause("held")
     assert queue.paused() == {"held"}
     assert queue.claim("held") is None
     claim = queue.claim(["held", "other"])
-    assert claim is not None and claim.id == other  # though held has the higher priority
+    assert claim is not None
+    assert claim.id == other  # though held has the higher priority
     assert queue.claim() is None  # any type: the paused one is skipped
-    assert queue.resume("held") and not queue.resume("held")
+    assert queue.resume("held")
+    assert not queue.resume("held")
     assert queue.paused() == set()
     claim = queue.claim()
-    assert claim is not None and claim.id == held
+    assert claim is not None
+    assert claim.id == held
 
 
 def test_an_acknowledgement_claims_no_paused_job(queue: jobq.Queue) -> None:
     first = queue.enqueue(Noop())
     queue.enqueue(Noop())
     claim = queue.claim()
-    assert claim is not None and claim.id == first
+    assert claim is not None
+    assert claim.id == first
     queue.pause("noop")
     done, then = queue.complete_and_claim(claim, "noop")
-    assert done and then is None
+    assert done
+    assert then is None
 
 
 def test_jobq_work_ends_a_cancelled_job_cancelled_and_goes_on(queue: jobq.Queue, dsn: str) -> None:
@@ -284,5 +301,7 @@ def test_jobq_work_ends_a_cancelled_job_cancelled_and_goes_on(queue: jobq.Queue,
             worker.stopping.set()
             thread.join(30)
     record = queue.get(cancelled)
-    assert record is not None and (record.status, record.attempts) == ("cancelled", 1)
-    assert queue.get(after) is not None and queue.counts() == {"cancelled": 1, "completed": 1}
+    assert record is not None
+    assert (record.status, record.attempts) == ("cancelled", 1)
+    assert queue.get(after) is not None
+    assert queue.counts() == {"cancelled": 1, "completed": 1}

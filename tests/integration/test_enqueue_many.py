@@ -65,7 +65,8 @@ def test_options_apply_to_every_job(queue: jobq.Queue) -> None:
     delayed = queue.enqueue_many([Noop(), Noop()], delay=3600, deadline=7200)
     for job_id in delayed:
         record = queue.get(job_id)
-        assert record is not None and record.deadline is not None
+        assert record is not None
+        assert record.deadline is not None
         assert record.scheduled_at > datetime.now(UTC) + timedelta(minutes=59)
         assert record.deadline > record.scheduled_at
     assert queue.claim() is None
@@ -159,11 +160,13 @@ def test_each_job_is_due_from_the_moment_its_transaction_wrote_it(queue: jobq.Qu
         assert record is not None
         assert record.scheduled_at == record.created_at
     first = queue.get(ids[0])
-    assert first is not None and first.deadline == first.created_at + timedelta(seconds=60)
+    assert first is not None
+    assert first.deadline == first.created_at + timedelta(seconds=60)
 
 
 def test_retry_settings_given_as_integers_are_stored_as_given(queue: jobq.Queue) -> None:
     policy = jobq.RetryPolicy(max_attempts=4, backoff=2, max_backoff=60, jitter=False)
     [job_id] = queue.enqueue_many([Noop()], retry=policy)
     record = queue.get(job_id)
-    assert record is not None and record.retry == policy
+    assert record is not None
+    assert record.retry == policy

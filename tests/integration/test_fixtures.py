@@ -31,7 +31,8 @@ def connect(dsn: str) -> Iterator[Any]:
             host=url.hostname, port=url.port, user=url.username, dbname=url.path[1:]
         )
     else:
-        assert url.scheme == "mysql" and url.port is not None
+        assert url.scheme == "mysql"
+        assert url.port is not None
         conn = pymysql.connect(
             host=url.hostname, port=url.port, user=url.username, password="", database=url.path[1:]
         )

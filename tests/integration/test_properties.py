@@ -32,7 +32,9 @@ def test_a_policy_comes_back_from_the_database_as_it_was_stored(
     job_id = queue.enqueue(Chaos(0, "/dev/null"), type=job_type, retry=policy)
     record = queue.get(job_id)
     claim = queue.claim(job_type)
-    assert record is not None and claim is not None and claim.id == job_id
+    assert record is not None
+    assert claim is not None
+    assert claim.id == job_id
     assert record.retry == claim.retry == policy
     queue.complete(claim)
 
@@ -47,7 +49,8 @@ def test_any_payload_comes_back_from_the_database_byte_for_byte(
     job_type = uuid.uuid4().hex
     job_id = queue.enqueue(job, type=job_type)
     claim = queue.claim(job_type)
-    assert claim is not None and claim.id == job_id
+    assert claim is not None
+    assert claim.id == job_id
     assert (claim.class_name, claim.payload) == (class_name, payload)
     assert vars(jobq.JsonCodec().decode(claim.class_name, claim.payload)) == vars(job)
     queue.complete(claim)

@@ -38,7 +38,8 @@ def test_prune_deletes_in_batches_until_none_is_left(
         return deleted[0] == 10
 
     wait_for("every finished job to be pruned", all_gone)
-    assert statements and max(statements) <= 3
+    assert statements
+    assert max(statements) <= 3
     assert queue.counts() == {"pending": 1}
     assert queue.get(waiting) is not None
 

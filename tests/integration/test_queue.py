@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobq
-from jobq.backends.base import Backend, Runner
+from jobq.backends.base import Backend
+from jobq.backends.rows import Runner
 from jobq.outcomes import LEASE_EXPIRED_BEFORE_START
 from tests.support.jobs import Boom, Noop, Record
 from tests.support.waiting import wait_for, wait_lease_ended
@@ -144,8 +145,10 @@ def test_acks_need_the_attempts_token(queue: jobq.Queue) -> None:
     assert queue.renew(impostor) is None
     assert queue.complete(claim) is True
     record = queue.get(job_id)
-    assert record is not None and record.status is jobq.Status.COMPLETED
-    assert record.finished_at is not None and record.lease_until is None
+    assert record is not None
+    assert record.status is jobq.Status.COMPLETED
+    assert record.finished_at is not None
+    assert record.lease_until is None
     assert queue.complete(claim) is False, "an attempt completes once"
 
 
@@ -154,16 +157,19 @@ def test_complete_and_claim_acknowledges_and_claims_the_next_job(queue: jobq.Que
     claim = claim_one(queue)
     before = time.monotonic()
     done, following = queue.complete_and_claim(claim)
-    assert done is True and following is not None
+    assert done is True
+    assert following is not None
     assert (following.id, following.attempt) == (second, 1)
-    assert following.token != claim.token and re.fullmatch(r"[0-9a-f]{32}", following.token)
+    assert following.token != claim.token
+    assert re.fullmatch(r"[0-9a-f]{32}", following.token)
     assert before + 59 < following.expires_monotonic <= time.monotonic() + 60
     statuses = {
         job_id: record.status for job_id in (first, second) if (record := queue.get(job_id))
     }
     assert statuses == {first: jobq.Status.COMPLETED, second: jobq.Status.IN_PROGRESS}
     record = queue.get(second)
-    assert record is not None and record.lease_until == following.lease_until
+    assert record is not None
+    assert record.lease_until == following.lease_until
     assert queue.complete_and_claim(following) == (True, None), "nothing left to claim"
     assert queue.counts() == {"completed": 2}
 
@@ -178,7 +184,8 @@ def test_complete_and_claim_claims_even_when_the_attempt_had_lost_the_job(
     queue.enqueue(Noop(), type="other")
     done, following = queue.complete_and_claim(claim, "email")
     assert done is False, "an attempt completes once"
-    assert following is not None and following.id == email, "the claim keeps to its types"
+    assert following is not None, "the claim keeps to its types"
+    assert following.id == email, "the claim keeps to its types"
     assert queue.counts() == {"completed": 1, "in_progress": 1, "pending": 1}
 
 
@@ -206,7 +213,8 @@ def test_run_and_claim_chains_completed_jobs_only(queue: jobq.Queue) -> None:
     queue.enqueue(Record(2))
     queue.enqueue(Record(3))
     outcome, following = queue.run_and_claim(claim_one(queue))
-    assert outcome is jobq.Outcome.COMPLETED and following is not None
+    assert outcome is jobq.Outcome.COMPLETED
+    assert following is not None
     outcome, after_failure = queue.run_and_claim(following)
     assert (outcome, after_failure) == (jobq.Outcome.RETRIED, None), "a failure claims nothing"
     asked: list[str] = []
@@ -228,7 +236,8 @@ def test_fail_requeues_after_the_policys_backoff(queue: jobq.Queue) -> None:
     record = queue.get(job_id)
     assert record is not None
     assert (record.status, record.attempts) == (jobq.Status.PENDING, 1)
-    assert record.last_error is not None and "RuntimeError: disk full" in record.last_error
+    assert record.last_error is not None
+    assert "RuntimeError: disk full" in record.last_error
     waited = (record.scheduled_at - record.updated_at).total_seconds()
     assert waited == pytest.approx(30, abs=0.01)
     assert queue.claim() is None, "the retry waits for its backoff"
@@ -254,7 +263,8 @@ def test_a_retry_that_could_only_start_after_the_deadline_expires_the_job(
     job_id = queue.enqueue(Noop(), retry=policy, deadline=timedelta(minutes=1))
     assert queue.fail(claim_one(queue), "slow upstream") is True
     record = queue.get(job_id)
-    assert record is not None and record.status is jobq.Status.EXPIRED
+    assert record is not None
+    assert record.status is jobq.Status.EXPIRED
 
 
 # -- late acknowledgements and maintenance --------------------------------------------------
@@ -270,7 +280,8 @@ def test_a_late_ack_lands_while_maintenance_has_not_recovered_the_job(
     assert queue.renew(claim) is None, "an ended lease is never revived"
     assert queue.complete(claim) is True
     record = queue.get(job_id)
-    assert record is not None and record.status is jobq.Status.COMPLETED
+    assert record is not None
+    assert record.status is jobq.Status.COMPLETED
 
 
 def test_after_recovery_the_old_attempt_cannot_touch_the_job(
@@ -316,7 +327,8 @@ def test_maintenance_recovers_by_each_jobs_policy(open_queue: OpenQueue) -> None
         late: jobq.Status.EXPIRED,
     }
     record = queue.get(once)
-    assert record is not None and record.attempts == 1, "the abandoned attempt counts"
+    assert record is not None, "the abandoned attempt counts"
+    assert record.attempts == 1, "the abandoned attempt counts"
     assert queue.run_maintenance() == {"requeued": 0, "failed": 0, "expired": 0}
 
 
@@ -338,7 +350,8 @@ def test_maintenance_expires_pending_jobs_past_their_deadline(queue: jobq.Queue)
     assert queue.claim(["nothing"]) is None
     assert queue.run_maintenance() == {"requeued": 0, "failed": 0, "expired": 1}
     record = queue.get(job_id)
-    assert record is not None and record.status is jobq.Status.EXPIRED
+    assert record is not None
+    assert record.status is jobq.Status.EXPIRED
     assert claim_one(queue).id == keep
 
 
@@ -470,8 +483,10 @@ def test_a_base_exception_fails_the_attempt_then_propagates(queue: jobq.Queue) -
     with pytest.raises(SystemExit):
         queue.process_next()
     record = queue.get(job_id)
-    assert record is not None and record.status is jobq.Status.FAILED
-    assert record.last_error is not None and "SystemExit: 3" in record.last_error
+    assert record is not None
+    assert record.status is jobq.Status.FAILED
+    assert record.last_error is not None
+    assert "SystemExit: 3" in record.last_error
 
 
 def test_prune_deletes_only_old_finished_jobs(queue: jobq.Queue) -> None:
@@ -501,7 +516,8 @@ def test_renew_many_extends_only_leases_still_held(open_queue: OpenQueue) -> Non
     pairs = [(c.id, c.token) for c in (held, ended, done)] + [impostor]
     assert long_queue.renew_many(pairs) == {held.id}
     record = long_queue.get(ended.id)
-    assert record is not None and record.lease_until is not None
+    assert record is not None
+    assert record.lease_until is not None
     assert record.lease_until < long_queue.get(held.id).lease_until  # type: ignore[union-attr, operator]
 
 
@@ -511,8 +527,10 @@ def test_an_error_text_the_database_cannot_store_still_fails_the_attempt(
     job_id = queue.enqueue(Boom("nul \x00 and a lone surrogate \udc80"), retry=NO_WAIT)
     assert queue.process_next() is True
     record = queue.get(job_id)
-    assert record is not None and record.status is jobq.Status.PENDING
-    assert record.last_error is not None and "nul \\x00 and a lone surrogate" in record.last_error
+    assert record is not None
+    assert record.status is jobq.Status.PENDING
+    assert record.last_error is not None
+    assert "nul \\x00 and a lone surrogate" in record.last_error
 
 
 def test_run_reports_how_each_attempt_ended(open_queue: OpenQueue) -> None:

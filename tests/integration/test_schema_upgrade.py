@@ -128,5 +128,6 @@ def test_migrate_upgrades_every_row_unchanged(dsn: str, earlier: str) -> None:
         assert table(backend) == before
         # The upgraded table works: the ready job is claimed, a new one gets a new id.
         claim = queue.claim()
-        assert claim is not None and claim.id == 1
+        assert claim is not None
+        assert claim.id == 1
         assert queue.enqueue(Noop(), priority=5) > 7

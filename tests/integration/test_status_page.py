@@ -87,7 +87,8 @@ def test_the_overview_counts_jobs_by_type_and_status(queue: jobq.Queue, client: 
         "pending": 1,
         "completed": 1,
     }
-    assert "<td>boom</td>" in html and "<td>record</td>" in html
+    assert "<td>boom</td>" in html
+    assert "<td>record</td>" in html
     assert "1 completed in the last hour" in html
     assert "None: workers claim every type." in html
     # The oldest ready job's age, in the types' row, once it has waited a little.
@@ -155,7 +156,8 @@ def test_a_job_page_shows_its_payload_attempts_and_traceback(
 def test_a_running_job_shows_its_lease_host_and_pid(queue: jobq.Queue, client: Client) -> None:
     job_id = queue.enqueue(Noop())
     claim = queue.claim()
-    assert claim is not None and claim.id == job_id
+    assert claim is not None
+    assert claim.id == job_id
     record = queue.get(job_id)
     assert record is not None
 
@@ -206,7 +208,8 @@ def test_markup_in_a_payload_or_error_shows_as_text(queue: jobq.Queue, client: C
     pages = [page(client, "/"), page(client, "/jobs"), page(client, f"/jobs/{job_id}")]
 
     for html in pages:
-        assert "<script>" not in html and "<b>" not in html
+        assert "<script>" not in html
+        assert "<b>" not in html
     assert "&lt;script&gt;alert(&#39;owned&#39;)&lt;/script&gt;" in pages[2]
     assert "&lt;b&gt;type&lt;/b&gt;" in pages[0]
 
@@ -239,7 +242,8 @@ def test_retry_puts_a_failed_job_back_and_says_so(queue: jobq.Queue, client: Cli
     assert f"Job {job_id} was put back to pending." in html, html
     assert 'id="status">pending</span>' in html
     record = queue.get(job_id)
-    assert record is not None and record.status == "pending"
+    assert record is not None
+    assert record.status == "pending"
 
 
 def test_the_retry_notice_says_what_the_retry_did_whatever_came_after(
@@ -288,7 +292,8 @@ def test_cancel_ends_a_pending_job(queue: jobq.Queue, client: Client) -> None:
 
     assert f"Job {job_id} was cancelled." in html
     record = queue.get(job_id)
-    assert record is not None and record.status == "cancelled"
+    assert record is not None
+    assert record.status == "cancelled"
     again = text(post(client, f"/jobs/{job_id}/cancel", "/"))
     assert f"Job {job_id} was not cancelled: it is cancelled." in again
 
@@ -341,7 +346,8 @@ def test_a_post_without_the_page_s_token_is_refused(queue: jobq.Queue, client: C
     )
     assert elsewhere.status_code == 403
     record = queue.get(job_id)
-    assert record is not None and record.status == "failed"
+    assert record is not None
+    assert record.status == "failed"
 
 
 def test_a_read_only_page_has_no_buttons_and_refuses_actions(queue: jobq.Queue) -> None:
@@ -354,7 +360,8 @@ def test_a_read_only_page_has_no_buttons_and_refuses_actions(queue: jobq.Queue) 
     response = client.post(f"/jobs/{job_id}/retry", data={"csrf": "x"})
     assert response.status_code == 405
     record = queue.get(job_id)
-    assert record is not None and record.status == "failed"
+    assert record is not None
+    assert record.status == "failed"
 
 
 # -- authentication -------------------------------------------------------------------------
@@ -499,7 +506,8 @@ def test_a_page_reopens_its_connection_once_the_database_dropped_it(dsn: str) ->
 
         assert f"Job {job_id}" in page(client, f"/jobs/{job_id}")
 
-        assert len(opened) == 1 and app.queue is opened[0]
+        assert len(opened) == 1
+        assert app.queue is opened[0]
         opened[0].close()
 
 
@@ -512,4 +520,5 @@ def test_without_a_way_to_reopen_a_dropped_connection_the_page_says_so(
 
     response = client.get("/")
 
-    assert response.status_code == 500 and "Database error" in text(response)
+    assert response.status_code == 500
+    assert "Database error" in text(response)

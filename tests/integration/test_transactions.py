@@ -77,7 +77,8 @@ def test_enqueue_joins_the_applications_transaction(
     finally:
         app.close()
     claim = queue.claim()
-    assert claim is not None and claim.id == kept
+    assert claim is not None
+    assert claim.id == kept
 
 
 def test_a_retry_refused_for_a_held_key_leaves_the_applications_transaction_whole(
@@ -223,7 +224,8 @@ def test_a_lock_wait_timeout_is_retried(queue: jobq.Queue, dsn: str, db_kind: st
         locker.close()
     assert outcome == [True]
     record = queue.get(claim.id)
-    assert record is not None and record.status is jobq.Status.COMPLETED
+    assert record is not None
+    assert record.status is jobq.Status.COMPLETED
 
 
 def test_other_database_errors_propagate(queue: jobq.Queue, dsn: str, db_kind: str) -> None:

@@ -176,7 +176,8 @@ def test_a_job_holding_the_gil_longer_than_its_lease_completes_while_renewed(
     job_id = queue.enqueue(job, retry=RETRY)
     running = run_until_completed(queue, dsn, 1)
     record = queue.get(job_id)
-    assert record is not None and record.attempts == 1, record
+    assert record is not None, record
+    assert record.attempts == 1, record
     assert "not renewed in time" not in running.log, running.log
 
 
@@ -207,7 +208,8 @@ def test_an_acknowledgement_lost_to_a_broken_connection_is_retried_on_a_new_one(
     running = run_until_completed(queue, dsn, 1)
     record = queue.get(job_id)
     # Recorded by the same attempt, on a new connection: the job did not run again.
-    assert record is not None and record.attempts == 1, (record, running.log)
+    assert record is not None, (record, running.log)
+    assert record.attempts == 1, (record, running.log)
     assert "trying on a new connection" in running.log, running.log
     ends = [e for e in read_journal(journal) if e["event"] == "end"]
     assert [e["cut"] >= 1 for e in ends] == [True], ends

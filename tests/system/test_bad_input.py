@@ -109,7 +109,8 @@ def test_bad_jobs_fail_their_attempt_and_the_supervisor_keeps_running(
                 for text in texts:
                     assert text in (record.last_error or ""), (text, record.last_error)
             record = queue.get(big)
-            assert record is not None and record.status is jobq.Status.COMPLETED, record
+            assert record is not None, record
+            assert record.status is jobq.Status.COMPLETED, record
             # It ran with all of its payload.
             sizes = [e["size"] for e in read_journal(journal) if "size" in e]
             assert sizes == [len(big_job.padding)]
@@ -127,7 +128,8 @@ def test_bad_jobs_fail_their_attempt_and_the_supervisor_keeps_running(
             )
             running.signal(signal.SIGTERM)
             assert running.wait(30) == 0, running.log
-    assert "crash_loop" not in running.log and "keep exiting" not in running.log
+    assert "crash_loop" not in running.log
+    assert "keep exiting" not in running.log
 
 
 # -- jobq-supervise's command line --------------------------------------------------------

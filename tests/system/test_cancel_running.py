@@ -62,8 +62,10 @@ def test_a_running_job_cancelled_is_stopped_whole_and_ends_cancelled(
             stop(running)
         entries = read_journal(case.journal)
         record = queue.get(case.job_id)
-        assert record is not None and record.attempts == 1, record
-        assert record.last_error is not None and "Cancelled by an operator" in record.last_error
+        assert record is not None, record
+        assert record.attempts == 1, record
+        assert record.last_error is not None
+        assert "Cancelled by an operator" in record.last_error
         report = check(entries, [record], case.deaths.exits_for(entries))
         assert report.ok, f"{report.summary()}\n{entries}"
         assert report.unfinished, "the attempt was not cut short: the test proved nothing"

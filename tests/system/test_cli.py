@@ -154,7 +154,8 @@ def test_work_runs_jobs_then_stops_at_max_jobs(cli: Cli, queue: jobq.Queue, tmp_
     assert [status_of(queue, job_id) for job_id in ids] == [(Status.COMPLETED, 1)] * 3
     assert status_of(queue, boom) == (Status.FAILED, 1)
     record = queue.get(boom)
-    assert record is not None and record.last_error is not None
+    assert record is not None
+    assert record.last_error is not None
     assert "RuntimeError: kaboom 42" in record.last_error
     # --max-jobs counts attempts, failed ones included: the fifth job was left alone.
     assert status_of(queue, spare) == (Status.PENDING, 0)
@@ -171,7 +172,8 @@ def test_work_without_the_app_fails_attempts_cleanly(
 
     assert status_of(queue, job_id) == (Status.FAILED, 1)
     record = queue.get(job_id)
-    assert record is not None and record.last_error is not None
+    assert record is not None
+    assert record.last_error is not None
     assert "unknown job class 'jobs_app.AppendLine'" in record.last_error
     assert not (tmp_path / "out").exists()
 
@@ -216,10 +218,12 @@ def make_history(queue: jobq.Queue, tmp_path: Path) -> dict[str, int]:
         "failed": queue.enqueue(Explode("x"), retry=ONCE),
     }
     first = queue.claim("append")
-    assert first is not None and first.id == ids["completed"]
+    assert first is not None
+    assert first.id == ids["completed"]
     assert queue.complete(first)
     second = queue.claim("append")
-    assert second is not None and second.id == ids["in_progress"]
+    assert second is not None
+    assert second.id == ids["in_progress"]
     failing = queue.claim("explode")
     assert failing is not None
     assert queue.fail(failing, "failed on purpose")

@@ -359,7 +359,8 @@ def test_runs_as_non_root_on_a_read_only_root(rendered: tuple[str, list[Doc]]) -
     [mount] = main["volumeMounts"]
     assert mount["mountPath"] == "/tmp"
     [volume] = pod["volumes"]
-    assert volume["name"] == mount["name"] and "emptyDir" in volume
+    assert volume["name"] == mount["name"]
+    assert "emptyDir" in volume
     assert pod["automountServiceAccountToken"] is False
     # Service links would add JOBQ_METRICS_PORT=tcp://... for the `jobq-metrics` Service.
     assert pod["enableServiceLinks"] is False
@@ -369,7 +370,8 @@ def test_the_image_runs_its_entrypoint(rendered: tuple[str, list[Doc]]) -> None:
     _, docs = rendered
     main = container(docs)
     # A command here would replace jobq-supervise as PID 1.
-    assert "command" not in main and "args" not in main
+    assert "command" not in main
+    assert "args" not in main
 
 
 def test_settings_from_the_config_map_and_the_dsn_from_a_secret(
@@ -417,7 +419,8 @@ def test_the_overlay_sets_image_replicas_and_settings() -> None:
     base, example = kustomize(BASE), kustomize(OVERLAY)
     assert container(base)["image"] == "jobq"
     image = container(example)["image"]
-    assert image != "jobq" and ":" in image, "the overlay should pin an image tag"
+    assert image != "jobq", "the overlay should pin an image tag"
+    assert ":" in image, "the overlay should pin an image tag"
     assert (
         only(example, "Deployment")["spec"]["replicas"]
         != only(base, "Deployment")["spec"]["replicas"]
@@ -425,7 +428,8 @@ def test_the_overlay_sets_image_replicas_and_settings() -> None:
     assert settings(example) != settings(base)
     assert "JOBQ_APP" in settings(example)
     namespaces = {doc["metadata"].get("namespace") for doc in example}
-    assert len(namespaces) == 1 and None not in namespaces
+    assert len(namespaces) == 1
+    assert None not in namespaces
 
 
 # -- the Dockerfile ----------------------------------------------------------------------------
@@ -480,10 +484,12 @@ def test_dockerfile_is_multi_stage_on_a_slim_python() -> None:
     for stage in all_stages:
         image = re.sub(r"\$\{(\w+)\}", lambda m: global_args[m[1]], stage[0][1].split()[0])
         match = re.fullmatch(r"python:3\.(\d+)-slim(-\w+)?(@sha256:[0-9a-f]{64})?", image)
-        assert match and int(match[1]) >= 11, image
+        assert match, image
+        assert int(match[1]) >= 11, image
     build, runtime = all_stages[0], all_stages[-1]
     run = " ".join(arguments for instruction, arguments in build if instruction == "RUN")
-    assert "pip wheel" in run and "python -m venv" in run
+    assert "pip wheel" in run
+    assert "python -m venv" in run
     # The drivers for both server databases; the metrics exporter is a core dependency.
     assert "[postgresql,mysql]" in run
     assert any(
@@ -496,7 +502,8 @@ def test_dockerfile_runs_jobq_supervise_as_pid_1_without_root() -> None:
     runtime = stages(DEPLOY / "Dockerfile")[-1]
     entrypoints = [arguments for instruction, arguments in runtime if instruction == "ENTRYPOINT"]
     # Exec form (a JSON array): the shell form would put /bin/sh in front as PID 1.
-    assert len(entrypoints) == 1 and entrypoints[0].startswith("["), entrypoints
+    assert len(entrypoints) == 1, entrypoints
+    assert entrypoints[0].startswith("["), entrypoints
     assert json.loads(entrypoints[0]) == ["jobq-supervise"]
     assert all(instruction != "CMD" for instruction, _ in runtime)
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
@@ -508,7 +515,8 @@ def test_dockerfile_runs_jobq_supervise_as_pid_1_without_root() -> None:
     assert users[-1] == f"{APP_UID}:{APP_UID}"
     env = environment(runtime)
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"
-    assert env["HOME"].startswith("/tmp") and env["TMPDIR"].startswith("/tmp")
+    assert env["HOME"].startswith("/tmp")
+    assert env["TMPDIR"].startswith("/tmp")
     assert all(not key.startswith("JOBQ_") for key in env), "configuration comes at run time"
     assert ("STOPSIGNAL", "SIGTERM") in runtime
 

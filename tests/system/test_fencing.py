@@ -88,7 +88,8 @@ class Held:
 def lease_end(queue: jobq.Queue, job_id: int) -> float:
     """The job's lease_until as a Unix time, as the database has it now."""
     record = queue.get(job_id)
-    assert record is not None and record.lease_until is not None, record
+    assert record is not None, record
+    assert record.lease_until is not None, record
     return record.lease_until.timestamp()
 
 

@@ -57,7 +57,8 @@ def test_hooks_run_in_each_worker_around_each_job(
     assert [e["event"] for e in entries if e.get("job") == refused] == ["before", "after"]
     assert outcomes[refused] == "failed"
     record = queue.get(refused)
-    assert record is not None and record.last_error is not None
+    assert record is not None
+    assert record.last_error is not None
     assert "before_job hook hooks_app.before raised PermissionError" in record.last_error
     # An after_job hook's error is logged; its job stays completed.
     assert "after_job hook hooks_app.after raised" in running.log

@@ -176,7 +176,8 @@ def test_concurrent_scrapes_do_not_slow_the_renewals(
 
 def lease_until(queue: jobq.Queue, job_id: int) -> datetime:
     record = queue.get(job_id)
-    assert record is not None and record.lease_until is not None, record
+    assert record is not None, record
+    assert record.lease_until is not None, record
     return record.lease_until
 
 
@@ -341,8 +342,10 @@ def test_no_label_carries_a_job_id_an_error_text_a_dsn_or_a_password(
             stop(running)
         failing = queue.get(ids[0])
     # The marker really is in what the database stores, so there was something to leak.
-    assert failing is not None and failing.last_error is not None
-    assert MARKER in failing.last_error and min(ids) >= FIRST_ID
+    assert failing is not None
+    assert failing.last_error is not None
+    assert MARKER in failing.last_error
+    assert min(ids) >= FIRST_ID
 
     assert scraped.value("jobq_jobs_failed_total", type="fail", outcome="retried") == 2
     assert scraped.value("jobq_jobs_failed_total", type="fail", outcome="failed") == 2
@@ -382,7 +385,8 @@ def json_entries(running: Supervisor) -> list[dict[str, Any]]:
         assert isinstance(entry, dict), line
         assert entry.keys() >= REQUIRED, line
         assert entry["level"] in LEVELS, line
-        assert isinstance(entry["pid"], int) and isinstance(entry["message"], str), line
+        assert isinstance(entry["pid"], int), line
+        assert isinstance(entry["message"], str), line
         datetime.fromisoformat(entry["time"])
         entries.append(entry)
     return entries
@@ -431,7 +435,8 @@ def test_json_lines_the_master_writes_about_a_job_carry_its_type_and_attempt(
         stop(running)
     entries = json_entries(running)
     timed_out = [e for e in entries if e.get("event") == "job_timeout"]
-    assert timed_out and all(e.get("job_id") == held for e in timed_out), entries
+    assert timed_out, entries
+    assert all(e.get("job_id") == held for e in timed_out), entries
     for entry in timed_out:
         assert entry.keys() >= JOB_FIELDS, entry
 
@@ -450,7 +455,8 @@ def test_plain_text_logs_stay_the_default(
         wait_for("the job to complete", lambda: queue.counts() == {"completed": 1})
         stop(running)
     for line in running.lines:
-        assert PLAIN_LINE.match(line) and LOG_LINE.search(line), line
+        assert PLAIN_LINE.match(line), line
+        assert LOG_LINE.search(line), line
         assert not line.lstrip().startswith("{"), line
     # The job's fields are appended to its lines in plain text too.
     assert any(

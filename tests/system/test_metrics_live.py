@@ -404,7 +404,8 @@ def test_the_probes_while_running_and_while_draining(live: Live) -> None:
     release.touch()
     assert running.wait() == 0, running.log
     record = live.queue.get(held)
-    assert record is not None and record.status is Status.COMPLETED, record
+    assert record is not None, record
+    assert record.status is Status.COMPLETED, record
 
 
 def answer_with(

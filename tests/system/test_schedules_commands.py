@@ -28,7 +28,8 @@ def test_jobq_schedules_lists_each_schedule(queue: jobq.Queue, dsn: str) -> None
     assert listed["nightly"]["next_slot"].endswith(("T01:30:00+00:00", "T00:30:00+00:00"))
     table = subprocess.run(command, cwd=APPS, capture_output=True, text=True, timeout=60)
     assert table.returncode == 0, table.stderr
-    assert "every-second" in table.stdout and "last_job_id" in table.stdout
+    assert "every-second" in table.stdout
+    assert "last_job_id" in table.stdout
 
 
 def test_jobq_work_enqueues_the_slots_and_runs_their_jobs(queue: jobq.Queue, dsn: str) -> None:

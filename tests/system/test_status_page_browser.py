@@ -92,4 +92,5 @@ def test_an_operator_retries_a_failed_job_from_the_browser(
     assert browser.find_element(By.ID, "status").text == "pending"
     browser.save_screenshot(str(shots / "retried-job.png"))
     record = queue.get(failed)
-    assert record is not None and record.status == "pending"
+    assert record is not None
+    assert record.status == "pending"

@@ -27,7 +27,8 @@ def test_a_job_longer_than_several_leases_runs_once(
     assert [(e["job"], e["attempt"]) for e in events(journal, "start")] == [(job_id, 1)]
     assert len(events(journal, "end")) == 1
     record = queue.get(job_id)
-    assert record is not None and record.attempts == 1
+    assert record is not None
+    assert record.attempts == 1
 
 
 def test_a_killed_worker_fails_its_attempt_at_once(
@@ -40,7 +41,8 @@ def test_a_killed_worker_fails_its_attempt_at_once(
         # Well within the 6 s lease: it was the master, not maintenance, that failed it.
         wait_for("the attempt to fail", lambda: queue.counts() == {"failed": 1}, timeout=4)
         record = queue.get(job_id)
-        assert record is not None and record.last_error is not None
+        assert record is not None
+        assert record.last_error is not None
         assert "signal SIGKILL" in record.last_error
         running.signal(signal.SIGTERM)
         assert running.wait() == 0

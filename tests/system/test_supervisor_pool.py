@@ -230,7 +230,8 @@ def run_past_job_timeout(queue: jobq.Queue, dsn: str, tmp_path: Path, ignore_ter
     # Its worker was replaced: the next job ran elsewhere.
     assert events(journal, "start", after)[0]["pid"] != events(journal, "start", job_id)[0]["pid"]
     record = queue.get(job_id)
-    assert record is not None and record.last_error is not None
+    assert record is not None
+    assert record.last_error is not None
     assert "Job timed out after 2 s" in record.last_error, record.last_error
     return record.last_error
 
@@ -370,5 +371,6 @@ def test_titles_show_the_pool_and_jobs_but_never_the_dsn(
             seen = watch.stop()
     assert len({pid for pid, _ in seen}) >= 5  # master, renewer, housekeeper, 2 workers
     for pid, title in seen:
-        assert secret not in title and database not in title, (pid, title)
+        assert secret not in title, (pid, title)
+        assert database not in title, (pid, title)
         assert "postgresql" not in title, (pid, title)

@@ -76,7 +76,8 @@ def test_term_drains_renewing_leases_until_the_running_jobs_end(
         assert record is not None
         assert (str(record.status), record.attempts) == ("completed", 1)
     record = queue.get(pending)
-    assert record is not None and (str(record.status), record.attempts) == ("pending", 0)
+    assert record is not None
+    assert (str(record.status), record.attempts) == ("pending", 0)
 
 
 def master_command(dsn: str) -> list[str]:
@@ -145,7 +146,8 @@ def test_int_drains_like_term(queue: jobq.Queue, dsn: str, tmp_path: Path) -> No
         release.touch()
         assert running.wait(timeout=20) == 0
     record = queue.get(job_id)
-    assert record is not None and str(record.status) == "completed"
+    assert record is not None
+    assert str(record.status) == "completed"
 
 
 def test_graceful_timeout_stops_the_rest_and_fails_their_attempts_as_interrupted(
@@ -165,7 +167,8 @@ def test_graceful_timeout_stops_the_rest_and_fails_their_attempts_as_interrupted
     error = interrupted(queue, job_id)
     assert f"worker {worker}" in error
     record = queue.get(job_id)
-    assert record is not None and str(record.status) == "failed"
+    assert record is not None
+    assert str(record.status) == "failed"
     assert not events(journal, "end"), "the job ran to its end: it was not stopped"
 
 
@@ -193,7 +196,8 @@ def test_a_second_term_or_quit_stops_at_once(
     assert "Graceful timeout reached" not in running.log
     interrupted(queue, job_id)
     record = queue.get(job_id)
-    assert record is not None and str(record.status) == "failed"
+    assert record is not None
+    assert str(record.status) == "failed"
     assert not events(journal, "end")
 
 

@@ -110,7 +110,8 @@ def test_state_that_does_not_fit_the_class_is_a_decode_error(payload: str) -> No
         JsonCodec().decode(Strict.job_name, payload)
     # The same class does decode a payload that fits, so the errors above come from the fit.
     job = JsonCodec().decode(Strict.job_name, '{"name": "x"}')
-    assert isinstance(job, Strict) and job.name == "x"
+    assert isinstance(job, Strict)
+    assert job.name == "x"
 
 
 @pytest.mark.parametrize(
@@ -165,6 +166,7 @@ def test_job_classes_inside_functions_are_refused_at_definition() -> None:
 def test_state_missing_a_required_field_does_not_fit() -> None:
     codec = jobq.JsonCodec()
     job = codec.decode("tests.NeedsTwo", '{"first": 1, "second": 2}')
-    assert isinstance(job, NeedsTwo) and (job.first, job.second) == (1, 2)
+    assert isinstance(job, NeedsTwo)
+    assert (job.first, job.second) == (1, 2)
     with pytest.raises(jobq.DecodeError, match=r"NeedsTwo.*missing field\(s\) second"):
         codec.decode("tests.NeedsTwo", '{"first": 1, "extra": 2}')

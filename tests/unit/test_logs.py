@@ -32,7 +32,8 @@ def test_no_log_line_carries_the_dsn_password(
         logging.getLogger("jobq").handlers.clear()
 
     err = capsys.readouterr().err
-    assert "Worker cannot start" in err and "Worker crashed" in err
+    assert "Worker cannot start" in err
+    assert "Worker crashed" in err
     assert "RuntimeError: invalid password in postgresql://app:***@db.internal/app" in err
     assert "s3cret" not in err
 

@@ -57,7 +57,8 @@ def test_a_queued_attempt_a_round_missed_is_lost_and_its_start_stops_the_worker(
         master.selector.register(ours, selectors.EVENT_READ, worker)
         worker.claimed(protocol.attempts([claim(1), claim(2), claim(3)]), now=0.0)
         assert not master.lost(Missed(worker, 2, "token-2"))
-        assert list(worker.queued) == [3] and worker.lost == {2}
+        assert list(worker.queued) == [3]
+        assert worker.lost == {2}
         assert sorted(lease.claim.id for lease in worker.leases()) == [1, 3]
         assert stops == []
         protocol.send(theirs, protocol.Started(2))

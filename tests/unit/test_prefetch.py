@@ -78,9 +78,11 @@ def test_a_queued_job_starts_only_with_more_than_half_its_vouched_lease_left() -
     def left(seconds: float) -> bool:
         return startable(expires=100.0 + seconds, now=100.0, lease=10.0, safety_margin=1.9)
 
-    assert left(10.0) and left(6.01)
+    assert left(10.0)
+    assert left(6.01)
     assert not left(6.0), "exactly half is not more than half"
-    assert not left(2.0) and not left(-1.0)
+    assert not left(2.0)
+    assert not left(-1.0)
     # A margin so wide that half a lease would leave the kill point behind.
     assert not startable(expires=105.5, now=100.0, lease=10.0, safety_margin=6.0)
 
@@ -100,12 +102,15 @@ def held(process: WorkerProcess) -> list[int]:
 def test_the_master_holds_a_worker_s_running_queued_and_completed_attempts() -> None:
     process = worker()
     process.claimed(protocol.attempts([claim(1), claim(2), claim(3)]), now=0.0)
-    assert process.lease is not None and process.lease.claim.id == 1
+    assert process.lease is not None
+    assert process.lease.claim.id == 1
     assert list(process.queued) == [2, 3]
     assert held(process) == [1, 2, 3]
 
     started = process.started(2, now=5.0)
-    assert started is process.lease and started is not None and started.started == 5.0
+    assert started is process.lease
+    assert started is not None
+    assert started.started == 5.0
     assert list(process.completed) == [1], "starting 2 says 1 completed"
     assert held(process) == [2, 3, 1]
 
@@ -113,7 +118,8 @@ def test_the_master_holds_a_worker_s_running_queued_and_completed_attempts() -> 
     process.released([3])
     assert held(process) == [1]
     assert process.finished(1) is not None
-    assert held(process) == [] and not process.busy
+    assert held(process) == []
+    assert not process.busy
 
 
 def test_a_stopped_worker_s_running_attempt_is_no_longer_renewed_its_others_are() -> None:
@@ -145,7 +151,9 @@ def test_claims_and_acknowledgements_cross_the_socket_whole() -> None:
         for message in sent:
             protocol.send(ours, message)
         received = [protocol.receive(theirs) for _ in sent]
-    assert received[0] == sent[0] and received[1] == sent[1] and received[3] == sent[3]
+    assert received[0] == sent[0]
+    assert received[1] == sent[1]
+    assert received[3] == sent[3]
     finished = received[2]
     assert isinstance(finished, protocol.Finished)
     assert [tuple(pair) for pair in finished.outcomes] == [(1, "completed"), (2, "completed")]

@@ -97,14 +97,19 @@ def test_dashboard_is_importable_shape() -> None:
     dashboard = load_dashboard()
     # Imports as-is, with no __inputs step, into current Grafana.
     assert "__inputs" not in dashboard
-    assert isinstance(dashboard["schemaVersion"], int) and dashboard["schemaVersion"] >= 36
-    assert dashboard["title"] and dashboard["uid"]
+    assert isinstance(dashboard["schemaVersion"], int)
+    assert dashboard["schemaVersion"] >= 36
+    assert dashboard["title"]
+    assert dashboard["uid"]
 
     source = variable(dashboard, "datasource")
-    assert source["type"] == "datasource" and source["query"] == "prometheus"
+    assert source["type"] == "datasource"
+    assert source["query"] == "prometheus"
 
     job_type = variable(dashboard, "type")
-    assert job_type["type"] == "query" and job_type["multi"] and job_type["includeAll"]
+    assert job_type["type"] == "query"
+    assert job_type["multi"]
+    assert job_type["includeAll"]
     assert datasource_uid(job_type["datasource"]) == DATASOURCE
     query = job_type["query"]
     query = query["query"] if isinstance(query, dict) else query

@@ -20,7 +20,8 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 from ...dsn import redact
 from ...errors import ConfigurationError
 from ...records import ClaimedJob, Status
-from ..base import Backend, NewJob, Renewal, Runner
+from ..base import Backend
+from ..rows import NewJob, Renewal, Runner
 from ..shapes import type_params
 from .claims import MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE

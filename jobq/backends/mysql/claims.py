@@ -8,8 +8,8 @@ from functools import cache
 from typing import Any
 
 from ...records import ClaimedJob
-from ..base import Runner
 from ..batching import Batching, in_picked_order
+from ..rows import Runner
 from ..shapes import earliest, type_params
 from .schema import NOW
 

@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-from ..controls import (
-    LAST_ID,
-    NEXT_PENDING_PRIORITY,
-    NEXT_PENDING_TYPE,
-    READY_AGE,
-    RECORD_COLUMNS,
-    UNFINISHED_COUNTS,
-    Controls,
-)
+from ..controls import LAST_ID, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls, oldest_ready_probes
 from .claims import READY
 from .schema import NOW
 
@@ -92,14 +84,9 @@ class MysqlControls(Controls):
     """
     )
 
-    sql_next_pending_type = NEXT_PENDING_TYPE.format(hint=READY_HINT, after="%(after)s")
-    sql_next_pending_priority = NEXT_PENDING_PRIORITY.format(
-        hint=READY_HINT, type="%(type)s", below="%(below)s"
-    )
-    sql_ready_age = READY_AGE.format(
-        hint=READY_HINT,
+    sql_next_pending_type, sql_next_pending_priority, sql_ready_age = oldest_ready_probes(
+        "%({})s",
         age=f"TIMESTAMPDIFF(MICROSECOND, scheduled_at, {NOW}) / 1000000",
         ready=READY,
-        type="%(type)s",
-        priority="%(priority)s",
+        hint=READY_HINT,
     )

@@ -16,8 +16,9 @@ from psycopg.pq import TransactionStatus
 
 from ...errors import ConfigurationError
 from ...records import ClaimedJob
-from ..base import INSERT_NAMES, Backend, NewJob, Renewal, Runner
+from ..base import Backend
 from ..leases import expiry
+from ..rows import INSERT_NAMES, NewJob, Renewal, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .claims import MIGRATION as BATCHES
 from .claims import PostgresBatching

@@ -8,9 +8,9 @@ from functools import cache
 from typing import Any
 
 from ...records import ClaimedJob
-from ..base import Runner
 from ..batching import Batching, in_picked_order
 from ..leases import expiry
+from ..rows import Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .schema import NEXT_READY
 

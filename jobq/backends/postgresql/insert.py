@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ..base import INSERT_NAMES
+from ..rows import INSERT_NAMES
 from .controls import NOTIFY_CHANNEL
 
 # The ids of `rows` new rows, the transaction's now(), the types of the columns the COPY

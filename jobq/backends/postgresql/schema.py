@@ -3,6 +3,8 @@ the ready indexes through. Versions are applied in order by Backend.install().""
 
 from __future__ import annotations
 
+from ..shapes import FIRST_INDEXES
+
 # A pending job that may run now. Claims probe for it; metrics read its age.
 READY = (
     "status = 'pending' AND scheduled_at <= now() "
@@ -114,17 +116,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
                 (status IN ('pending', 'in_progress', 'completed', 'failed', 'expired'))
         )
         """,
-        # The claim reads only pending rows, in schedule order, with or without a type.
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready ON jobq_jobs (scheduled_at, id) "
-        "WHERE status = 'pending'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready_by_type ON jobq_jobs (type, scheduled_at, id) "
-        "WHERE status = 'pending'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_leases ON jobq_jobs (lease_until) "
-        "WHERE status = 'in_progress'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_deadlines ON jobq_jobs (deadline) "
-        "WHERE status = 'pending' AND deadline IS NOT NULL",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_finished ON jobq_jobs (finished_at) "
-        "WHERE finished_at IS NOT NULL",
+        *FIRST_INDEXES,
     ),
     (
         # Claims of any type walk this one; see ANY_TYPE for why it replaces jobq_jobs_ready.

@@ -17,8 +17,9 @@ from typing import Any
 
 from ...errors import ConfigurationError, NoSchema
 from ...records import ClaimedJob
-from ..base import Backend, NewJob, Renewal, Runner
+from ..base import Backend
 from ..batching import in_picked_order
+from ..rows import NewJob, Renewal, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
@@ -100,7 +101,7 @@ INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} +
 def path_of(dsn: str) -> str:
     """sqlite:///relative/file, sqlite:////absolute/file or sqlite:///:memory:."""
     path = dsn.split(":", 1)[1]
-    if not path.startswith("///") or len(path) == 3:
+    if not path.startswith("///") or path == "///":
         raise ConfigurationError(
             "an SQLite DSN looks like sqlite:///relative/path.db or sqlite:////absolute/path.db"
         )

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from ..controls import (
     LAST_ID,
-    NEXT_PENDING_PRIORITY,
-    NEXT_PENDING_TYPE,
     NO_ACTIVE_HOLDER,
-    READY_AGE,
     RECORD_COLUMNS,
     UNFINISHED_COUNTS,
     Controls,
+    oldest_ready_probes,
 )
 from .schema import NOW, READY
 
@@ -87,8 +85,6 @@ class SqliteControls(Controls):
     """
     )
 
-    sql_next_pending_type = NEXT_PENDING_TYPE.format(hint="", after=":after")
-    sql_next_pending_priority = NEXT_PENDING_PRIORITY.format(hint="", type=":type", below=":below")
-    sql_ready_age = READY_AGE.format(
-        hint="", age=f"{NOW} - scheduled_at", ready=READY, type=":type", priority=":priority"
+    sql_next_pending_type, sql_next_pending_priority, sql_ready_age = oldest_ready_probes(
+        ":{}", age=f"{NOW} - scheduled_at", ready=READY
     )

@@ -3,6 +3,8 @@ by Backend.install(), each in one transaction."""
 
 from __future__ import annotations
 
+from ..shapes import FIRST_INDEXES
+
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
 # A pending job that may run now. Claims probe for it; metrics read its age.
@@ -20,16 +22,17 @@ COLUMNS_V1 = (
     "finished_at"
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        f"""
-        CREATE TABLE IF NOT EXISTS jobq_jobs (
+
+def jobs_table(create: str, status_check: str, more_columns: str = "") -> str:
+    """The jobs table as a version creates it: version 1's columns, the status checked by
+    `status_check` (which starts with its own white space), then a later version's columns."""
+    return f"""
+        {create} (
             id           INTEGER PRIMARY KEY AUTOINCREMENT,
             type         TEXT NOT NULL,
             class_name   TEXT NOT NULL,
             payload      TEXT NOT NULL,
-            status       TEXT NOT NULL DEFAULT 'pending' CHECK
-                (status IN ('pending', 'in_progress', 'completed', 'failed', 'expired')),
+            status       TEXT NOT NULL DEFAULT 'pending' CHECK{status_check},
             attempts     INTEGER NOT NULL DEFAULT 0,
             max_attempts INTEGER NOT NULL,
             backoff      REAL NOT NULL,
@@ -42,50 +45,33 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             last_error   TEXT,
             created_at   REAL NOT NULL DEFAULT {NOW},
             updated_at   REAL NOT NULL DEFAULT {NOW},
-            finished_at  REAL
+            finished_at  REAL{more_columns}
         )
-        """,
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready ON jobq_jobs (scheduled_at, id) "
-        "WHERE status = 'pending'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_ready_by_type ON jobq_jobs (type, scheduled_at, id) "
-        "WHERE status = 'pending'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_leases ON jobq_jobs (lease_until) "
-        "WHERE status = 'in_progress'",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_deadlines ON jobq_jobs (deadline) "
-        "WHERE status = 'pending' AND deadline IS NOT NULL",
-        "CREATE INDEX IF NOT EXISTS jobq_jobs_finished ON jobq_jobs (finished_at) "
-        "WHERE finished_at IS NOT NULL",
+        """
+
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        jobs_table(
+            "CREATE TABLE IF NOT EXISTS jobq_jobs",
+            "\n                (status IN ('pending', 'in_progress', 'completed', 'failed', "
+            "'expired'))",
+        ),
+        *FIRST_INDEXES,
     ),
     (
         # The status check gains 'cancelled', which SQLite cannot alter in place: the table is
         # made anew and the rows copied, ids and the id sequence kept (AUTOINCREMENT never
         # reuses an id, not even a deleted one's). All in the install's one transaction.
-        f"""
-        CREATE TABLE jobq_jobs_v2 (
-            id           INTEGER PRIMARY KEY AUTOINCREMENT,
-            type         TEXT NOT NULL,
-            class_name   TEXT NOT NULL,
-            payload      TEXT NOT NULL,
-            status       TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ({STATUSES_V2})),
-            attempts     INTEGER NOT NULL DEFAULT 0,
-            max_attempts INTEGER NOT NULL,
-            backoff      REAL NOT NULL,
-            max_backoff  REAL NOT NULL,
-            jitter       INTEGER NOT NULL,
-            token        TEXT,
-            lease_until  REAL,
-            scheduled_at REAL NOT NULL,
-            deadline     REAL,
-            last_error   TEXT,
-            created_at   REAL NOT NULL DEFAULT {NOW},
-            updated_at   REAL NOT NULL DEFAULT {NOW},
-            finished_at  REAL,
+        jobs_table(
+            "CREATE TABLE jobq_jobs_v2",
+            f" (status IN ({STATUSES_V2}))",
+            """,
             priority     INTEGER NOT NULL DEFAULT 0 CHECK (priority BETWEEN -1000 AND 1000),
             host         TEXT,
             pid          INTEGER,
-            cancel_requested_at REAL
-        )
-        """,
+            cancel_requested_at REAL""",
+        ),
         f"INSERT INTO jobq_jobs_v2 ({COLUMNS_V1}) SELECT {COLUMNS_V1} FROM jobq_jobs",
         "DELETE FROM sqlite_sequence WHERE name = 'jobq_jobs_v2'",
         "INSERT INTO sqlite_sequence (name, seq) "

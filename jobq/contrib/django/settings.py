@@ -95,7 +95,7 @@ def url_host(host: str) -> str:
         literal = ipaddress.ip_address(address)
     except ValueError:
         return host
-    if literal.version == 4:
+    if isinstance(literal, ipaddress.IPv4Address):
         return host
     return f"[{address}%25{quote(zone, safe='')}]" if zone else f"[{address}]"
 

@@ -8,7 +8,6 @@ own row through each connection and fails if it gets another's.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
@@ -24,6 +23,7 @@ from psycopg_pool import ConnectionPool
 
 import jobq
 from jobq.backends.sqlite import path_of
+from jobq.testing.history import journal_event
 
 DSN = os.environ["FORKSAFE_DSN"]
 JOURNAL = os.environ["FORKSAFE_JOURNAL"]
@@ -35,8 +35,7 @@ Reader = Callable[[str, tuple[Any, ...]], Any]
 
 
 def write(event: str, **fields: object) -> None:
-    with open(JOURNAL, "a") as journal:
-        journal.write(json.dumps({"event": event, "pid": os.getpid(), **fields}) + "\n")
+    journal_event(JOURNAL, event, **fields)
 
 
 def django_database(dsn: str) -> dict[str, Any]:

@@ -6,15 +6,14 @@ names the journal.
 
 from __future__ import annotations
 
-import json
 import os
 
 import jobq
+from jobq.testing.history import journal_event
 
 
 def write(event: str, **fields: object) -> None:
-    with open(os.environ["HOOKS_JOURNAL"], "a") as journal:
-        journal.write(json.dumps({"event": event, "pid": os.getpid(), **fields}) + "\n")
+    journal_event(os.environ["HOOKS_JOURNAL"], event, **fields)
 
 
 @jobq.on_worker_start

@@ -1,0 +1,78 @@
+"""The values the queue core and the backends hand each other: a row to insert, where an
+attempt runs, a renewal round's answer and an expired lease.
+
+They sit below base.py and its mixins, which all use them, so that none of those modules
+has to import another one back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from ..retry import RetryPolicy
+
+# The insert parameters every backend's insert statement takes, in insert_values' order.
+INSERT_NAMES = (
+    "type",
+    "class_name",
+    "payload",
+    "max_attempts",
+    "backoff",
+    "max_backoff",
+    "jitter",
+    "scheduled_at",
+    "delay",
+    "deadline",
+    "deadline_in",
+    "priority",
+    "unique_key",
+)
+
+
+class NewJob(NamedTuple):
+    """A row to insert. Times are either absolute or seconds from the database's now.
+
+    A named tuple: enqueue_many makes one per job, and a frozen dataclass took longer to make
+    than the job's JSON."""
+
+    type: str
+    class_name: str
+    payload: str
+    retry: RetryPolicy
+    scheduled_at: datetime | None
+    delay: float
+    deadline: datetime | None
+    deadline_in: float | None
+    priority: int
+    # At most one pending or in_progress job holds a key (see Backend.add).
+    unique_key: str | None = None
+
+
+class Runner(NamedTuple):
+    """Where an attempt runs, as its claim records it: the queue core says, since a backend
+    knows nothing of processes."""
+
+    host: str
+    pid: int
+
+
+class Renewal(NamedTuple):
+    """A renewal round's answer: the leases it extended, and of those the attempts an
+    operator asked to cancel."""
+
+    extended: set[int]
+    cancelled: set[int]
+
+
+@dataclass(frozen=True)
+class ExpiredLease:
+    """An in_progress row whose lease has ended, as maintenance sees it."""
+
+    id: int
+    token: str
+    attempts: int
+    retry: RetryPolicy
+    type: str
+    cancelled: bool  # an operator asked to cancel it: it ends cancelled, not retried
