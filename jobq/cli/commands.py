@@ -1,39 +1,28 @@
-"""Command lines: `jobq` (migrate, work, stats, prune, web) and `jobq-supervise`."""
+"""The `jobq` command line: migrate, work, stats, prune, web, demo and the operator's commands."""
 
 from __future__ import annotations
 
 import argparse
-import functools
 import os
-import select
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn, Protocol
+from typing import NoReturn
 
 from .. import hooks, logs, options
 from ..app import import_app, load_app, start_worker
-from ..backends import for_dsn
 from ..dsn import default_dsn, scrub
 from ..errors import CommandError, ConfigurationError, JobqError, NoSchema
-from ..lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 from ..options import Option
 from ..queue import Queue, schema
 from ..queue.maintenance import FINISHED
 from ..schedules import REGISTERED
-from ..supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing
-from ..supervisor.master import Master
 from ..worker.plain import PlainWorker
 from . import controls as cli_controls
 from . import reports
+from .closed_stdout import quiet_on_closed_stdout
 
 # The database drivers whose errors are reported as one clean line rather than a traceback.
 DRIVERS = ("sqlite3", "psycopg", "pymysql")
-
-
-# The exit status of a command whose stdout was closed before it had written everything, as
-# in `jobq jobs | head`: 128 + SIGPIPE, what a shell reports for a tool the signal ended, so a
-# script under `set -o pipefail` sees the same from jobq as from `cat`.
-CLOSED_STDOUT = 141
 
 
 # Options of the `jobq` commands beside the supervisor's own declarations.
@@ -316,46 +305,6 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
-def stdout_closed() -> bool:
-    """Whether stdout is a pipe whose reader is gone (poll reports an error on it)."""
-    try:
-        events = select.poll()
-        events.register(sys.stdout.fileno(), 0)
-        return any(flags & select.POLLERR for _, flags in events.poll(0))
-    except (OSError, ValueError):
-        return False
-
-
-class Entry(Protocol):
-    """A command's entry point: its arguments, or sys.argv's; its exit status."""
-
-    def __call__(self, argv: Sequence[str] | None = None) -> int: ...
-
-
-def quiet_on_closed_stdout(entry: Entry) -> Entry:
-    """An entry point that ends quietly, with CLOSED_STDOUT, when its reader stops reading.
-
-    Output is flushed here, not at the interpreter's exit, where a failed flush prints
-    "Exception ignored" and a traceback. Then devnull takes stdout's place, so that the
-    final flush at exit has somewhere to write what is left. A BrokenPipeError from
-    anything else (a socket, a worker's pipe) is no closed stdout: it goes on up."""
-
-    @functools.wraps(entry)
-    def run(argv: Sequence[str] | None = None) -> int:
-        try:
-            try:
-                return entry(argv)
-            finally:
-                sys.stdout.flush()
-        except BrokenPipeError:
-            if not stdout_closed():
-                raise
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return CLOSED_STDOUT
-
-    return run
-
-
 @quiet_on_closed_stdout
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(build_parser(), argv)
@@ -380,63 +329,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = scrub(str(error).strip(), dsn) + schema.hint(dsn, error)
         print(f"jobq: database error on {scrub(dsn, dsn)}: {message}", file=sys.stderr)
         return 1
-
-
-def timing_rule() -> str:
-    low = {o.name: f"{o.minimum:g} s" for o in options.RENEWAL}
-    return f"""
-timing rule, checked at start:
-  {TIMING_RULE}
-A renewal round runs every --renew-interval; one that fails or takes longer than
---renew-timeout is retried once after {RENEW_RETRY_PAUSE:g} s. A worker whose lease can no longer
-be renewed in time gets SIGTERM, then SIGKILL --kill-grace later (fences act {FENCE_LEAD:g} s
-early), and is dead --safety-margin before its lease ends.
-Minimums: interval {low["renew_interval"]}, timeout {low["renew_timeout"]}, grace \
-{low["kill_grace"]}, margin {low["safety_margin"]}.
-When --lease is given without them, those four are fitted to it: every lease the
-minimums allow starts.
-
-signals: TERM/INT drain (a second one stops at once), QUIT stops at once, HUP replaces
-the workers one at a time with freshly imported code, TTIN/TTOU add or remove a worker.
-"""
-
-
-def supervise_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="jobq-supervise",
-        description="Run a pool of worker processes whose leases this master renews, "
-        "killing any worker whose lease cannot be renewed in time.",
-        epilog=timing_rule(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    options.add(parser, options.SUPERVISOR)
-    parser.set_defaults(options=options.SUPERVISOR)
-    return parser
-
-
-@quiet_on_closed_stdout
-def supervise_main(argv: Sequence[str] | None = None) -> int:
-    args = parse(supervise_parser(), argv)
-    dsn = args.dsn or default_dsn()
-    settings = {o.name: getattr(args, o.name) for o in options.SUPERVISOR}
-    fitted = fitted_timing(args.lease)
-    settings.update({n: v for n, v in fitted.items() if n not in args.explicit})
-    del settings["log_level"], settings["log_format"]
-    config = SupervisorConfig(**{**settings, "dsn": dsn, "types": tuple(args.types or ())})
-    if not sys.platform.startswith("linux"):
-        # pidfds and PR_SET_PDEATHSIG, which fencing stands on, are Linux's alone.
-        print(
-            f"jobq-supervise: needs Linux, not {sys.platform}; elsewhere run `jobq work`, "
-            "which does not renew leases",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        for_dsn(dsn)  # here, not in every worker it would fork
-        return Master(config).run()
-    except JobqError as error:
-        print(f"jobq-supervise: {scrub(str(error), dsn)}", file=sys.stderr)
-        return 2
 
 
 if __name__ == "__main__":

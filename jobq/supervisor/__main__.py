@@ -1,5 +1,5 @@
 import sys
 
-from ..cli.commands import supervise_main
+from ..cli.supervise import main as supervise_main
 
 sys.exit(supervise_main())

@@ -9,7 +9,7 @@ import pytest
 from psycopg import sql
 
 import jobq
-from jobq.backends import postgresql
+from jobq.backends.postgresql import pooler
 from tests.support.jobs import Noop
 
 
@@ -62,7 +62,7 @@ def acknowledged_in_turn(queues: list[jobq.Queue], rounds: int) -> None:
 @pytest.fixture
 def untold(monkeypatch: pytest.MonkeyPatch) -> None:
     """As in a fresh process: jobq has told nobody of a pooler yet."""
-    monkeypatch.setattr(postgresql, "told_of_pooler", False)
+    monkeypatch.setattr(pooler, "told_of_pooler", False)
 
 
 @pytest.mark.usefixtures("untold")

@@ -500,15 +500,15 @@ def test_sigint_stops_an_idle_worker(
     ("postgresql", "psycopg", "postgresql"),
     ("mysql", "pymysql", "mysql"),
 ])  # fmt: skip
-@pytest.mark.parametrize(("entry", "args"), [("main", ["stats"]), ("supervise_main", [])])
+@pytest.mark.parametrize(("entry", "args"), [("commands", ["stats"]), ("supervise", [])])
 def test_a_missing_driver_names_the_extra_to_install(
     tmp_path: Path, scheme: str, driver: str, extra: str, entry: str, args: list[str]
 ) -> None:
     argv = [*args, "--dsn", f"{scheme}://u:s3cret@127.0.0.1:1/db"]
     # None in sys.modules makes the import fail as if the package were not installed.
     code = (
-        f"import sys; sys.modules[{driver!r}] = None; from jobq.cli import commands as cli; "
-        f"sys.exit(cli.{entry}({argv!r}))"
+        f"import sys; sys.modules[{driver!r}] = None; from jobq.cli import {entry}; "
+        f"sys.exit({entry}.main({argv!r}))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=tmp_path
@@ -522,8 +522,8 @@ def test_a_missing_driver_names_the_extra_to_install(
 @pytest.mark.databases("sqlite")
 def test_the_supervisor_says_it_needs_linux_elsewhere(tmp_path: Path) -> None:
     code = (
-        "import sys; from jobq.cli import commands as cli; sys.platform = 'darwin'; "
-        "sys.exit(cli.supervise_main([]))"
+        "import sys; from jobq.cli import supervise; sys.platform = 'darwin'; "
+        "sys.exit(supervise.main([]))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=tmp_path

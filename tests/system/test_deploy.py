@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from jobq.backends.postgresql.schema import READY
-from jobq.cli.commands import supervise_parser
+from jobq.cli.supervise import supervise_parser
 from jobq.supervisor.helpers import HOUSEKEEPER_GRACE
 from jobq.supervisor.master import LOOP_TICK
 from tests.support.configs import supervisor_config
