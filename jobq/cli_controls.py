@@ -41,6 +41,7 @@ RECORD_KEYS = (
     "finished_at",
     "host",
     "pid",
+    "worker",
     "cancel_requested_at",
     "unique_key",
 )
@@ -92,6 +93,7 @@ def as_json(record: JobRecord) -> dict[str, Any]:
         "finished_at": record.finished_at,
         "host": record.host,
         "pid": record.pid,
+        "worker": record.worker,
         "cancel_requested_at": record.cancel_requested_at,
         "unique_key": record.unique_key,
     }

@@ -8,7 +8,7 @@ master -> worker: drain.
 (Extensions reach a worker's fence through the fence table, not as messages.)
 master -> renewer: renew.                         renewer -> master: renewed.
 master -> housekeeper: fail_attempt, left_behind, measure_depth, drain.
-housekeeper -> master: maintained, depth, settled.
+housekeeper -> master: maintained, depth, settled, released.
 
 A worker holds up to --prefetch attempts at once (see worker/prefetch.py). Each claim it makes
 is reported in one message, `claimed` or a `finished`'s `then`: its first attempt starts at
@@ -18,8 +18,10 @@ is acknowledged at once, in a `finished` of its own, while completed ones are ac
 together, in one `finished` whose `then` is the next claim. `releasing(ids)` comes before
 the worker puts queued attempts back to pending: from then on the master no longer vouches
 for them. So the master always knows which attempt runs (the one it fences), which queued
-ones never started (released at once if the worker dies), and which completed ones await
-their acknowledgement (completed by the housekeeper if the worker dies).
+ones never started, and which completed ones await their acknowledgement (completed by the
+housekeeper if the worker dies). Every row a worker claims names it (its worker id, chosen
+by the master before the fork), so when it dies the housekeeper also releases the claims it
+made and never got to report.
 """
 
 from __future__ import annotations
@@ -170,12 +172,24 @@ class FailAttempt:
 
 @dataclass(frozen=True)
 class LeftBehind:
-    """A dead worker's attempts: put those it claimed and never started back to pending, and
-    acknowledge those it completed and had not acknowledged."""
+    """A dead worker's attempts: acknowledge those it completed and had not acknowledged,
+    then put back to pending every other attempt its claims named it in (by its worker id,
+    reported or not), but the one it ran (`running`), which is failed or left to maintenance
+    on its own."""
 
     kind: ClassVar[str] = "left_behind"
-    queued: list[Attempt]
+    worker: str
     completed: list[Attempt]
+    running: int | None = None
+
+
+@dataclass(frozen=True)
+class Released:
+    """The housekeeper put a dead worker's unstarted attempts back: their types, for the
+    metrics."""
+
+    kind: ClassVar[str] = "released"
+    types: list[str]
 
 
 @dataclass(frozen=True)
@@ -236,6 +250,7 @@ Message = (
     | Renewed
     | FailAttempt
     | LeftBehind
+    | Released
     | MeasureDepth
     | Depth
     | Maintained
@@ -256,6 +271,7 @@ KINDS: dict[str, type[Message]] = {
         Renewed,
         FailAttempt,
         LeftBehind,
+        Released,
         MeasureDepth,
         Depth,
         Maintained,
@@ -267,7 +283,7 @@ KINDS: dict[str, type[Message]] = {
 
 # Fields that carry an attempt, or a list of them, inside a message.
 NESTED = ("claim",)
-NESTED_LISTS = ("attempts", "then", "queued", "completed")
+NESTED_LISTS = ("attempts", "then", "completed")
 
 
 def send(sock: socket.socket, message: Message) -> None:

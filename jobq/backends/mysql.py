@@ -24,7 +24,7 @@ from .base import Backend, NewJob, Renewal, Runner
 from .mysql_claims import MysqlBatching, claim_select, later
 from .mysql_controls import MIGRATION as STATUS_PAGE
 from .mysql_controls import MysqlControls
-from .mysql_schema import MIGRATIONS, NOW
+from .mysql_schema import MIGRATIONS, NOW, WORKER_IDS
 from .mysql_uniqueness import MIGRATION as UNIQUENESS
 from .mysql_uniqueness import ON_TAKEN_KEY, MysqlUniqueness
 from .shapes import type_params
@@ -89,7 +89,7 @@ def connect_args(dsn: str) -> dict[str, Any]:
 
 class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
     kind = "mysql"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS)
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         super().__init__(connection, owns_connection=owns_connection)
@@ -225,7 +225,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
             f"""
             UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
                 token = %(token)s, lease_until = %(lease_until)s, host = %(host)s,
-                pid = %(pid)s, updated_at = {NOW}
+                pid = %(pid)s, worker = %(worker)s, updated_at = {NOW}
             WHERE id = %(id)s
             """,
             {"token": token, "lease_until": row[5], "id": row[0], **runner._asdict()},

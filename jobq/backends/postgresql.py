@@ -22,7 +22,7 @@ from .postgresql_claims import PostgresBatching
 from .postgresql_controls import MIGRATION as STATUS_PAGE
 from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
 from .postgresql_insert import copy_in, insert_statement
-from .postgresql_schema import MIGRATIONS, NO_JIT
+from .postgresql_schema import MIGRATIONS, NO_JIT, WORKER_IDS
 from .postgresql_uniqueness import MIGRATION as UNIQUENESS
 from .postgresql_uniqueness import PostgresUniqueness
 from .shapes import CLAIM_COLUMNS, earliest, type_params
@@ -52,7 +52,7 @@ def claim_statement(type_count: int, token_param: str = "token") -> str:
     return f"""
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = %({token_param})s, lease_until = now() + make_interval(secs => %(lease)s),
-            host = %(host)s, pid = %(pid)s, updated_at = now()
+            host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now()
         WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
         RETURNING {CLAIM_COLUMNS}
     """
@@ -96,7 +96,7 @@ def pool_mode(dsn: str) -> tuple[str, bool]:
 
 class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
     kind = "postgresql"
-    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE, NO_JIT)
+    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE, NO_JIT, WORKER_IDS)
 
     def __init__(
         self,

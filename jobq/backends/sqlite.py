@@ -22,7 +22,7 @@ from .batching import in_picked_order
 from .shapes import CLAIM_COLUMNS, earliest, type_params
 from .sqlite_controls import MIGRATION as STATUS_PAGE
 from .sqlite_controls import SqliteControls
-from .sqlite_schema import MIGRATIONS, NOW, READY
+from .sqlite_schema import MIGRATIONS, NOW, READY, WORKER_IDS
 from .sqlite_uniqueness import MIGRATION as UNIQUENESS
 from .sqlite_uniqueness import SqliteUniqueness
 
@@ -64,7 +64,7 @@ def claim_statement(type_count: int) -> str:
     return f"""
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = :token, lease_until = {NOW} + :lease, host = :host, pid = :pid,
-            updated_at = {NOW}
+            worker = :worker, updated_at = {NOW}
         WHERE id = (SELECT id FROM ({earliest(probes)}))
         RETURNING {CLAIM_COLUMNS}
     """
@@ -86,7 +86,7 @@ def claim_many_statement(type_count: int) -> str:
         )
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = handed.token, lease_until = {NOW} + :lease, host = :host, pid = :pid,
-            updated_at = {NOW}
+            worker = :worker, updated_at = {NOW}
         FROM handed WHERE jobq_jobs.id = handed.id
         RETURNING token, {CLAIM_COLUMNS}
     """
@@ -109,7 +109,7 @@ def path_of(dsn: str) -> str:
 
 class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     kind = "sqlite"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS)
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
         self.check_version()
@@ -309,6 +309,10 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
             {"lease": lease, "claims": json.dumps([list(claim) for claim in claims])},
         )
         return Renewal({int(row[0]) for row in rows}, {int(row[0]) for row in rows if row[1]})
+
+    sql_held_by = (
+        "SELECT id, token, type FROM jobq_jobs WHERE status = 'in_progress' AND worker = :worker"
+    )
 
     sql_release = f"""
         UPDATE jobq_jobs SET status = 'pending', attempts = attempts - 1, token = NULL,

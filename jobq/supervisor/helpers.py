@@ -167,5 +167,8 @@ class Helpers:
             self.depth_read()
         elif isinstance(message, protocol.Settled):
             metrics.failed.labels(message.type, message.outcome).inc()
+        elif isinstance(message, protocol.Released):
+            for job_type in message.types:
+                metrics.on_released(job_type)
         elif isinstance(message, protocol.Scheduled):
             metrics.on_scheduled(message.slots, message.declared)

@@ -246,33 +246,10 @@ class Master:
             failure = self.pool.orphaned(worker, how if gone else None)
             if failure is not None:
                 self.helpers.tell(Helper.HOUSEKEEPER, failure)
-        self.settle_left_behind(worker)
+        self.helpers.tell(Helper.HOUSEKEEPER, self.pool.left_behind(worker))
         if self.pool.crash_looping(worker, how, running):
             self.exit_code = 1
             self.stop_now()
-
-    def settle_left_behind(self, worker: WorkerProcess) -> None:
-        """Have the housekeeper release a dead worker's unstarted attempts at once (not
-        counted as attempts), and acknowledge its completed ones, so that a crash loses no
-        finished work; both guarded by the attempts' tokens."""
-        queued, completed = worker.left_behind()
-        if not queued and not completed:
-            return
-        log.info(
-            "Worker %d left jobs %s claimed and never started, and jobs %s completed and not "
-            "acknowledged: releasing and acknowledging them",
-            worker.pid,
-            ", ".join(str(lease.claim.id) for lease in queued) or "none",
-            ", ".join(str(lease.claim.id) for lease in completed) or "none",
-            extra={"event": "left_behind", "worker": worker.pid},
-        )
-        for lease in queued:
-            self.metrics.on_released(lease.claim.type)
-        message = protocol.LeftBehind(
-            [protocol.Attempt.of(lease.claim) for lease in queued],
-            [protocol.Attempt.of(lease.claim) for lease in completed],
-        )
-        self.helpers.tell(Helper.HOUSEKEEPER, message)
 
     # -- renewal ---------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import psutil
 
 from .. import protocol
 from ..outcomes import job_extra
+from ..running import new_worker_id
 from ..worker import child
 from ..worker.fence import FenceTable
 from ..worker.mark import SettlingMark
@@ -137,7 +138,12 @@ class Pool:
             self.retire(min(outdated, key=lambda w: w.spawned), "reload")
 
     def spawn(self, patient: bool) -> None:
-        settings = dataclasses.replace(self.config.worker_settings(), patient=patient)
+        # Chosen here, before the fork: the master knows whose rows to settle even if the
+        # child dies before its first message.
+        worker_id = new_worker_id()
+        settings = dataclasses.replace(
+            self.config.worker_settings(), patient=patient, worker_id=worker_id
+        )
         slot = self.fences.allocate()
         if slot is None:
             log.error("Cannot start more than %d workers", FENCE_SLOTS)
@@ -145,7 +151,7 @@ class Pool:
             return
         mark = SettlingMark()
         process = fork(lambda sock: child.run(settings, sock, mark, slot), self.shared.let_go)
-        worker = WorkerProcess(process, mark, slot, self.generation, time.monotonic())
+        worker = WorkerProcess(process, mark, slot, worker_id, self.generation, time.monotonic())
         self.children[process.pid] = worker
         self.shared.selector.register(process.sock, selectors.EVENT_READ, worker)
         log.info(
@@ -303,4 +309,24 @@ class Pool:
             cause += f" after {self.config.job_timeout:g} s"
         return protocol.FailAttempt(
             protocol.Attempt.of(claim), f"{cause} (worker {worker.pid}, {how})"
+        )
+
+    def left_behind(self, worker: WorkerProcess) -> protocol.LeftBehind:
+        """What the housekeeper settles for a dead worker, besides the attempt it ran: it
+        acknowledges the completed attempts (token-guarded, so a crash loses no finished
+        work), and releases at once, uncounted, every other row the worker's id is on, the
+        claims it reported and those it died before reporting."""
+        queued, completed = list(worker.queued), list(worker.completed.values())
+        if queued or completed:
+            log.info(
+                "Worker %d left jobs %s claimed and never started, and jobs %s completed and "
+                "not acknowledged: releasing and acknowledging them",
+                worker.pid,
+                ", ".join(map(str, queued)) or "none",
+                ", ".join(str(lease.claim.id) for lease in completed) or "none",
+                extra={"event": "left_behind", "worker": worker.pid},
+            )
+        running = None if worker.lease is None else worker.lease.claim.id
+        return protocol.LeftBehind(
+            worker.worker_id, [protocol.Attempt.of(lease.claim) for lease in completed], running
         )

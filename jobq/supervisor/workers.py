@@ -43,6 +43,7 @@ class WorkerProcess:
     process: Forked
     mark: SettlingMark
     slot: Slot  # its row of the fence table
+    worker_id: str  # what every row it claims is marked with (see running.worker_id)
     generation: int
     spawned: float
     ready: bool = False
@@ -150,8 +151,3 @@ class WorkerProcess:
                 leases.append(lease)
             self.lost.discard(job_id)
         return leases
-
-    def left_behind(self) -> tuple[list[Lease], list[Lease]]:
-        """Once it has exited: (its queued attempts, its completed ones), to be released
-        and acknowledged for it. Queued ones a round found lost are someone else's."""
-        return list(self.queued.values()), list(self.completed.values())

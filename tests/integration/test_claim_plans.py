@@ -54,7 +54,7 @@ OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases")
 # Claims of any type (none), of one type, and of several: one that has jobs, one without.
 TYPES = [(), ("email",), ("email", "missing")]
 # Where a claim says its attempt runs.
-HERE = {"host": "here", "pid": 1}
+HERE = {"host": "here", "pid": 1, "worker": "w1"}
 
 
 @pytest.fixture(params=STATISTICS)
