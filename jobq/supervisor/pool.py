@@ -45,6 +45,26 @@ STOP_CAUSES: dict[StopReason | None, str] = {
 }
 
 
+# What the log says as the master stops a worker's running attempt: level, text, event.
+STOPPING: dict[StopReason, tuple[int, str, str]] = {
+    StopReason.RENEWAL: (
+        logging.ERROR,
+        "Lease of job %d cannot be renewed in time: stopping worker %d",
+        "fenced",
+    ),
+    StopReason.JOB_TIMEOUT: (
+        logging.WARNING,
+        "Job %d ran past --job-timeout: stopping worker %d",
+        "job_timeout",
+    ),
+    StopReason.CANCELLED: (
+        logging.WARNING,
+        "Job %d was cancelled: stopping worker %d",
+        "cancel_stop",
+    ),
+}
+
+
 def resident_memory(workers: Iterable[WorkerProcess]) -> list[int]:
     """Each live worker's resident set size, in bytes."""
     found = []
@@ -123,11 +143,13 @@ class Pool:
         if worker.retiring:
             return
         log.info("Retiring worker %d (%s)", worker.pid, why, extra={"event": "retiring"})
+        self.drain(worker)
+
+    def drain(self, worker: WorkerProcess) -> None:
+        """Tell it to finish what it holds, claim nothing more, and exit."""
         worker.retiring = True
-        if worker.ready:
-            protocol.tell(
-                worker.process.sock, protocol.Drain()
-            )  # else it is told once it says it is ready
+        if worker.ready:  # else it is told once it says it is ready
+            protocol.tell(worker.process.sock, protocol.Drain())
 
     def rotate(self) -> None:
         """After HUP: replace children of older generations one at a time, oldest first."""
@@ -174,21 +196,9 @@ class Pool:
             lease = worker.lease
             if lease is not None and worker.stop_reason is None:
                 if now >= self.stop_point(lease):
-                    log.error(
-                        "Lease of job %d cannot be renewed in time: stopping worker %d",
-                        lease.claim.id,
-                        worker.pid,
-                        extra=job_extra(lease.claim, "fenced"),
-                    )
-                    self.stop(worker, StopReason.RENEWAL, now)
+                    self.stop_attempt(worker, StopReason.RENEWAL, now)
                 elif self.config.job_timeout and now - lease.started >= self.config.job_timeout:
-                    log.warning(
-                        "Job %d ran past --job-timeout: stopping worker %d",
-                        lease.claim.id,
-                        worker.pid,
-                        extra=job_extra(lease.claim, "job_timeout"),
-                    )
-                    self.stop(worker, StopReason.JOB_TIMEOUT, now)
+                    self.stop_attempt(worker, StopReason.JOB_TIMEOUT, now)
             if worker.kill_at is not None and not worker.killed and now >= worker.kill_at:
                 worker.kill()
 
@@ -196,23 +206,30 @@ class Pool:
         """Stop a worker whose job an operator cancelled, as any fence stops one: SIGTERM to
         its attempt's processes, SIGKILL at the kill grace. Once it is buried, its attempt is
         ended cancelled (the database refuses to settle it otherwise)."""
-        lease = worker.lease
-        if lease is None or worker.stop_reason is not None:
-            return
-        log.warning(
-            "Job %d was cancelled: stopping worker %d",
-            lease.claim.id,
-            worker.pid,
-            extra=job_extra(lease.claim, "cancel_stop"),
-        )
-        self.stop(worker, StopReason.CANCELLED, now)
+        if worker.lease is not None and worker.stop_reason is None:
+            self.stop_attempt(worker, StopReason.CANCELLED, now)
+
+    def stop_attempt(self, worker: WorkerProcess, reason: StopReason, now: float) -> None:
+        """Stop the attempt a worker runs, saying why."""
+        assert worker.lease is not None
+        claim = worker.lease.claim
+        level, text, event = STOPPING[reason]
+        log.log(level, text, claim.id, worker.pid, extra=job_extra(claim, event))
+        self.stop(worker, reason, now)
 
     def stop(
         self, worker: WorkerProcess, reason: StopReason, now: float, at_once: bool = False
     ) -> None:
         """SIGTERM to its whole attempt now, and SIGKILL after the kill grace, or at the
-        lease's kill point if that comes first."""
+        lease's kill point if that comes first.
+
+        It is told to drain first: a job whose own SIGTERM handler ends its attempt leaves a
+        worker that claims nothing more and exits. The stop belongs to that attempt: once it
+        ended, the SIGKILL is called off (see WorkerProcess.ended), so that it cannot hit
+        the next job the worker may have claimed with its acknowledgement. A shutdown's stop
+        is the whole worker's, and stays."""
         worker.stop_reason = reason
+        worker.stopped = None if reason is StopReason.SHUTDOWN else worker.lease
         self.shared.metrics.killed.labels(reason).inc()
         expires = None if worker.lease is None else worker.lease.expires
         config = self.config
@@ -220,6 +237,7 @@ class Pool:
         if at_once or kill_at <= now:
             worker.kill()
         else:
+            self.drain(worker)
             worker.terminate()
             worker.kill_at = kill_at
 
