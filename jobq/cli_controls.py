@@ -41,9 +41,9 @@ RECORD_KEYS = (
     "finished_at",
     "host",
     "pid",
-    "worker",
     "cancel_requested_at",
     "unique_key",
+    "worker",
 )
 STATUS = Option(
     "status",

@@ -127,15 +127,41 @@ class Helpers:
 
     # -- messages --------------------------------------------------------------------------
 
-    def send(self, process: Forked, message: protocol.Message) -> None:
-        protocol.tell(process.sock, message)
+    def send(self, process: Forked, message: protocol.Message | None) -> bool:
+        """Send a message, or (None) what waits of the earlier ones; whether that worked (or
+        waits for the socket to take it). A failure is logged here: the other end is gone
+        or going, and its reaping starts another; what else the loss means is the
+        caller's to decide."""
+        try:
+            if message is None:
+                process.outbox.flush()
+            else:
+                process.outbox.put(message)
+        except OSError as error:
+            what = "the rest of its messages" if message is None else f"a {message.kind} message"
+            log.error(
+                "Could not send process %d %s: %s",
+                process.pid,
+                what,
+                error,
+                extra={"event": "send_failed"},
+            )
+            return False
+        return True
 
     def tell(self, helper: Helper, message: protocol.Message) -> bool:
-        """Send a helper a message, if it runs; whether it does."""
+        """Send a helper a message, if it runs; whether it was sent (or waits to be)."""
         process = self.processes.get(helper)
-        if process is not None:
-            self.send(process, message)
-        return process is not None
+        return process is not None and self.send(process, message)
+
+    def flush(self) -> bool:
+        """Send on what the helpers' sockets did not take at once; whether some still waits."""
+        waiting = False
+        for process in self.processes.values():
+            if process.outbox.waiting:
+                self.send(process, None)
+                waiting |= bool(process.outbox.waiting)
+        return waiting
 
     def renewals(self) -> Iterator[protocol.Renewed]:
         """The renewer's answers that came in."""

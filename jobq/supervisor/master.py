@@ -68,6 +68,7 @@ class Master:
         self.exit_code = 0
         self.drain_deadline = float("inf")
         self.last_pass = float("-inf")
+        self.sending = False  # some message waits for a socket to take it
         self.title = ""
         self.reloads = appcheck.Reloads(
             config.app, self.close_inherited, self.selector, self.reload_checked
@@ -80,6 +81,7 @@ class Master:
         # shows the command line, DSN and password included, and every child inherits it.
         self.show_title()
         self.config.check()
+        protocol.limit()  # measured once, before any fork: every message is split to fit it
         # A database that answered the check is known to work: from here a failure is an
         # outage, which new workers wait out rather than count as a crash loop (the
         # housekeeper, which says so later, first imports the application).
@@ -139,6 +141,7 @@ class Master:
         now = time.monotonic()
         self.renew(now)
         self.fence(now)
+        self.sending = self.helpers.flush() | self.pool.flush()
         if self.shared.phase is Phase.RUNNING:
             self.pool.manage(now, patient=self.helpers.database_seen)
         if self.endpoint is not None:
@@ -147,6 +150,8 @@ class Master:
 
     def next_event(self) -> float:
         """The next moment the loop has something to do, unless woken earlier."""
+        if self.sending:
+            return 0.0  # a message waits for its socket: the next pass (PACE apart) sends on
         running = self.shared.phase is Phase.RUNNING
         held = self.endpoint.due() if self.endpoint is not None else float("inf")
         return min(self.drain_deadline, held, self.renewals.due(), self.pool.next_due(running))
@@ -242,11 +247,17 @@ class Master:
                 self.selector.unregister(worker.process.sock)
         running = self.shared.phase is Phase.RUNNING
         how, gone = self.pool.bury(worker, running)
-        if worker.lease is not None:
-            failure = self.pool.orphaned(worker, how if gone else None)
-            if failure is not None:
-                self.helpers.tell(Helper.HOUSEKEEPER, failure)
-        self.helpers.tell(Helper.HOUSEKEEPER, self.pool.left_behind(worker))
+        failure = (
+            None if worker.lease is None else self.pool.orphaned(worker, how if gone else None)
+        )
+        for settling in (failure, self.pool.left_behind(worker)):
+            if settling is not None and not self.helpers.tell(Helper.HOUSEKEEPER, settling):
+                log.warning(
+                    "Worker %d's attempts are left to maintenance, after their leases: the "
+                    "housekeeper could not be told",
+                    worker.pid,
+                    extra={"event": "left_to_maintenance", "worker": worker.pid},
+                )
         if self.pool.crash_looping(worker, how, running):
             self.exit_code = 1
             self.stop_now()
@@ -262,8 +273,8 @@ class Master:
             self.helpers.replace(Helper.RENEWER)
             return
         request = self.renewals.start(now, self.pool.held())
-        if request is not None:
-            self.helpers.tell(Helper.RENEWER, request)
+        if request is not None and not self.helpers.tell(Helper.RENEWER, request):
+            self.renewals.failed(now)  # retried after the pause, by a renewer started again
 
     def on_renewed(self, result: protocol.Renewed) -> None:
         answer = self.renewals.answered(result, self.pool.children)

@@ -149,7 +149,35 @@ class Pool:
         """Tell it to finish what it holds, claim nothing more, and exit."""
         worker.retiring = True
         if worker.ready:  # else it is told once it says it is ready
-            protocol.tell(worker.process.sock, protocol.Drain())
+            self.tell_drain(worker)
+
+    def tell_drain(self, worker: WorkerProcess) -> None:
+        self.send(worker, protocol.Drain())
+
+    def send(self, worker: WorkerProcess, message: protocol.Message | None) -> None:
+        """Send it a message, or (None) what waits of the earlier ones."""
+        try:
+            if message is None:
+                worker.process.outbox.flush()
+            else:
+                worker.process.outbox.put(message)
+        except OSError as error:
+            # Its end is closed: it is exiting already, and its reaping settles the rest.
+            log.info(
+                "Worker %d could not be told to drain (%s): it is exiting",
+                worker.pid,
+                error,
+                extra={"event": "drain_unsent", "worker": worker.pid},
+            )
+
+    def flush(self) -> bool:
+        """Send on what the workers' sockets did not take at once; whether some still waits."""
+        waiting = False
+        for worker in self.children.values():
+            if worker.process.outbox.waiting:
+                self.send(worker, None)
+                waiting |= bool(worker.process.outbox.waiting)
+        return waiting
 
     def rotate(self) -> None:
         """After HUP: replace children of older generations one at a time, oldest first."""
@@ -185,7 +213,7 @@ class Pool:
         self.startup_failures = 0
         log.info("Worker %d ready", worker.pid, extra={"event": "ready"})
         if worker.retiring:
-            protocol.tell(worker.process.sock, protocol.Drain())
+            self.tell_drain(worker)
 
     # -- stopping --------------------------------------------------------------------------
 

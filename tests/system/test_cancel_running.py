@@ -19,6 +19,7 @@ from tests.support.apps.supervised_app import Sleep, Yielding
 from tests.support.attempts import KINDS, LEASE, enqueued, stop
 from tests.support.supervising import (
     FAST,
+    Supervisor,
     events,
     metrics_port,
     scrape,
@@ -38,6 +39,14 @@ pytestmark = pytest.mark.lease(LEASE)
 def status_is(queue: jobq.Queue, job_id: int, status: Status) -> bool:
     record = queue.get(job_id)
     return record is not None and record.status is status
+
+
+def wait_completed(queue: jobq.Queue, job_id: int, running: Supervisor, timeout: float) -> None:
+    wait_for(
+        f"job {job_id} to complete; log:\n{running.log}",
+        lambda: status_is(queue, job_id, Status.COMPLETED),
+        timeout,
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -95,11 +104,7 @@ def test_a_stop_belongs_to_its_attempt_the_next_job_is_never_killed_for_it(
         wait_for_events(journal, "start")
         assert queue.cancel(first)
         wait_for(f"job {first} to end cancelled", lambda: status_is(queue, first, Status.CANCELLED))
-        wait_for(
-            f"job {behind} to complete; log:\n{running.log}",
-            lambda: status_is(queue, behind, Status.COMPLETED),
-            timeout=30,
-        )
+        wait_completed(queue, behind, running, 30)
         running.signal(signal.SIGTERM)
         assert running.wait(30) == 0, running.log
     record = queue.get(behind)
@@ -130,10 +135,6 @@ def test_a_paused_type_waits_while_others_run_and_resuming_wakes_an_idle_worker(
         assert scraped.value("jobq_type_paused", type="sleep") == 1, scraped.text
         assert scraped.value("jobq_type_paused", type="other") == 0, scraped.text
         assert queue.resume("sleep")
-        wait_for(
-            f"the resumed job to run; log:\n{running.log}",
-            lambda: status_is(queue, held, Status.COMPLETED),
-            timeout=20,
-        )
+        wait_completed(queue, held, running, 20)
         running.signal(signal.SIGTERM)
         assert running.wait(30) == 0, running.log

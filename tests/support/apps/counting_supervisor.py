@@ -35,11 +35,11 @@ def count_depth_work(path: str) -> None:
 
     @wraps(send)
     def counting_send(
-        self: helpers.Helpers, process: forking.Forked, message: protocol.Message
-    ) -> None:
+        self: helpers.Helpers, process: forking.Forked, message: protocol.Message | None
+    ) -> bool:
         if isinstance(message, protocol.MeasureDepth):
             tally("request")
-        send(self, process, message)
+        return send(self, process, message)
 
     @wraps(depth)
     def counting_depth(connection: jobq.Queue) -> protocol.Depth:
