@@ -310,8 +310,11 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         )
         return Renewal({int(row[0]) for row in rows}, {int(row[0]) for row in rows if row[1]})
 
+    # Forced: with statistics, SQLite would rather scan the whole table than trust an index
+    # on the status for the few rows in progress.
     sql_held_by = (
-        "SELECT id, token, type FROM jobq_jobs WHERE status = 'in_progress' AND worker = :worker"
+        "SELECT id, token, type FROM jobq_jobs INDEXED BY jobq_jobs_leases "
+        "WHERE status = 'in_progress' AND worker = :worker"
     )
 
     sql_release = f"""
