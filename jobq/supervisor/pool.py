@@ -251,7 +251,7 @@ class Pool:
         """SIGTERM to its whole attempt now, and SIGKILL after the kill grace, or at the
         lease's kill point if that comes first.
 
-        It is told to drain first: a job whose own SIGTERM handler ends its attempt leaves a
+        It is told to drain too: a job whose own SIGTERM handler ends its attempt leaves a
         worker that claims nothing more and exits. The stop belongs to that attempt: once it
         ended, the SIGKILL is called off (see WorkerProcess.ended), so that it cannot hit
         the next job the worker may have claimed with its acknowledgement. A shutdown's stop
@@ -265,9 +265,11 @@ class Pool:
         if at_once or kill_at <= now:
             worker.kill()
         else:
-            self.drain(worker)
             worker.terminate()
             worker.kill_at = kill_at
+            # After the signal, which nothing may delay; the job's own handler must first
+            # run and return, so the drain is heard before the worker could claim again.
+            self.drain(worker)
 
     def stop_all(self, now: float) -> None:
         for worker in self.children.values():
