@@ -151,7 +151,7 @@ class Master:
     def next_event(self) -> float:
         """The next moment the loop has something to do, unless woken earlier."""
         if self.sending:
-            return 0.0  # a message waits for its socket: the next pass (PACE apart) sends on
+            return self.last_pass + PACE  # a message waits for its socket: the next pass sends on
         running = self.shared.phase is Phase.RUNNING
         held = self.endpoint.due() if self.endpoint is not None else float("inf")
         return min(self.drain_deadline, held, self.renewals.due(), self.pool.next_due(running))
