@@ -330,7 +330,8 @@ def parts(message: Message, most: int | None = None) -> list[bytes]:
     data = json.dumps(fields).encode()
     if len(data) <= most:
         return [data]
-    pieces = split(fields, most)
+    # Room for the mark a part carries: `, "more": true` is as long as `{"more": true}`.
+    pieces = split(fields, most - len(json.dumps({"more": True})))
     for piece in pieces[:-1]:
         piece["more"] = True
     return [json.dumps(piece).encode() for piece in pieces]

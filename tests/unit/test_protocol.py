@@ -95,6 +95,16 @@ def test_a_large_answer_is_read_whole_from_a_non_blocking_socket() -> None:
         theirs.close()
 
 
+def test_every_part_fits_the_limit_it_was_cut_for_its_mark_included() -> None:
+    ids = list(range(10**6, 10**6 + 100))
+    message = protocol.Releasing(ids)
+    # Halves that would just fit, but for the mark that says more parts follow.
+    half = len(json.dumps({"kind": "releasing", "ids": ids[:50]}).encode())
+    datagrams = protocol.parts(message, most=half + 5)
+    assert len(datagrams) > 1
+    assert max(map(len, datagrams)) <= half + 5
+
+
 def test_a_message_that_no_split_can_fit_is_an_error() -> None:
     with pytest.raises(protocol.MessageTooLarge):
         protocol.parts(protocol.Releasing([1, 2]), most=10)
