@@ -236,7 +236,8 @@ def test_a_dead_worker_s_rows_are_found_among_the_in_progress_ones_alone(
         kinds = {node["Node Type"] for node in nodes(plan)}
         used = {node["Index Name"] for node in nodes(plan) if "Index Name" in node}
         assert "Seq Scan" not in kinds, plan
-        assert used and used <= status_led, plan
+        assert used, plan
+        assert used <= status_led, plan
     elif db_kind == "sqlite":
         rows = backend.fetchall("EXPLAIN QUERY PLAN " + backend.sql_held_by, params)
         assert [row[3] for row in rows] == ["SCAN jobq_jobs USING INDEX jobq_jobs_leases"], rows
