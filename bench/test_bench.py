@@ -143,11 +143,11 @@ def test_jobq_at_freezes_jobq_as_it_was_at_that_commit(monkeypatch: pytest.Monke
     assert code is not None
     try:
         then = subprocess.run(
-            ["git", "-C", str(snapshot.TREE), "show", f"{commit}:jobq/queue.py"],
+            ["git", "-C", str(snapshot.TREE), "show", f"{commit}:jobq/__init__.py"],
             capture_output=True,
             check=True,
         ).stdout
-        assert (code / "jobq" / "queue.py").read_bytes() == then
+        assert (code / "jobq" / "__init__.py").read_bytes() == then
         assert (code / "bench" / "snapshot.py").exists()
     finally:
         snapshot.release(code)

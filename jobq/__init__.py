@@ -6,9 +6,9 @@ from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
 from .listener import Listener
 from .queue import Queue
+from .queue.running import cancel_requested, current_claim
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import RetryPolicy
-from .running import cancel_requested, current_claim
 from .schedules import schedule
 
 __version__ = "0.1.0"

@@ -1,5 +1,5 @@
 import sys
 
-from ..cli import supervise_main
+from ..cli.commands import supervise_main
 
 sys.exit(supervise_main())

@@ -30,10 +30,10 @@ import socket
 from collections.abc import Callable
 from types import FrameType
 
-from .. import schema
 from ..app import load_app
 from ..errors import ConfigurationError, NoSchema
 from ..job import registered_types
+from ..queue import schema
 from .config import SupervisorConfig
 from .forking import Forked, fork
 

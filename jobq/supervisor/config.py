@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from ..errors import ConfigurationError
+from ..lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE, exact, timing_budget
 from ..options import BY_NAME, RENEWAL, declared
 from ..worker.settings import WorkerSettings
-from .lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE, exact, timing_budget
 
 # Every term of lease_clock.timing_budget, as --help and refusals write it.
 TIMING_RULE = (

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 
 from setproctitle import setproctitle
 
+from .. import lease_clock
 from ..worker import attempt
 from ..worker.fence import FenceTable, Hold, Section, Slot
-from . import lease_clock
 
 log = logging.getLogger("jobq")
 

@@ -22,7 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .. import __version__
-from ..scheduler import Slot
+from ..schedules.scheduler import Slot
 from .states import StopReason, WorkerState
 
 # "unacknowledged": the worker could not record the outcome (the database went away); the

@@ -14,13 +14,12 @@ from collections.abc import Iterable
 
 import psutil
 
-from .. import protocol
+from .. import lease_clock, protocol
 from ..outcomes import job_extra
-from ..running import new_worker_id
+from ..queue.running import new_worker_id
 from ..worker import child
 from ..worker.fence import FenceTable
 from ..worker.mark import SettlingMark
-from . import lease_clock
 from .forking import fork
 from .shared import Shared
 from .states import LEFT_TO_MAINTENANCE, StopReason

@@ -9,10 +9,9 @@ import logging
 import time
 from dataclasses import dataclass
 
-from .. import protocol
-from . import lease_clock
+from .. import lease_clock, protocol
+from ..lease_clock import Round
 from .config import SupervisorConfig
-from .lease_clock import Round
 from .metrics import Metrics
 from .workers import WorkerProcess
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..queue.running import current_claim
 from ..records import JobRecord, Status
-from ..running import current_claim
 
 
 def journal_attempt(path: str | os.PathLike[str], event: str, **fields: Any) -> None:

@@ -15,9 +15,9 @@ from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
 from ..backends.controls import RETRYABLE
-from ..controls import why_not_retried
 from ..job import check_type_name
 from ..queue import Queue
+from ..queue.controls import why_not_retried
 from ..records import JobRecord, Status
 from .auth import CSRF_FIELD
 

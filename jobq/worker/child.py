@@ -22,10 +22,10 @@ import psutil
 from .. import protocol
 from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
+from ..lease_clock import startable
 from ..queue import Queue
+from ..queue.running import work_as
 from ..records import ClaimedJob, Outcome
-from ..running import work_as
-from ..supervisor.lease_clock import startable
 from . import title
 from .fence import Slot
 from .mark import SettlingMark

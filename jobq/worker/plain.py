@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from ..queue import Queue
-from ..running import new_worker_id, work_as, worker_id
+from ..queue.running import new_worker_id, work_as, worker_id
 from ..schedules import Periodic
 
 log = logging.getLogger("jobq")

@@ -9,8 +9,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import hooks, schema
-from ..queue import Queue
+from .. import hooks
+from ..queue import Queue, schema
 from ..records import ClaimedJob
 from .settings import WorkerSettings
 from .settling import SettlingReporter

@@ -22,13 +22,10 @@ import psycopg
 import pytest
 
 import jobq
-from jobq.backends import (
-    mysql_claims,
-    postgresql,
-    postgresql_claims,
-    postgresql_schema,
-    sqlite,
-)
+from jobq.backends import postgresql, sqlite
+from jobq.backends.mysql import claims as mysql_claims
+from jobq.backends.postgresql import claims as postgresql_claims
+from jobq.backends.postgresql import schema as postgresql_schema
 from jobq.backends.shapes import type_params
 from tests.support.jobs import Noop
 from tests.support.plans import (

@@ -9,9 +9,9 @@ import logging
 import pytest
 
 import jobq
-from jobq.cli import main
-from jobq.cli_controls import RECORD_KEYS
-from jobq.running import worker_id
+from jobq.cli.commands import main
+from jobq.cli.controls import RECORD_KEYS
+from jobq.queue.running import worker_id
 from tests.support.jobs import Boom, Noop
 
 ONCE = jobq.RetryPolicy(max_attempts=1)

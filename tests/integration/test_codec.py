@@ -176,7 +176,7 @@ def test_a_payload_that_does_not_fit_fails_the_attempt(dsn: str, queue: jobq.Que
 
 @pytest.mark.databases("sqlite")
 def test_a_payload_over_the_limit_is_refused_at_enqueue(dsn: str) -> None:
-    from jobq.new_jobs import MAX_PAYLOAD_BYTES
+    from jobq.queue.new_jobs import MAX_PAYLOAD_BYTES
 
     with jobq.Queue.connect(dsn) as queue:
         queue.install()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobq
-from jobq.controls import why_not_retried
+from jobq.queue.controls import why_not_retried
 from jobq.worker.plain import PlainWorker
 from tests.support.jobs import Boom, Noop
 from tests.support.waiting import wait_for

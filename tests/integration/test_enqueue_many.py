@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobq
-from jobq.new_jobs import MAX_PAYLOAD_BYTES
+from jobq.queue.new_jobs import MAX_PAYLOAD_BYTES
 from tests.support import drivers
 from tests.support.jobs import Noop, Record
 
@@ -118,7 +118,7 @@ def test_a_rollback_of_the_producers_transaction_drops_them_all(
 def test_one_wake_up_per_type_on_commit(
     queue: jobq.Queue, dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobq.backends.postgresql_controls import NOTIFY_CHANNEL
+    from jobq.backends.postgresql.controls import NOTIFY_CHANNEL
 
     monkeypatch.setattr(queue.backend, "chunk_rows", 7)
     with drivers.connect(dsn, "postgresql", autocommit=True) as listener:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import jobq
-import jobq.maintenance
+import jobq.queue.maintenance
 from tests.support.jobs import Boom, Noop
 from tests.support.waiting import wait_for
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.lease(60)
 def test_prune_deletes_in_batches_until_none_is_left(
     queue: jobq.Queue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(jobq.maintenance, "PRUNE_BATCH", 3)
+    monkeypatch.setattr(jobq.queue.maintenance, "PRUNE_BATCH", 3)
     statements: list[int] = []
     prune = queue.backend.prune
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobq
-from jobq.scheduler import Slot, Tick
 from jobq.schedules import Periodic, periodic
+from jobq.schedules.scheduler import Slot, Tick
 from tests.support.jobs import Noop
 from tests.support.waiting import wait_for
 

@@ -14,7 +14,7 @@ import pytest
 
 import jobq
 from jobq.backends.base import Backend
-from jobq.cli import main
+from jobq.cli.commands import main
 from tests.support.jobs import Noop
 
 # The columns of the first schema, which every later one keeps as they were.

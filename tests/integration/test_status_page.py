@@ -18,7 +18,7 @@ from werkzeug.test import Client, TestResponse
 import jobq
 import jobq.queue
 import jobq.schedules
-from jobq import cli
+from jobq.cli import commands as cli
 from jobq.options import markdown_table
 from jobq.schedules import periodic
 from jobq.web import Credentials, make_app

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq.backends import postgresql_controls, postgresql_schema
+from jobq.backends.postgresql import controls as postgresql_controls
+from jobq.backends.postgresql import schema as postgresql_schema
 from jobq.records import Status
 from tests.support.jobs import Noop
 from tests.support.plans import (

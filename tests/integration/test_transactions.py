@@ -77,7 +77,7 @@ def test_enqueue_joins_the_applications_transaction(
 
 @pytest.mark.databases("postgresql")
 def test_enqueue_notifies_listeners_only_on_commit(queue: jobq.Queue, dsn: str) -> None:
-    from jobq.backends.postgresql_controls import NOTIFY_CHANNEL
+    from jobq.backends.postgresql.controls import NOTIFY_CHANNEL
 
     with drivers.connect(dsn, "postgresql", autocommit=True) as listener:
         listener.execute(f"LISTEN {NOTIFY_CHANNEL}")

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from jobq import options
-from jobq.cli import supervise_parser
+from jobq.cli.commands import supervise_parser
 from jobq.supervisor.config import SupervisorConfig
 
 

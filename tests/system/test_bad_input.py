@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import jobq
-from jobq.new_jobs import MAX_PAYLOAD_BYTES
+from jobq.queue.new_jobs import MAX_PAYLOAD_BYTES
 from jobq.testing.history import read_journal
 from tests.support.apps import APPS
 from tests.support.apps.chaos_app import Chaos, Padded, Raise

@@ -499,7 +499,7 @@ def test_a_missing_driver_names_the_extra_to_install(
     argv = [*args, "--dsn", f"{scheme}://u:s3cret@127.0.0.1:1/db"]
     # None in sys.modules makes the import fail as if the package were not installed.
     code = (
-        f"import sys; sys.modules[{driver!r}] = None; from jobq import cli; "
+        f"import sys; sys.modules[{driver!r}] = None; from jobq.cli import commands as cli; "
         f"sys.exit(cli.{entry}({argv!r}))"
     )
     result = subprocess.run(
@@ -514,7 +514,7 @@ def test_a_missing_driver_names_the_extra_to_install(
 @pytest.mark.databases("sqlite")
 def test_the_supervisor_says_it_needs_linux_elsewhere(tmp_path: Path) -> None:
     code = (
-        "import sys; from jobq import cli; sys.platform = 'darwin'; "
+        "import sys; from jobq.cli import commands as cli; sys.platform = 'darwin'; "
         "sys.exit(cli.supervise_main([]))"
     )
     result = subprocess.run(

@@ -25,8 +25,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from jobq.backends.postgresql_schema import READY
-from jobq.cli import supervise_parser
+from jobq.backends.postgresql.schema import READY
+from jobq.cli.commands import supervise_parser
 from jobq.supervisor.helpers import HOUSEKEEPER_GRACE
 from jobq.supervisor.master import LOOP_TICK
 from tests.support.configs import supervisor_config

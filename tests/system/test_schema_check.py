@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import jobq
-from jobq import schema
 from jobq.backends import for_dsn
 from jobq.errors import NoSchema
+from jobq.queue import schema
 from tests.support.apps import APPS
 from tests.support.apps.supervised_app import Sleep
 from tests.support.supervising import FAST, supervisor, wait_for_events

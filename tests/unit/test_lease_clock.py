@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobq.supervisor import lease_clock
+from jobq import lease_clock
+from jobq.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 from jobq.supervisor.config import SupervisorConfig
-from jobq.supervisor.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 
 SETTINGS = settings(max_examples=300, deadline=None)
 

@@ -8,8 +8,8 @@ from typing import cast
 import pytest
 
 from jobq import protocol
+from jobq.lease_clock import startable
 from jobq.supervisor.forking import Forked
-from jobq.supervisor.lease_clock import startable
 from jobq.supervisor.states import StopReason
 from jobq.supervisor.workers import WorkerProcess
 from jobq.worker.fence import Slot

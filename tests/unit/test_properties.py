@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 import jobq
 import tests.support.apps.chaos_app  # noqa: F401 - registers Chaos, Raise and Padded, decoded by name
 from jobq import protocol
+from jobq.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 from jobq.outcomes import next_step
 from jobq.records import ClaimedJob
 from jobq.retry import MAX_DELAY
 from jobq.supervisor.config import MINIMUMS, SupervisorConfig, fitted_timing
-from jobq.supervisor.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 from tests.support.strategies import aware_times, chaos_state, json_values, policies, states
 
 # No example database: the suite leaves no files behind in the checkout.

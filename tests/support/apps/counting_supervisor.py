@@ -10,7 +10,7 @@ import os
 import sys
 
 import jobq
-from jobq.cli import supervise_main
+from jobq.cli.commands import supervise_main
 
 
 def count_depth_work(path: str) -> None:

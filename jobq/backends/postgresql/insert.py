@@ -20,8 +20,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .base import INSERT_NAMES
-from .postgresql_controls import NOTIFY_CHANNEL
+from ..base import INSERT_NAMES
+from .controls import NOTIFY_CHANNEL
 
 # The ids of `rows` new rows, the transaction's now(), the types of the columns the COPY
 # writes (a binary COPY must name them, and the table knows them), and one wake-up per job

@@ -9,9 +9,9 @@ import logging
 import secrets
 from collections.abc import Collection, Sequence
 
-from .backends.leases import expiry
+from ..backends.leases import expiry
+from ..records import ClaimedJob, Outcome
 from .consuming import Consuming, Types, type_list
-from .records import ClaimedJob, Outcome
 from .running import runner
 
 log = logging.getLogger("jobq")

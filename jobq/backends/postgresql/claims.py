@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from ..records import ClaimedJob
-from .base import Runner
-from .batching import Batching, in_picked_order
-from .leases import expiry
-from .postgresql_schema import NEXT_READY
-from .shapes import CLAIM_COLUMNS, earliest, type_params
+from ...records import ClaimedJob
+from ..base import Runner
+from ..batching import Batching, in_picked_order
+from ..leases import expiry
+from ..shapes import CLAIM_COLUMNS, earliest, type_params
+from .schema import NEXT_READY
 
 RETURNED = ", ".join(f"j.{column}" for column in CLAIM_COLUMNS.split(", "))
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from .backends.base import Backend
-from .backends.controls import RETRYABLE
-from .job import check_type_name
-from .records import JobRecord, Status
+from ..backends.base import Backend
+from ..backends.controls import RETRYABLE
+from ..job import check_type_name
+from ..records import JobRecord, Status
 
 MAX_PRIORITY = 1000
 # Ids are 64-bit signed in every database: a larger number is no job's.

@@ -3,9 +3,9 @@ its jobs (the rules are in controls.py)."""
 
 from __future__ import annotations
 
+from ..backends.base import Backend
+from ..records import JobRecord, Status
 from . import controls
-from .backends.base import Backend
-from .records import JobRecord, Status
 
 
 def check_minutes(minutes: object) -> int:

@@ -7,8 +7,8 @@ opens an embedded database without creating it.
 
 from __future__ import annotations
 
-from . import backends
-from .errors import NoSchema
+from .. import backends
+from ..errors import NoSchema
 
 MIGRATE = "run `jobq migrate`"
 

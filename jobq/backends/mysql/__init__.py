@@ -17,17 +17,17 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pymysql
 from pymysql.constants import CLIENT, SERVER_STATUS
 
-from ..dsn import redact
-from ..errors import ConfigurationError
-from ..records import ClaimedJob, Status
-from .base import Backend, NewJob, Renewal, Runner
-from .mysql_claims import MysqlBatching, claim_select, later
-from .mysql_controls import MIGRATION as STATUS_PAGE
-from .mysql_controls import MysqlControls
-from .mysql_schema import MIGRATIONS, NOW, WORKER_IDS
-from .mysql_uniqueness import MIGRATION as UNIQUENESS
-from .mysql_uniqueness import ON_TAKEN_KEY, MysqlUniqueness
-from .shapes import type_params
+from ...dsn import redact
+from ...errors import ConfigurationError
+from ...records import ClaimedJob, Status
+from ..base import Backend, NewJob, Renewal, Runner
+from ..shapes import type_params
+from .claims import MysqlBatching, claim_select, later
+from .controls import MIGRATION as STATUS_PAGE
+from .controls import MysqlControls
+from .schema import MIGRATIONS, NOW, WORKER_IDS
+from .uniqueness import MIGRATION as UNIQUENESS
+from .uniqueness import ON_TAKEN_KEY, MysqlUniqueness
 
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
 TRANSIENT_ERRORS = {1213, 1205}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from .queue import Queue
-from .records import Status
-from .scheduler import State
+from ..queue import Queue
+from ..records import Status
+from ..schedules.scheduler import State
 
 
 def cmd_stats(queue: Queue, args: argparse.Namespace) -> int:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .controls import LAST_ID, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
-from .postgresql_schema import READY, SETTINGS
+from ..controls import LAST_ID, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
+from .schema import READY, SETTINGS
 
 # Wakes idle workers: the payload is the job's type.
 NOTIFY_CHANNEL = "jobq_jobs"

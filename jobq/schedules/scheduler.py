@@ -27,9 +27,9 @@ from datetime import datetime
 from enum import StrEnum
 from functools import partial
 
-from .backends.base import Backend, NewJob
-from .backends.uniqueness import Guard
-from .schedules import ON_TIME, Periodic
+from ..backends.base import Backend, NewJob
+from ..backends.uniqueness import Guard
+from . import ON_TIME, Periodic
 
 log = logging.getLogger("jobq")
 

@@ -8,15 +8,14 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from . import maintenance
-from .backends.base import Backend, Renewal
-from .backends.leases import expiry
-from .codec import Codec
-from .errors import Unacknowledged
-from .hooks import JobHooks
-from .job import check_type_name
-from .listener import Listener
-from .outcomes import (
+from ..backends.base import Backend, Renewal
+from ..backends.leases import expiry
+from ..codec import Codec
+from ..errors import Unacknowledged
+from ..hooks import JobHooks
+from ..job import check_type_name
+from ..listener import Listener
+from ..outcomes import (
     CANCELLED_WHILE_RUNNING,
     FAILURE_OUTCOMES,
     LEASE_EXPIRED_BEFORE_START,
@@ -25,7 +24,8 @@ from .outcomes import (
     next_step,
     printable,
 )
-from .records import ClaimedJob, Outcome, Status
+from ..records import ClaimedJob, Outcome, Status
+from . import maintenance
 from .running import runner, running, running_on
 
 log = logging.getLogger("jobq")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .job import Job
+from ..job import Job
 
 # A unique_key fits the column and unique index of every database (VARCHAR(255) on MySQL).
 MAX_UNIQUE_KEY = 255

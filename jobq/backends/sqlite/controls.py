@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .controls import (
+from ..controls import (
     LAST_ID,
     NEXT_PENDING_PRIORITY,
     NEXT_PENDING_TYPE,
@@ -11,7 +11,7 @@ from .controls import (
     UNFINISHED_COUNTS,
     Controls,
 )
-from .sqlite_schema import NOW, READY
+from .schema import NOW, READY
 
 # The status page's schema version: the index filtered lists of jobs walk in id order (see
 # Controls.jobs).

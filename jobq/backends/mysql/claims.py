@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from ..records import ClaimedJob
-from .base import Runner
-from .batching import Batching, in_picked_order
-from .mysql_schema import NOW
-from .shapes import earliest, type_params
+from ...records import ClaimedJob
+from ..base import Runner
+from ..batching import Batching, in_picked_order
+from ..shapes import earliest, type_params
+from .schema import NOW
 
 READY = (
     f"status = 'pending' AND scheduled_at <= {NOW} "

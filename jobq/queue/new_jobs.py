@@ -7,10 +7,10 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .backends.base import NewJob
-from .codec import Codec
-from .job import Job, check_runnable_elsewhere, check_type_name
-from .retry import MAX_DELAY, RetryPolicy
+from ..backends.base import NewJob
+from ..codec import Codec
+from ..job import Job, check_runnable_elsewhere, check_type_name
+from ..retry import MAX_DELAY, RetryPolicy
 from .unique_keys import check_unique_key
 
 # Larger payloads are refused at enqueue: a queue row is no place for bulk data, and MySQL's

@@ -8,19 +8,20 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from . import backends, controls, maintenance, scheduler
-from .backends.base import Backend, NewJob
+from .. import backends
+from ..backends.base import Backend, NewJob
+from ..codec import Codec, JsonCodec
+from ..dsn import default_dsn
+from ..hooks import JobHooks
+from ..job import Job
+from ..listener import Listener
+from ..records import Status
+from ..retry import MAX_DELAY, RetryPolicy
+from ..schedules import REGISTERED, Periodic, scheduler
+from . import controls, maintenance
 from .batched import BatchConsuming
-from .codec import Codec, JsonCodec
-from .dsn import default_dsn
-from .hooks import JobHooks
-from .job import Job
-from .listener import Listener
 from .new_jobs import Schedule, new_job, seconds_of
 from .operating import Operating
-from .records import Status
-from .retry import MAX_DELAY, RetryPolicy
-from .schedules import REGISTERED, Periodic
 from .unique_keys import UniqueKeys, unique_keys
 
 

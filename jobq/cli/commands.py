@@ -8,20 +8,21 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from . import cli_controls, hooks, logs, options, schema
-from . import cli_reports as reports
-from .app import import_app, load_app, start_worker
-from .backends import for_dsn
-from .dsn import default_dsn, scrub
-from .errors import CommandError, ConfigurationError, JobqError, NoSchema
-from .maintenance import FINISHED
-from .options import Option
-from .queue import Queue
-from .schedules import REGISTERED
-from .supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing
-from .supervisor.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
-from .supervisor.master import Master
-from .worker.plain import PlainWorker
+from .. import hooks, logs, options
+from ..app import import_app, load_app, start_worker
+from ..backends import for_dsn
+from ..dsn import default_dsn, scrub
+from ..errors import CommandError, ConfigurationError, JobqError, NoSchema
+from ..lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
+from ..options import Option
+from ..queue import Queue, schema
+from ..queue.maintenance import FINISHED
+from ..schedules import REGISTERED
+from ..supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing
+from ..supervisor.master import Master
+from ..worker.plain import PlainWorker
+from . import controls as cli_controls
+from . import reports
 
 # The database drivers whose errors are reported as one clean line rather than a traceback.
 DRIVERS = ("sqlite3", "psycopg", "pymysql")
@@ -140,8 +141,8 @@ def on_queue(
 
 def cmd_web(args: argparse.Namespace) -> int:
     try:
-        from .web import Credentials, make_app
-        from .web.serve import check_exposure, parse_bind, serve
+        from ..web import Credentials, make_app
+        from ..web.serve import check_exposure, parse_bind, serve
     except ImportError as error:
         raise CommandError(
             f"jobq web needs the web extra (pip install 'jobq[web]'): {error}"
@@ -164,7 +165,7 @@ def cmd_web(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     # Imported here, not at the top: only the demo's own workers (--app jobq.demo) should be
     # able to run its job class, not every `jobq work` on a production database.
-    from .demo import run_demo
+    from ..demo import run_demo
 
     return run_demo(args.scenario, args.dsn)
 
@@ -240,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_controls(command: Callable[..., argparse.ArgumentParser]) -> None:
-    """The operator's commands (cli_controls.py)."""
+    """The operator's commands (cli/controls.py)."""
     controls = cli_controls
     json_help = "print JSON (stable keys) instead of text"
     jobs = command(

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from .controls import is_id, why_not_retried
-from .errors import CommandError
-from .job import check_type_name
-from .options import Option
-from .queue import Queue
-from .records import JobRecord, Status
+from ..errors import CommandError
+from ..job import check_type_name
+from ..options import Option
+from ..queue import Queue
+from ..queue.controls import is_id, why_not_retried
+from ..records import JobRecord, Status
 
 # The keys of a job in --json output, in this order. New keys may be added at the end.
 RECORD_KEYS = (

@@ -13,19 +13,19 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
-from ..errors import ConfigurationError
-from ..records import ClaimedJob
-from .base import INSERT_NAMES, Backend, NewJob, Renewal, Runner
-from .leases import expiry
-from .postgresql_claims import MIGRATION as BATCHES
-from .postgresql_claims import PostgresBatching
-from .postgresql_controls import MIGRATION as STATUS_PAGE
-from .postgresql_controls import NOTIFY_CHANNEL, PostgresControls
-from .postgresql_insert import copy_in, insert_statement
-from .postgresql_schema import MIGRATIONS, NO_JIT, WORKER_IDS
-from .postgresql_uniqueness import MIGRATION as UNIQUENESS
-from .postgresql_uniqueness import PostgresUniqueness
-from .shapes import CLAIM_COLUMNS, earliest, type_params
+from ...errors import ConfigurationError
+from ...records import ClaimedJob
+from ..base import INSERT_NAMES, Backend, NewJob, Renewal, Runner
+from ..leases import expiry
+from ..shapes import CLAIM_COLUMNS, earliest, type_params
+from .claims import MIGRATION as BATCHES
+from .claims import PostgresBatching
+from .controls import MIGRATION as STATUS_PAGE
+from .controls import NOTIFY_CHANNEL, PostgresControls
+from .insert import copy_in, insert_statement
+from .schema import MIGRATIONS, NO_JIT, WORKER_IDS
+from .uniqueness import MIGRATION as UNIQUENESS
+from .uniqueness import PostgresUniqueness
 
 COMPLETE = """
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
@@ -199,7 +199,7 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
             return cursor.fetchone()
 
     def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
-        # One COPY, not chunks (see postgresql_insert). In autocommit it gets a transaction
+        # One COPY, not chunks (see insert.py). In autocommit it gets a transaction
         # of its own: the ids, the wake-ups and the rows go together or not at all.
         connection = connection or self.connection
         rows = [self.insert_values(job) for job in jobs]

@@ -8,8 +8,8 @@ import socket
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from .backends.base import Runner
-from .records import ClaimedJob
+from ..backends.base import Runner
+from ..records import ClaimedJob
 
 if TYPE_CHECKING:
     from .consuming import Consuming

@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from .backends.base import Backend, ExpiredLease
-from .outcomes import CANCELLED_WHILE_RUNNING, LEASE_EXPIRED, next_step
-from .records import Status
+from ..backends.base import Backend, ExpiredLease
+from ..outcomes import CANCELLED_WHILE_RUNNING, LEASE_EXPIRED, next_step
+from ..records import Status
 
 log = logging.getLogger("jobq")
 

@@ -15,16 +15,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, NoSchema
-from ..records import ClaimedJob
-from .base import Backend, NewJob, Renewal, Runner
-from .batching import in_picked_order
-from .shapes import CLAIM_COLUMNS, earliest, type_params
-from .sqlite_controls import MIGRATION as STATUS_PAGE
-from .sqlite_controls import SqliteControls
-from .sqlite_schema import MIGRATIONS, NOW, READY, WORKER_IDS
-from .sqlite_uniqueness import MIGRATION as UNIQUENESS
-from .sqlite_uniqueness import SqliteUniqueness
+from ...errors import ConfigurationError, NoSchema
+from ...records import ClaimedJob
+from ..base import Backend, NewJob, Renewal, Runner
+from ..batching import in_picked_order
+from ..shapes import CLAIM_COLUMNS, earliest, type_params
+from .controls import MIGRATION as STATUS_PAGE
+from .controls import SqliteControls
+from .schema import MIGRATIONS, NOW, READY, WORKER_IDS
+from .uniqueness import MIGRATION as UNIQUENESS
+from .uniqueness import SqliteUniqueness
 
 TYPED_READY = READY.replace("scheduled_at <=", "+scheduled_at <=", 1)
 

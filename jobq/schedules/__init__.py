@@ -24,9 +24,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from .errors import ConfigurationError
-from .job import Job, check_runnable_elsewhere
-from .retry import MAX_DELAY, RetryPolicy
+from ..errors import ConfigurationError
+from ..job import Job, check_runnable_elsewhere
+from ..retry import MAX_DELAY, RetryPolicy
 
 # The schedules table's primary key is VARCHAR(200) on MySQL.
 MAX_NAME = 200

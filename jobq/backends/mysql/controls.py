@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .controls import (
+from ..controls import (
     LAST_ID,
     NEXT_PENDING_PRIORITY,
     NEXT_PENDING_TYPE,
@@ -11,8 +11,8 @@ from .controls import (
     UNFINISHED_COUNTS,
     Controls,
 )
-from .mysql_claims import READY
-from .mysql_schema import NOW
+from .claims import READY
+from .schema import NOW
 
 # The status page's schema version: the index filtered lists of jobs walk in id order (see
 # Controls.jobs). One statement, applied whole or not at all.
