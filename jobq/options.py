@@ -24,6 +24,11 @@ from .retry import MAX_DELAY
 
 LAST_PORT = 65535
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# The most jobs one claim may take (--prefetch). Past some tens, a batch's round trip is a
+# small share of its time; a claim of thousands would hold as many leases that all run out
+# while the jobs ahead of them run. (Its messages are split to fit the socket whatever the
+# size: see protocol.parts.)
+MAX_PREFETCH = 1000
 # What a switch's environment variable may say.
 SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False,
           "no": False, "off": False}  # fmt: skip
@@ -35,7 +40,8 @@ class Option:
 
     - "seconds": a finite number of seconds up to MAX_DELAY, at least `minimum` (when
       `minimum` is None, above zero);
-    - "count": a whole number, at least `minimum`;
+    - "count": a whole number, at least `minimum`, and at most `maximum` if it is set (with
+      `beyond`, the fix the error suggests);
     - "MiB": a positive number of mebibytes;
     - "port": a TCP port number, 0 meaning any free one;
     - "text": any non-empty text; "choice": one of `choices`; "type": a job type name;
@@ -49,6 +55,8 @@ class Option:
     help: str
     unit: str = "seconds"
     minimum: float | None = None
+    maximum: int | None = None
+    beyond: str = ""
     choices: tuple[str, ...] = ()
     metavar: str | None = None
     shown_default: str | None = None  # how the README and --help name the default
@@ -121,6 +129,8 @@ class Option:
             low = 1 if self.minimum is None else self.minimum
             if value < low:
                 raise ValueError(f"must be a whole number of at least {low:g}, got {value:g}")
+            if self.maximum is not None and value > self.maximum:
+                raise ValueError(f"must be at most {self.maximum}, got {value:g}: {self.beyond}")
             return
         unit = "s" if self.unit == "seconds" else self.unit
         if not math.isfinite(value) or (self.minimum is None and value <= 0):
@@ -260,6 +270,8 @@ SUPERVISOR = (
         "jobs a worker claims at once, run in order and acknowledged together; 1: one at a time",
         unit="count",
         shown_default="adaptive, up to 10",
+        maximum=MAX_PREFETCH,
+        beyond="a longer claim saves no more round trips; give a smaller --prefetch",
     ),
     Option("poll_interval", 1.0, "longest idle wait between polls"),
     Option("maintenance_interval", 10.0, "time between maintenance runs"),

@@ -8,7 +8,7 @@ master -> worker: drain.
 (Extensions reach a worker's fence through the fence table, not as messages.)
 master -> renewer: renew.                         renewer -> master: renewed.
 master -> housekeeper: fail_attempt, left_behind, measure_depth, drain.
-housekeeper -> master: maintained, depth, settled.
+housekeeper -> master: maintained, depth, settled, released.
 
 A worker holds up to --prefetch attempts at once (see worker/prefetch.py). Each claim it makes
 is reported in one message, `claimed` or a `finished`'s `then`: its first attempt starts at
@@ -18,24 +18,29 @@ is acknowledged at once, in a `finished` of its own, while completed ones are ac
 together, in one `finished` whose `then` is the next claim. `releasing(ids)` comes before
 the worker puts queued attempts back to pending: from then on the master no longer vouches
 for them. So the master always knows which attempt runs (the one it fences), which queued
-ones never started (released at once if the worker dies), and which completed ones await
-their acknowledgement (completed by the housekeeper if the worker dies).
+ones never started, and which completed ones await their acknowledgement (completed by the
+housekeeper if the worker dies). Every row a worker claims names it (its worker id, chosen
+by the master before the fork), so when it dies the housekeeper also releases the claims it
+made and never got to report.
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import json
 import socket
+import weakref
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any, ClassVar
 
 from .records import ClaimedJob
 from .retry import stored_policy
 
-# Large enough for a renewal round of some thousands of claims.
+# The most a datagram can carry here, whatever the socket takes: what a receive reads.
 MAX_MESSAGE = 1 << 18
 
 
@@ -170,12 +175,24 @@ class FailAttempt:
 
 @dataclass(frozen=True)
 class LeftBehind:
-    """A dead worker's attempts: put those it claimed and never started back to pending, and
-    acknowledge those it completed and had not acknowledged."""
+    """A dead worker's attempts: acknowledge those it completed and had not acknowledged,
+    then put back to pending every other attempt its claims named it in (by its worker id,
+    reported or not), but the one it ran (`running`), which is failed or left to maintenance
+    on its own."""
 
     kind: ClassVar[str] = "left_behind"
-    queued: list[Attempt]
+    worker: str
     completed: list[Attempt]
+    running: int | None = None
+
+
+@dataclass(frozen=True)
+class Released:
+    """The housekeeper put a dead worker's unstarted attempts back: their types, for the
+    metrics."""
+
+    kind: ClassVar[str] = "released"
+    types: list[str]
 
 
 @dataclass(frozen=True)
@@ -245,6 +262,7 @@ Message = (
     | Renewed
     | FailAttempt
     | LeftBehind
+    | Released
     | MeasureDepth
     | Depth
     | Maintained
@@ -266,6 +284,7 @@ KINDS: dict[str, type[Message]] = {
         Renewed,
         FailAttempt,
         LeftBehind,
+        Released,
         MeasureDepth,
         Depth,
         Maintained,
@@ -278,18 +297,110 @@ KINDS: dict[str, type[Message]] = {
 
 # Fields that carry an attempt, or a list of them, inside a message.
 NESTED = ("claim",)
-NESTED_LISTS = ("attempts", "then", "queued", "completed")
+NESTED_LISTS = ("attempts", "then", "completed")
+
+
+class MessageTooLarge(ValueError):
+    """A message that no split makes fit: one of its list's items alone is too large."""
+
+
+@cache
+def limit() -> int:
+    """The largest datagram a socket pair takes, measured once per process (the master
+    measures it at start, before any fork). A SOCK_SEQPACKET datagram must fit in the
+    sender's send buffer, which the system's defaults size (about 208 KiB on Linux): below
+    MAX_MESSAGE, and not known until tried."""
+    ours, theirs = pair()
+    try:
+        ours.setblocking(False)
+        low, high = 1, MAX_MESSAGE  # low fits; above high nothing is tried
+        while low < high:
+            size = (low + high + 1) // 2
+            try:
+                ours.send(bytes(size))
+            except OSError as error:
+                if error.errno not in (errno.EMSGSIZE, errno.ENOBUFS, errno.EAGAIN):
+                    raise
+                high = size - 1
+            else:
+                theirs.recv(MAX_MESSAGE)
+                low = size
+        return low
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def parts(message: Message, most: int | None = None) -> list[bytes]:
+    """The datagrams that carry `message`, each at most `most` bytes (the measured limit
+    by default). A message whose lists make it too large is split: each part carries a
+    slice of every list and the rest of the message, and all but the last say "more", so
+    that receive() puts them back together. By construction, then, every message fits."""
+    most = limit() if most is None else most
+    fields = encode(message)
+    data = json.dumps(fields).encode()
+    if len(data) <= most:
+        return [data]
+    # Room for the mark a part carries: `, "more": true` is as long as `{"more": true}`.
+    pieces = split(fields, most - len(json.dumps({"more": True})))
+    for piece in pieces[:-1]:
+        piece["more"] = True
+    return [json.dumps(piece).encode() for piece in pieces]
+
+
+def split(fields: dict[str, Any], most: int) -> list[dict[str, Any]]:
+    """Halve every list of an encoded message until each half encodes within `most`."""
+    if len(json.dumps(fields).encode()) <= most:
+        return [fields]
+    lists = [name for name, value in fields.items() if isinstance(value, list | tuple)]
+    if all(len(fields[name]) <= 1 for name in lists):
+        raise MessageTooLarge(f"a {fields['kind']} message does not fit in {most} bytes")
+    first = {**fields, **{name: fields[name][: len(fields[name]) // 2] for name in lists}}
+    second = {**fields, **{name: fields[name][len(fields[name]) // 2 :] for name in lists}}
+    return split(first, most) + split(second, most)
+
+
+def joined(pieces: list[dict[str, Any]]) -> dict[str, Any]:
+    """The encoded message that these parts of it carry."""
+    whole = dict(pieces[-1])
+    for name, value in whole.items():
+        if isinstance(value, list):
+            whole[name] = [item for piece in pieces for item in piece[name]]
+    return whole
 
 
 def send(sock: socket.socket, message: Message) -> None:
-    sock.send(json.dumps(encode(message)).encode())
+    """Send a message on a blocking socket: every part of it, or OSError."""
+    for data in parts(message):
+        sock.send(data)
 
 
-def tell(sock: socket.socket, message: Message) -> None:
-    """send(), from the master to one of its processes: one that is gone is no error here,
-    as the master's reaper will hear of it."""
-    with contextlib.suppress(OSError):
-        send(sock, message)
+class Outbox:
+    """A non-blocking socket's messages, sent as far as it takes them: the master never
+    waits on a process that is slow to read. What it could not take yet waits here, in
+    order, until flush() is called again (the master does on every pass while any waits).
+
+    A failure other than a full socket is the caller's to handle: put() and flush() raise
+    it, and what was waiting is dropped (the other end is gone or going)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.waiting: deque[bytes] = deque()
+
+    def put(self, message: Message) -> None:
+        self.waiting.extend(parts(message))
+        self.flush()
+
+    def flush(self) -> None:
+        while self.waiting:
+            try:
+                self.sock.send(self.waiting[0])
+            except BlockingIOError:
+                return
+            except OSError:
+                self.waiting.clear()
+                raise
+            self.waiting.popleft()
 
 
 def encode(message: Message) -> dict[str, Any]:
@@ -305,8 +416,7 @@ def encode(message: Message) -> dict[str, Any]:
     return fields
 
 
-def decode(data: bytes) -> Message:
-    fields = json.loads(data)
+def decode(fields: dict[str, Any]) -> Message:
     kind = fields.pop("kind")
     for name in NESTED:
         if isinstance(fields.get(name), dict):
@@ -317,10 +427,25 @@ def decode(data: bytes) -> Message:
     return KINDS[kind](**fields)
 
 
+# The parts of a message received so far, by socket (see parts()).
+PARTS: weakref.WeakKeyDictionary[socket.socket, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
 def receive(sock: socket.socket) -> Message | None:
-    """The next message, or None once the other side has closed its end."""
-    data = sock.recv(MAX_MESSAGE)
-    return decode(data) if data else None
+    """The next message, or None once the other side has closed its end. On a non-blocking
+    socket, a message whose parts have not all arrived raises BlockingIOError as if none had,
+    and is completed by a later call."""
+    while True:
+        data = sock.recv(MAX_MESSAGE)
+        if not data:
+            PARTS.pop(sock, None)
+            return None
+        fields = json.loads(data)
+        if fields.pop("more", False):
+            PARTS.setdefault(sock, []).append(fields)
+            continue
+        pieces = PARTS.pop(sock, None)
+        return decode(joined([*pieces, fields]) if pieces else fields)
 
 
 def waiting(sock: socket.socket) -> Iterator[Message]:

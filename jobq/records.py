@@ -79,3 +79,6 @@ class JobRecord:
     pid: int | None = None
     cancel_requested_at: datetime | None = None  # when an operator cancelled it as it ran
     unique_key: str | None = None  # held while the job is pending or in progress
+    # The worker incarnation that claimed it (random, one per worker process), while it is in
+    # progress: its supervisor settles the job by this id if that worker dies.
+    worker: str | None = None

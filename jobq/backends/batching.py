@@ -24,6 +24,9 @@ class Batching(ABC):
     # Puts one attempt back to pending, uncounted, guarded by id, token and status.
     sql_release: ClassVar[str]
     wake_params: ClassVar[Mapping[str, str]]
+    # The (id, token, type) of every attempt a worker incarnation holds: the in-progress rows
+    # its claims named it in.
+    sql_held_by: ClassVar[str]
 
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]: ...
@@ -92,6 +95,11 @@ class Batching(ABC):
                 if self.execute(self.sql_release, params) == 1:
                     released.add(job_id)
         return released
+
+    def held_by(self, worker: str) -> list[tuple[int, str, str]]:
+        """(id, token, type) of each attempt `worker` claimed and still holds."""
+        rows = self.fetchall(self.sql_held_by, {"worker": worker})
+        return [(int(row[0]), row[1], row[2]) for row in rows]
 
 
 def in_picked_order(

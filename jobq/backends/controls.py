@@ -18,7 +18,7 @@ from ..retry import RetryPolicy, stored_policy
 RECORD_COLUMNS = (
     "id, type, class_name, payload, status, attempts, max_attempts, backoff, max_backoff, "
     "jitter, last_error, scheduled_at, deadline, lease_until, created_at, updated_at, "
-    "finished_at, priority, host, pid, cancel_requested_at, unique_key"
+    "finished_at, priority, host, pid, cancel_requested_at, unique_key, worker"
 )
 
 # The first part of every backend's sql_recent_counts: the unfinished jobs by type, each
@@ -188,6 +188,7 @@ class Controls(ABC):
             pid=None if not running or row[19] is None else int(row[19]),
             cancel_requested_at=optional(row[20]),
             unique_key=row[21],
+            worker=row[22] if running else None,
         )
 
     def get(self, job_id: int) -> JobRecord | None:

@@ -56,6 +56,9 @@ class Runner(NamedTuple):
 
     host: str
     pid: int
+    # The worker incarnation that claims (see running.worker_id): what its supervisor
+    # settles by when it dies, whether or not it heard of the claim.
+    worker: str
 
 
 class Renewal(NamedTuple):

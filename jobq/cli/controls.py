@@ -46,6 +46,7 @@ RECORD_KEYS = (
     "pid",
     "cancel_requested_at",
     "unique_key",
+    "worker",
 )
 STATUS = Option(
     "status",
@@ -130,6 +131,7 @@ def as_json(record: JobRecord) -> dict[str, Any]:
         "finished_at": record.finished_at,
         "host": record.host,
         "pid": record.pid,
+        "worker": record.worker,
         "cancel_requested_at": record.cancel_requested_at,
         "unique_key": record.unique_key,
     }

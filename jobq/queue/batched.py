@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ..backends.leases import expiry
 from ..records import ClaimedJob, Outcome
@@ -80,3 +80,14 @@ class BatchConsuming(Consuming):
             ids = ", ".join(map(str, sorted(released)))
             log.info("Released unstarted jobs %s", ids, extra={"event": "released"})
         return released
+
+    def release_left_behind(self, worker: str, keep: Collection[int]) -> list[str]:
+        """Put back to pending, uncounted, every attempt a dead worker incarnation still holds
+        but those of `keep` (the one it ran): the claims it made, reported or not, that it
+        never started. Each release is guarded by its attempt's token, so a job claimed again
+        by another worker meanwhile is left alone. Returns the released jobs' types."""
+        backend = self._consumer("release")
+        held = backend.retrying("release", lambda: backend.held_by(worker))
+        left = {job_id: (token, job_type) for job_id, token, job_type in held if job_id not in keep}
+        released = self.release([(job_id, token) for job_id, (token, _) in left.items()])
+        return [left[job_id][1] for job_id in sorted(released)]

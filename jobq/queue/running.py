@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 from contextvars import ContextVar
 
@@ -12,6 +13,9 @@ from ..records import ClaimedJob
 
 # Claims record where their attempt runs: this host, and the claiming process.
 HOST = socket.gethostname()
+
+# This process's worker id, with the pid it was drawn in: a forked child draws its own.
+_worker: tuple[int, str] | None = None
 
 
 # The attempt whose handle() is running, for code deep inside a job (see current_claim),
@@ -37,5 +41,27 @@ def cancel_requested() -> bool:
     return backend.cancel_requested(claim.id, claim.token)
 
 
+def new_worker_id() -> str:
+    """A random id for one worker incarnation: pids are reused, these are not."""
+    return secrets.token_hex(8)
+
+
+def worker_id() -> str:
+    """The id this process's claims carry: the one it was given (work_as), else one of its
+    own, drawn once per process."""
+    global _worker
+    if _worker is None or _worker[0] != os.getpid():
+        _worker = (os.getpid(), new_worker_id())
+    return _worker[1]
+
+
+def work_as(worker: str) -> None:
+    """Make this process's claims carry `worker`: a supervised child's id, which its master
+    chose before the fork, so that it knows the rows of a child that died before it said
+    a word."""
+    global _worker
+    _worker = (os.getpid(), worker)
+
+
 def runner() -> Runner:
-    return Runner(HOST, os.getpid())
+    return Runner(HOST, os.getpid(), worker_id())

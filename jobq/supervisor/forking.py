@@ -14,7 +14,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import logs, protocol
 from ..worker.fence import die_with
@@ -54,6 +54,10 @@ class Forked:
     pid: int
     pidfd: int
     sock: socket.socket
+    outbox: protocol.Outbox = field(init=False)  # what the master sends it goes through here
+
+    def __post_init__(self) -> None:
+        self.outbox = protocol.Outbox(self.sock)
 
     def signal(self, signum: signal.Signals) -> None:
         """Signal it through its pidfd, which names this process alone: even a reused pid

@@ -231,9 +231,11 @@ class Helpers:
     # -- messages --------------------------------------------------------------------------
 
     def send(self, process: Forked, message: protocol.Message) -> bool:
-        """Whether the message went (a dead helper's socket, or a full one, takes none)."""
+        """Whether the message went, or waits in the process's outbox for its socket to take
+        it (a dead helper's socket takes none: the reaper starts another, which gets what
+        is held for it)."""
         try:
-            protocol.send(process.sock, message)
+            process.outbox.put(message)
         except OSError:
             return False
         return True
@@ -255,6 +257,16 @@ class Helpers:
             sent = held.pop(0)
             if isinstance(sent, KEPT_UNTIL_DONE):
                 self.unsettled.append(sent)
+
+    def flush(self) -> bool:
+        """Send on what the helpers' sockets did not take at once; whether some still waits."""
+        waiting = False
+        for process in self.processes.values():
+            if process.outbox.waiting:
+                with contextlib.suppress(OSError):  # it died: the reaper starts another
+                    process.outbox.flush()
+                waiting |= bool(process.outbox.waiting)
+        return waiting
 
     def renewals(self) -> Iterator[protocol.Renewed]:
         """The renewer's answers that came in."""
@@ -289,5 +301,8 @@ class Helpers:
             self.depth_read()
         elif isinstance(message, protocol.Settled):
             metrics.failed.labels(message.type, message.outcome).inc()
+        elif isinstance(message, protocol.Released):
+            for job_type in message.types:
+                metrics.on_released(job_type)
         elif isinstance(message, protocol.Scheduled):
             metrics.on_scheduled(message.slots, message.declared)

@@ -123,12 +123,21 @@ def answer(connection: Queue, sock: socket.socket, message: object) -> None:
         outcome = FAILURE_OUTCOMES[status]
         protocol.send(sock, protocol.Settled(claim.type, str(outcome)))
     elif isinstance(message, protocol.LeftBehind):
-        connection.release([(each.id, each.token) for each in message.queued])
-        claims = [each.claim() for each in message.completed]
-        if claims:
-            connection.complete_many_and_claim(claims, 0)
+        protocol.send(sock, settle_left_behind(connection, message))
     elif isinstance(message, protocol.MeasureDepth):
         protocol.send(sock, depth(connection))
+
+
+def settle_left_behind(connection: Queue, message: protocol.LeftBehind) -> protocol.Released:
+    """Acknowledge a dead worker's completed attempts, then release every other attempt it
+    holds but the one it ran: what it claimed and never started, reported or not."""
+    claims = [each.claim() for each in message.completed]
+    if claims:
+        connection.complete_many_and_claim(claims, 0)
+    keep = {claim.id for claim in claims}
+    if message.running is not None:
+        keep.add(message.running)
+    return protocol.Released(connection.release_left_behind(message.worker, keep))
 
 
 def declared(app: str | None) -> list[Periodic]:

@@ -66,6 +66,7 @@ class Master:
         self.exit_code = 0
         self.drain_deadline = float("inf")
         self.last_pass = float("-inf")
+        self.sending = False  # some message waits for a socket to take it
         self.title = ""
         self.reloads = appcheck.Reloads(
             config.app, self.close_inherited, self.selector, self.reload_checked
@@ -79,6 +80,7 @@ class Master:
         self.show_title()
         logs.never_block()  # a stalled log pipe must not hold up a fence
         self.config.check()
+        protocol.limit()  # measured once, before any fork: every message is split to fit it
         # A database that answered the check is known to work: from here a failure is an
         # outage, which new workers wait out rather than count as a crash loop (the
         # housekeeper, which says so later, first imports the application).
@@ -139,6 +141,7 @@ class Master:
         self.helpers.tend(now)
         self.renew(now)
         self.fence(now)
+        self.sending = self.helpers.flush() | self.pool.flush()
         if self.shared.phase is Phase.RUNNING:
             self.pool.manage(now, patient=self.helpers.database_seen)
         if self.endpoint is not None:
@@ -147,6 +150,8 @@ class Master:
 
     def next_event(self) -> float:
         """The next moment the loop has something to do, unless woken earlier."""
+        if self.sending:
+            return self.last_pass + PACE  # a message waits for its socket: the next pass sends on
         running = self.shared.phase is Phase.RUNNING
         held = self.endpoint.due() if self.endpoint is not None else float("inf")
         due = (self.drain_deadline, self.helpers.due(), self.renewals.due())
@@ -243,37 +248,16 @@ class Master:
                 self.selector.unregister(worker.process.sock)
         running = self.shared.phase is Phase.RUNNING
         how, gone = self.pool.bury(worker, running)
-        if worker.lease is not None:
-            failure = self.pool.orphaned(worker, how if gone else None)
-            if failure is not None:
-                self.helpers.tell(Helper.HOUSEKEEPER, failure)
-        self.settle_left_behind(worker)
+        failure = (
+            None if worker.lease is None else self.pool.orphaned(worker, how if gone else None)
+        )
+        # Held for a housekeeper that is missing or being replaced: the next one does them.
+        for settling in (failure, self.pool.left_behind(worker)):
+            if settling is not None:
+                self.helpers.tell(Helper.HOUSEKEEPER, settling)
         if self.pool.crash_looping(worker, how, running):
             self.exit_code = 1
             self.stop_now()
-
-    def settle_left_behind(self, worker: WorkerProcess) -> None:
-        """Have the housekeeper release a dead worker's unstarted attempts at once (not
-        counted as attempts), and acknowledge its completed ones, so that a crash loses no
-        finished work; both guarded by the attempts' tokens."""
-        queued, completed = worker.left_behind()
-        if not queued and not completed:
-            return
-        log.info(
-            "Worker %d left jobs %s claimed and never started, and jobs %s completed and not "
-            "acknowledged: releasing and acknowledging them",
-            worker.pid,
-            ", ".join(str(lease.claim.id) for lease in queued) or "none",
-            ", ".join(str(lease.claim.id) for lease in completed) or "none",
-            extra={"event": "left_behind", "worker": worker.pid},
-        )
-        for lease in queued:
-            self.metrics.on_released(lease.claim.type)
-        message = protocol.LeftBehind(
-            [protocol.Attempt.of(lease.claim) for lease in queued],
-            [protocol.Attempt.of(lease.claim) for lease in completed],
-        )
-        self.helpers.tell(Helper.HOUSEKEEPER, message)
 
     # -- renewal ---------------------------------------------------------------------------
 
@@ -287,7 +271,7 @@ class Master:
             return
         request = self.renewals.start(now, self.pool.held())
         if request is not None:
-            self.helpers.tell(Helper.RENEWER, request)
+            self.helpers.tell(Helper.RENEWER, request)  # or to the renewer started again
 
     def on_renewed(self, result: protocol.Renewed) -> None:
         answer = self.renewals.answered(result, self.pool.children)

@@ -16,6 +16,7 @@ import psutil
 
 from .. import lease_clock, protocol
 from ..outcomes import job_extra
+from ..queue.running import new_worker_id
 from ..worker import child
 from ..worker.fence import FenceTable
 from ..worker.mark import SettlingMark
@@ -40,6 +41,26 @@ STOP_CAUSES: dict[StopReason | None, str] = {
     StopReason.JOB_TIMEOUT: "Job timed out",
     StopReason.SHUTDOWN: "Interrupted: the supervisor shut down",
     StopReason.CANCELLED: "its worker was stopped",
+}
+
+
+# What the log says as the master stops a worker's running attempt: level, text, event.
+STOPPING: dict[StopReason, tuple[int, str, str]] = {
+    StopReason.RENEWAL: (
+        logging.ERROR,
+        "Lease of job %d cannot be renewed in time: stopped worker %d",
+        "fenced",
+    ),
+    StopReason.JOB_TIMEOUT: (
+        logging.WARNING,
+        "Job %d ran past --job-timeout: stopped worker %d",
+        "job_timeout",
+    ),
+    StopReason.CANCELLED: (
+        logging.WARNING,
+        "Job %d was cancelled: stopped worker %d",
+        "cancel_stop",
+    ),
 }
 
 
@@ -122,11 +143,41 @@ class Pool:
         if worker.retiring:
             return
         log.info("Retiring worker %d (%s)", worker.pid, why, extra={"event": "retiring"})
+        self.drain(worker)
+
+    def drain(self, worker: WorkerProcess) -> None:
+        """Tell it to finish what it holds, claim nothing more, and exit."""
         worker.retiring = True
-        if worker.ready:
-            protocol.tell(
-                worker.process.sock, protocol.Drain()
-            )  # else it is told once it says it is ready
+        if worker.ready:  # else it is told once it says it is ready
+            self.tell_drain(worker)
+
+    def tell_drain(self, worker: WorkerProcess) -> None:
+        self.send(worker, protocol.Drain())
+
+    def send(self, worker: WorkerProcess, message: protocol.Message | None) -> None:
+        """Send it a message, or (None) what waits of the earlier ones."""
+        try:
+            if message is None:
+                worker.process.outbox.flush()
+            else:
+                worker.process.outbox.put(message)
+        except OSError as error:
+            # Its end is closed: it is exiting already, and its reaping settles the rest.
+            log.info(
+                "Worker %d could not be told to drain (%s): it is exiting",
+                worker.pid,
+                error,
+                extra={"event": "drain_unsent", "worker": worker.pid},
+            )
+
+    def flush(self) -> bool:
+        """Send on what the workers' sockets did not take at once; whether some still waits."""
+        waiting = False
+        for worker in self.children.values():
+            if worker.process.outbox.waiting:
+                self.send(worker, None)
+                waiting |= bool(worker.process.outbox.waiting)
+        return waiting
 
     def rotate(self) -> None:
         """After HUP: replace children of older generations one at a time, oldest first."""
@@ -137,7 +188,12 @@ class Pool:
             self.retire(min(outdated, key=lambda w: w.spawned), "reload")
 
     def spawn(self, patient: bool) -> None:
-        settings = dataclasses.replace(self.config.worker_settings(), patient=patient)
+        # Chosen here, before the fork: the master knows whose rows to settle even if the
+        # child dies before its first message.
+        worker_id = new_worker_id()
+        settings = dataclasses.replace(
+            self.config.worker_settings(), patient=patient, worker_id=worker_id
+        )
         slot = self.fences.allocate()
         if slot is None:
             log.error("Cannot start more than %d workers", FENCE_SLOTS)
@@ -161,7 +217,7 @@ class Pool:
             )
             return
         self.fork_failures = 0
-        worker = WorkerProcess(process, mark, slot, self.generation, time.monotonic())
+        worker = WorkerProcess(process, mark, slot, worker_id, self.generation, time.monotonic())
         self.children[process.pid] = worker
         self.shared.selector.register(process.sock, selectors.EVENT_READ, worker)
         log.info(
@@ -173,7 +229,7 @@ class Pool:
         self.startup_failures = 0
         log.info("Worker %d ready", worker.pid, extra={"event": "ready"})
         if worker.retiring:
-            protocol.tell(worker.process.sock, protocol.Drain())
+            self.tell_drain(worker)
 
     # -- stopping --------------------------------------------------------------------------
 
@@ -185,21 +241,9 @@ class Pool:
             if lease is not None and worker.stop_reason is None:
                 # Each stop is signalled before it is logged: a log write can block.
                 if now >= self.stop_point(lease):
-                    self.stop(worker, StopReason.RENEWAL, now)
-                    log.error(
-                        "Lease of job %d cannot be renewed in time: stopped worker %d",
-                        lease.claim.id,
-                        worker.pid,
-                        extra=job_extra(lease.claim, "fenced"),
-                    )
+                    self.stop_attempt(worker, StopReason.RENEWAL, now)
                 elif self.config.job_timeout and now - lease.started >= self.config.job_timeout:
-                    self.stop(worker, StopReason.JOB_TIMEOUT, now)
-                    log.warning(
-                        "Job %d ran past --job-timeout: stopped worker %d",
-                        lease.claim.id,
-                        worker.pid,
-                        extra=job_extra(lease.claim, "job_timeout"),
-                    )
+                    self.stop_attempt(worker, StopReason.JOB_TIMEOUT, now)
             if worker.kill_at is not None and not worker.killed and now >= worker.kill_at:
                 worker.kill()
 
@@ -207,23 +251,30 @@ class Pool:
         """Stop a worker whose job an operator cancelled, as any fence stops one: SIGTERM to
         its attempt's processes, SIGKILL at the kill grace. Once it is buried, its attempt is
         ended cancelled (the database refuses to settle it otherwise)."""
-        lease = worker.lease
-        if lease is None or worker.stop_reason is not None:
-            return
-        self.stop(worker, StopReason.CANCELLED, now)
-        log.warning(
-            "Job %d was cancelled: stopped worker %d",
-            lease.claim.id,
-            worker.pid,
-            extra=job_extra(lease.claim, "cancel_stop"),
-        )
+        if worker.lease is not None and worker.stop_reason is None:
+            self.stop_attempt(worker, StopReason.CANCELLED, now)
+
+    def stop_attempt(self, worker: WorkerProcess, reason: StopReason, now: float) -> None:
+        """Stop the attempt a worker runs, saying why."""
+        assert worker.lease is not None
+        claim = worker.lease.claim
+        self.stop(worker, reason, now)
+        level, text, event = STOPPING[reason]  # after the signals: a log write can block
+        log.log(level, text, claim.id, worker.pid, extra=job_extra(claim, event))
 
     def stop(
         self, worker: WorkerProcess, reason: StopReason, now: float, at_once: bool = False
     ) -> None:
         """SIGTERM to its whole attempt now, and SIGKILL after the kill grace, or at the
-        lease's kill point if that comes first."""
+        lease's kill point if that comes first.
+
+        It is told to drain too: a job whose own SIGTERM handler ends its attempt leaves a
+        worker that claims nothing more and exits. The stop belongs to that attempt: once it
+        ended, the SIGKILL is called off (see WorkerProcess.ended), so that it cannot hit
+        the next job the worker may have claimed with its acknowledgement. A shutdown's stop
+        is the whole worker's, and stays."""
         worker.stop_reason = reason
+        worker.stopped = None if reason is StopReason.SHUTDOWN else worker.lease
         expires = None if worker.lease is None else worker.lease.expires
         config = self.config
         kill_at = lease_clock.kill_at(now, config.kill_grace, expires, config.safety_margin)
@@ -232,6 +283,9 @@ class Pool:
         else:
             worker.terminate()
             worker.kill_at = kill_at
+            # After the signal, which nothing may delay; the job's own handler must first
+            # run and return, so the drain is heard before the worker could claim again.
+            self.drain(worker)
         self.shared.metrics.killed.labels(reason).inc()  # after the signal, which is urgent
 
     def stop_all(self, now: float) -> None:
@@ -320,4 +374,24 @@ class Pool:
             cause += f" after {self.config.job_timeout:g} s"
         return protocol.FailAttempt(
             protocol.Attempt.of(claim), f"{cause} (worker {worker.pid}, {how})"
+        )
+
+    def left_behind(self, worker: WorkerProcess) -> protocol.LeftBehind:
+        """What the housekeeper settles for a dead worker, besides the attempt it ran: it
+        acknowledges the completed attempts (token-guarded, so a crash loses no finished
+        work), and releases at once, uncounted, every other row the worker's id is on, the
+        claims it reported and those it died before reporting."""
+        queued, completed = list(worker.queued), list(worker.completed.values())
+        if queued or completed:
+            log.info(
+                "Worker %d left jobs %s claimed and never started, and jobs %s completed and "
+                "not acknowledged: releasing and acknowledging them",
+                worker.pid,
+                ", ".join(map(str, queued)) or "none",
+                ", ".join(str(lease.claim.id) for lease in completed) or "none",
+                extra={"event": "left_behind", "worker": worker.pid},
+            )
+        running = None if worker.lease is None else worker.lease.claim.id
+        return protocol.LeftBehind(
+            worker.worker_id, [protocol.Attempt.of(lease.claim) for lease in completed], running
         )

@@ -43,6 +43,7 @@ class WorkerProcess:
     process: Forked
     mark: SettlingMark
     slot: Slot  # its row of the fence table
+    worker_id: str  # what every row it claims is marked with (see running.worker_id)
     generation: int
     spawned: float
     ready: bool = False
@@ -57,6 +58,7 @@ class WorkerProcess:
     retiring: bool = False  # told to drain: it finishes its job, then exits
     stop_reason: StopReason | None = None  # set once the master decided to stop it by signal
     kill_at: float | None = None  # when SIGKILL follows the SIGTERM already sent
+    stopped: Lease | None = None  # the attempt that SIGTERM stops, if it was for one
     killed: bool = False
     jobs: int = 0
 
@@ -128,6 +130,7 @@ class WorkerProcess:
         if self.lease is not None:
             self.completed[self.lease.claim.id] = self.lease
             self.lease.ended = now
+            self.ended(self.lease)
         self.lease = self.queued.pop(job_id, None)
         if self.lease is not None:
             self.lease.started = now
@@ -137,8 +140,16 @@ class WorkerProcess:
         """It acknowledged this attempt: the lease it ends, if the master still had it."""
         if self.lease is not None and self.lease.claim.id == job_id:
             lease, self.lease = self.lease, None
+            self.ended(lease)
             return lease
         return self.completed.pop(job_id, None) or self.queued.pop(job_id, None)
+
+    def ended(self, lease: Lease) -> None:
+        """The attempt of `lease` ended: a stop that was for it is over (its job's own SIGTERM
+        handler ended it), and so is the SIGKILL that was to follow. The worker, told to
+        drain when stopped, runs at most what it already claimed, then exits."""
+        if lease is self.stopped:
+            self.stopped = self.stop_reason = self.kill_at = None
 
     def released(self, job_ids: list[int]) -> list[Lease]:
         """It gives these queued attempts back: the master no longer vouches for them.
@@ -150,8 +161,3 @@ class WorkerProcess:
                 leases.append(lease)
             self.lost.discard(job_id)
         return leases
-
-    def left_behind(self) -> tuple[list[Lease], list[Lease]]:
-        """Once it has exited: (its queued attempts, its completed ones), to be released
-        and acknowledged for it. Queued ones a round found lost are someone else's."""
-        return list(self.queued.values()), list(self.completed.values())

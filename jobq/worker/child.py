@@ -24,6 +24,7 @@ from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
 from ..lease_clock import startable
 from ..queue import Queue
+from ..queue.running import work_as
 from ..records import ClaimedJob, Outcome
 from . import title
 from .fence import Slot
@@ -358,6 +359,8 @@ def listed(ran: tuple[Outcome, ClaimedJob | None]) -> tuple[Outcome | None, list
 def run(settings: WorkerSettings, sock: socket.socket, mark: SettlingMark, slot: Slot) -> int:
     """The child's whole life after fork; returns its exit code."""
     sock.setblocking(True)
+    if settings.worker_id is not None:
+        work_as(settings.worker_id)
     try:
         return Child(settings, sock, mark, slot).main()
     except SystemExit as exit:

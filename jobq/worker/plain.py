@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from ..queue import Queue
+from ..queue.running import new_worker_id, work_as, worker_id
 from ..schedules import Periodic
 
 log = logging.getLogger("jobq")
@@ -57,6 +58,9 @@ class PlainWorker:
 
     def run(self) -> int:
         """Work until asked to stop (or max_jobs attempts ran); returns attempts run."""
+        # A fresh id for this run's claims: each `jobq work` is its own worker incarnation.
+        work_as(new_worker_id())
+        log.info("Worker %s started", worker_id(), extra={"event": "started"})
         ran = 0
         next_maintenance = 0.0
         while not self.stopping.is_set() and (self.max_jobs is None or ran < self.max_jobs):

@@ -22,3 +22,5 @@ class WorkerSettings:
     patient: bool = False
     # --prefetch: how many jobs a claim takes (None: adaptive; see prefetch.py).
     prefetch: int | None = None
+    # The id every row this worker claims is marked with, chosen by its master.
+    worker_id: str | None = None

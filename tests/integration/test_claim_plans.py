@@ -51,7 +51,7 @@ OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases")
 # Claims of any type (none), of one type, and of several: one that has jobs, one without.
 TYPES = [(), ("email",), ("email", "missing")]
 # Where a claim says its attempt runs.
-HERE = {"host": "here", "pid": 1}
+HERE = {"host": "here", "pid": 1, "worker": "w1"}
 
 
 @pytest.fixture(params=STATISTICS)
@@ -216,3 +216,31 @@ def test_postgresql_probes_never_compile_however_costly_they_look(queue: jobq.Qu
         postgresql_claims.claim_many_statement(1),
     ):
         assert compiled_probes(queue, statement, params) == [False], statement
+
+
+def test_a_dead_worker_s_rows_are_found_among_the_in_progress_ones_alone(
+    crowded: jobq.Queue, db_kind: str
+) -> None:
+    """Settlement reads a dead worker's rows through an index on the status (the leases
+    index, or another led by the status): only the in-progress rows, never the table, and
+    with no index of its own for claims to keep up."""
+    assert crowded.claim_many(5) != []
+    backend = crowded.backend
+    params = {"worker": "w1"}
+    status_led = {"jobq_jobs_leases", "jobq_jobs_by_status"}
+    if db_kind == "postgresql":
+        plan = postgresql_plan(crowded, backend.sql_held_by, params)
+        kinds = {node["Node Type"] for node in nodes(plan)}
+        used = {node["Index Name"] for node in nodes(plan) if "Index Name" in node}
+        assert "Seq Scan" not in kinds, plan
+        assert used, plan
+        assert used <= status_led, plan
+    elif db_kind == "sqlite":
+        rows = backend.fetchall("EXPLAIN QUERY PLAN " + backend.sql_held_by, params)
+        assert [row[3] for row in rows] == ["SCAN jobq_jobs USING INDEX jobq_jobs_leases"], rows
+    else:
+        rows = backend.fetchall("EXPLAIN " + backend.sql_held_by, params)
+        # Columns: id, select_type, table, type, possible_keys, key, key_len, ref, rows, Extra.
+        ((_, _, table, access, _, key, *_),) = rows
+        assert (table, access) == ("jobq_jobs", "ref"), rows
+        assert key in {*status_led, "jobq_jobs_ready", "jobq_jobs_ready_by_type"}, rows

@@ -11,6 +11,7 @@ import pytest
 import jobq
 from jobq.cli.commands import main
 from jobq.cli.controls import RECORD_KEYS
+from jobq.queue.running import worker_id
 from tests.support.jobs import Boom, Noop, Record
 
 ONCE = jobq.RetryPolicy(max_attempts=1)
@@ -56,6 +57,10 @@ def test_jobs_lists_newest_first_as_text_and_stable_json(queue: jobq.Queue, jobq
     )
     code, out, _ = jobq_("jobs", "--json", "--status", "in_progress")
     assert [job["id"] for job in json.loads(out)] == [second]
+    # The claim names the worker incarnation that made it: this process.
+    code, out, _ = jobq_("show", str(second), "--json")
+    assert json.loads(out)["worker"] == worker_id()
+    assert "worker" in jobq_("show", str(second))[1]
 
 
 def test_show_prints_one_job_or_one_line_why_not(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]

@@ -197,7 +197,7 @@ def test_the_fused_statement_does_what_one_transaction_of_both_statements_does(
     for _ in range(3):
         queue.enqueue(Noop())
     claim = claim_one(queue)
-    here = Runner("host", 1)
+    here = Runner("host", 1, "worker-1")
     fused = backend.complete_and_claim(claim.id, claim.token, (), "a" * 32, 60.0, here)
     assert fused[1] is not None
     generic = Backend.complete_and_claim(backend, fused[1].id, "a" * 32, (), "b" * 32, 60.0, here)

@@ -122,6 +122,8 @@ def test_migrate_upgrades_every_row_unchanged(dsn: str, earlier: str) -> None:
         assert [record.id for record in records] == [6, 5, 4, 3, 2, 1]
         assert {record.priority for record in records} == {0}
         assert all(record.cancel_requested_at is None for record in records)
+        # The attempt claimed before the upgrade names no worker; it is still in progress.
+        assert [record.worker for record in records if record.id == 3] == [None]
         assert queue.paused() == set()
         # Installing again, as every start of an application may, changes nothing.
         assert queue.install() == (latest, latest)
@@ -130,4 +132,7 @@ def test_migrate_upgrades_every_row_unchanged(dsn: str, earlier: str) -> None:
         claim = queue.claim()
         assert claim is not None
         assert claim.id == 1
+        claimed = queue.get(1)
+        assert claimed is not None
+        assert claimed.worker is not None
         assert queue.enqueue(Noop(), priority=5) > 7

@@ -153,6 +153,8 @@ def supervise(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
         (["--workers", "many"], {}, "argument --workers: not a whole number: 'many'"),
         ([], {"JOBQ_WORKERS": "-2"}, "JOBQ_WORKERS: must be a whole number of at least 1, got -2"),
         (["--max-jobs-per-child", "0"], {}, "--max-jobs-per-child: must be a whole number of at"),
+        (["--prefetch", "1001"], {}, "argument --prefetch: must be at most 1000, got 1001: a"),
+        ([], {"JOBQ_PREFETCH": "5000"}, "JOBQ_PREFETCH: must be at most 1000, got 5000: a"),
         (["--max-memory-per-child", "0"], {}, "--max-memory-per-child: must be a positive num"),
         (["--job-timeout", "inf"], {}, "argument --job-timeout: must be a positive number"),
         (["--graceful-timeout", "-1"], {}, "argument --graceful-timeout: must be a positive"),

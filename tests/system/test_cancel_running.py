@@ -15,9 +15,17 @@ import pytest
 import jobq
 from jobq.records import Status
 from jobq.testing.history import check, read_journal
-from tests.support.apps.supervised_app import Sleep
+from tests.support.apps.supervised_app import Sleep, Yielding
 from tests.support.attempts import KINDS, LEASE, enqueued, stop
-from tests.support.supervising import FAST, Supervisor, metrics_port, scrape, supervisor
+from tests.support.supervising import (
+    FAST,
+    Supervisor,
+    events,
+    metrics_port,
+    scrape,
+    supervisor,
+    wait_for_events,
+)
 from tests.support.waiting import wait_for
 
 # SIGTERM first, SIGKILL half a second later (the most the timing rule leaves on FAST's
@@ -31,6 +39,14 @@ pytestmark = pytest.mark.lease(LEASE)
 def status_is(queue: jobq.Queue, job_id: int, status: Status) -> bool:
     record = queue.get(job_id)
     return record is not None and record.status is status
+
+
+def wait_completed(queue: jobq.Queue, job_id: int, running: Supervisor, timeout: float) -> None:
+    wait_for(
+        f"job {job_id} to complete; log:\n{running.log}",
+        lambda: status_is(queue, job_id, Status.COMPLETED),
+        timeout,
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -72,6 +88,35 @@ def test_a_running_job_cancelled_is_stopped_whole_and_ends_cancelled(
 
 
 @pytest.mark.databases("postgresql", "sqlite")
+@pytest.mark.databases("postgresql")
+def test_a_stop_belongs_to_its_attempt_the_next_job_is_never_killed_for_it(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    """A cancelled job whose own SIGTERM handler returns ends its attempt before the kill
+    grace. The SIGKILL that was to follow is called off, and the worker, told to drain,
+    claims nothing more: the job queued behind runs whole, once, and is not failed with the
+    first one's reason. (Before, the worker claimed it with its acknowledgement, and the
+    stop's SIGKILL hit it.)"""
+    journal = tmp_path / "journal"
+    first = queue.enqueue(Yielding(str(journal)), priority=10, retry=jobq.RetryPolicy(1))
+    behind = queue.enqueue(Sleep(4, str(journal)))
+    # A lease far longer than the test, and a kill grace that ends inside the second job.
+    settings = (*FAST, "--lease", "60", "--kill-grace", "2", "--workers", "1")
+    with supervisor(dsn, *settings, "--prefetch", "1") as running:
+        wait_for_events(journal, "start")
+        assert queue.cancel(first)
+        wait_for(f"job {first} to end cancelled", lambda: status_is(queue, first, Status.CANCELLED))
+        wait_completed(queue, behind, running, 30)
+        running.signal(signal.SIGTERM)
+        assert running.wait(30) == 0, running.log
+    record = queue.get(behind)
+    assert record is not None
+    assert (record.attempts, record.last_error) == (1, None), record
+    starts, ends = events(journal, "start", behind), events(journal, "end", behind)
+    assert (len(starts), len(ends)) == (1, 1), read_journal(journal)
+    assert events(journal, "end", first)[0]["stopped"], "the first job was not stopped"
+
+
 def test_a_paused_type_waits_while_others_run_and_resuming_wakes_an_idle_worker(
     queue: jobq.Queue, dsn: str, tmp_path: Path
 ) -> None:

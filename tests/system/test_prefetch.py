@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 from functools import partial
 from pathlib import Path
@@ -28,9 +29,11 @@ from tests.support.faults import (
     kill_a_busy_worker,
     mixed_lengths,
     records_of,
+    worker_pids,
 )
 from tests.support.supervising import (
     FAST,
+    Supervisor,
     alive,
     events,
     metrics_port,
@@ -47,6 +50,10 @@ LONG_LEASE = (*FAST, "--lease", "60")
 QUEUED = 3
 PREFETCH = ("--workers", "1", "--prefetch", str(QUEUED + 1))
 ONCE = jobq.RetryPolicy(max_attempts=1)
+# The master's line for a worker that died of SIGKILL.
+KILLED = re.compile(r"Worker (\d+) exited \(signal SIGKILL\)")
+# How long a dead worker's rows may stay in progress: its settlement, far below the lease.
+SETTLEMENT = 15.0
 
 
 def enqueue_batch(queue: jobq.Queue, head: jobq.Job, journal: Path) -> tuple[int, list[int]]:
@@ -253,5 +260,69 @@ def test_prefetching_workers_lose_nothing_under_kills_a_frozen_master_and_drains
         wait_for("every job to complete", lambda: all_completed(observer, len(ids)), 120)
         adaptive.signal(signal.SIGTERM)
         assert adaptive.wait(30) == 0, adaptive.log
+        judged(journal, deaths, records_of(observer, ids))
+    observer.close()
+
+
+def held_by(observer: Observer, pid: int) -> list[int]:
+    """The jobs in progress under a claim of process `pid` (None: the database did not
+    answer, which is not an answer)."""
+    rows = observer.read(lambda queue: queue.jobs(status=Status.IN_PROGRESS, limit=1000))
+    return [-1] if rows is None else [row.id for row in rows if row.pid == pid]
+
+
+def settled(observer: Observer, pid: int) -> bool:
+    return not held_by(observer, pid)
+
+
+def killed_pids(running: Supervisor) -> list[int]:
+    return [int(found.group(1)) for found in map(KILLED.search, running.messages()) if found]
+
+
+def kill_a_worker(
+    running: Supervisor, deaths: Deaths, flag: Path | None, rng: random.Random
+) -> int:
+    """SIGKILL one of its workers, from inside right after a claim's commit if `flag` is
+    given, else from outside; once its master reaped it, its pid."""
+    before = len(killed_pids(running))
+    if flag is not None:
+        flag.touch()
+    else:
+        deaths.refresh()
+        deaths.kill(rng.choice(sorted(worker_pids(running))))
+    wait_for("the master to reap the killed worker", lambda: len(killed_pids(running)) > before, 30)
+    return killed_pids(running)[-1]
+
+
+def test_no_job_stays_held_after_a_prefetching_worker_is_killed_at_any_moment(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Workers claiming 8 jobs at a time are SIGKILLed during a drain, on a 60 s lease: after
+    each kill, every row the dead worker claimed is settled within SETTLEMENT, by its
+    worker id, whether or not it had reported the claim. Every other kill comes from inside,
+    in the window between a claim's commit and its report, which an outside kill can
+    hardly hit on purpose: an after_job hook (claim_kill_app) SIGKILLs its worker once the
+    acknowledgement that claimed its next jobs committed. The others hit a random worker
+    at a random moment."""
+    rng = random.Random(24)
+    journal, flag = tmp_path / "journal", tmp_path / "kill-after-commit"
+    ids = enqueue(dsn, [rng.uniform(0, 0.02) for _ in range(300)], journal)
+    observer = Observer(dsn)
+    args = ["--app", "claim_kill_app", *LONG_LEASE, "--workers", "2", "--prefetch", "8"]
+    env = {"KILL_AFTER_COMMIT": str(flag)}
+    with Deaths() as deaths, supervisor(dsn, *args, env=env) as running:
+        deaths.family(running.pid)
+        for n in range(4):
+            done = 40 * (n + 1)
+            wait_for(f"{done} jobs done", partial(completed_at_least, observer, done), 60)
+            victim = kill_a_worker(running, deaths, flag if n % 2 == 0 else None, rng)
+            wait_for(
+                f"the jobs worker {victim} held to be settled",
+                partial(settled, observer, victim),
+                SETTLEMENT,
+            )
+        wait_for("every job to complete", lambda: all_completed(observer, len(ids)), 120)
+        running.signal(signal.SIGTERM)
+        assert running.wait(30) == 0, running.log
         judged(journal, deaths, records_of(observer, ids))
     observer.close()

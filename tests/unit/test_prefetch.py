@@ -92,7 +92,9 @@ def test_a_queued_job_starts_only_with_more_than_half_its_vouched_lease_left() -
 
 def worker() -> WorkerProcess:
     # The process and its shared memory play no part in the bookkeeping.
-    return WorkerProcess(cast(Forked, None), cast(SettlingMark, None), cast(Slot, None), 0, 0.0)
+    return WorkerProcess(
+        cast(Forked, None), cast(SettlingMark, None), cast(Slot, None), "w1", 0, 0.0
+    )
 
 
 def held(process: WorkerProcess) -> list[int]:
@@ -127,7 +129,7 @@ def test_a_stopped_worker_s_running_attempt_is_no_longer_renewed_its_others_are(
     process.claimed(protocol.attempts([claim(1), claim(2)]), now=0.0)
     process.stop_reason = StopReason.SHUTDOWN
     assert held(process) == [2]
-    assert [lease.claim.id for lease in process.left_behind()[0]] == [2]
+    assert list(process.queued) == [2]
 
 
 def test_a_round_finds_each_of_a_worker_s_attempts_by_its_token() -> None:

@@ -26,7 +26,7 @@ from ..shapes import type_params
 from .claims import MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
-from .schema import MIGRATIONS, NOW
+from .schema import MIGRATIONS, NOW, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 
@@ -90,7 +90,7 @@ def connect_args(dsn: str) -> dict[str, Any]:
 
 class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
     kind = "mysql"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, DECLARED_AT)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS, DECLARED_AT)
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         super().__init__(connection, owns_connection=owns_connection)
@@ -226,7 +226,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
             f"""
             UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
                 token = %(token)s, lease_until = %(lease_until)s, host = %(host)s,
-                pid = %(pid)s, updated_at = {NOW}
+                pid = %(pid)s, worker = %(worker)s, updated_at = {NOW}
             WHERE id = %(id)s
             """,
             {"token": token, "lease_until": row[5], "id": row[0], **runner._asdict()},

@@ -102,7 +102,7 @@ class MysqlBatching(Batching):
             UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
                 token = {handing("token", len(rows))},
                 lease_until = {handing("lease_until", len(rows))},
-                host = %(host)s, pid = %(pid)s, updated_at = {NOW}
+                host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = {NOW}
             WHERE id IN ({ids})
             """,
             handed | runner._asdict(),
@@ -112,6 +112,10 @@ class MysqlBatching(Batching):
             for row, token in zip(rows, tokens, strict=False)
         )
         return in_picked_order(claimed, tokens)
+
+    sql_held_by = (
+        "SELECT id, token, type FROM jobq_jobs WHERE status = 'in_progress' AND worker = %(worker)s"
+    )
 
     sql_release = f"""
         UPDATE jobq_jobs SET status = 'pending', attempts = attempts - 1, token = NULL,

@@ -59,3 +59,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """,
     ),
 )
+
+# The worker incarnation that made each claim (see running.worker_id). A supervisor settles
+# a dead child's rows by it; that reads only in-progress rows, through jobq_jobs_leases
+# (which leads with the status), so no index of its own weighs on claims.
+WORKER_IDS: tuple[str, ...] = ("ALTER TABLE jobq_jobs ADD COLUMN worker VARCHAR(32) NULL",)

@@ -24,7 +24,7 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .insert import copy_in, insert_statement
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
-from .schema import MIGRATIONS, NO_JIT
+from .schema import MIGRATIONS, NO_JIT, WORKER_IDS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 
@@ -55,7 +55,7 @@ def claim_statement(type_count: int, token_param: str = "token") -> str:
     return f"""
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = %({token_param})s, lease_until = now() + make_interval(secs => %(lease)s),
-            host = %(host)s, pid = %(pid)s, updated_at = now()
+            host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now()
         WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
         RETURNING {CLAIM_COLUMNS}
     """
@@ -84,7 +84,15 @@ def libpq_dsn(dsn: str) -> str:
 class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
     kind = "postgresql"
     # The last: the schedules' declarations, and the retry that never fails on a key.
-    migrations = (*MIGRATIONS, UNIQUENESS, BATCHES, STATUS_PAGE, NO_JIT, (*DECLARED_AT, RETRY))
+    migrations = (
+        *MIGRATIONS,
+        UNIQUENESS,
+        BATCHES,
+        STATUS_PAGE,
+        NO_JIT,
+        WORKER_IDS,
+        (*DECLARED_AT, RETRY),
+    )
 
     def __init__(
         self,

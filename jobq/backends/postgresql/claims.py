@@ -48,7 +48,7 @@ def claim_parts(type_count: int) -> tuple[str, str]:
     update = f"""
         UPDATE jobq_jobs AS j SET status = 'in_progress', attempts = j.attempts + 1,
             token = handed.token, lease_until = now() + make_interval(secs => %(lease)s),
-            host = %(host)s, pid = %(pid)s, updated_at = now()
+            host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now()
         FROM handed WHERE j.id = handed.id
         RETURNING j.token, {RETURNED}
     """
@@ -132,6 +132,10 @@ class PostgresBatching(Batching):
         return in_picked_order(
             ((row[0], self.claimed(row[1:], row[0], expires_monotonic)) for row in rows), tokens
         )
+
+    sql_held_by = (
+        "SELECT id, token, type FROM jobq_jobs WHERE status = 'in_progress' AND worker = %(worker)s"
+    )
 
     # Ready at once, so it wakes idle workers as an enqueue does (one per type: PostgreSQL
     # sends a repeated notification of a transaction once).

@@ -163,3 +163,8 @@ PROBES = ("jobq_next_ready(text)", "jobq_ready_many(text, integer)")
 # probe: 50 ms of JIT against 0.07 ms for the walk, and 8 workers behind 1,000,000 jobs
 # drained at 114 jobs/s with 13 ms of PostgreSQL CPU per job (0.44 ms without JIT).
 NO_JIT: tuple[str, ...] = tuple(f"ALTER FUNCTION {probe} SET jit = off" for probe in PROBES)
+
+# The worker incarnation that made each claim (see running.worker_id). A supervisor settles
+# a dead child's rows by it; that reads only in-progress rows, through jobq_jobs_leases, so
+# no index of its own weighs on claims. A column with no default rewrites no rows.
+WORKER_IDS: tuple[str, ...] = ("ALTER TABLE jobq_jobs ADD COLUMN worker text",)

@@ -23,7 +23,7 @@ from ..rows import NewJob, Renewal, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
-from .schema import MIGRATIONS, NOW, READY
+from .schema import MIGRATIONS, NOW, READY, WORKER_IDS
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 
@@ -65,7 +65,7 @@ def claim_statement(type_count: int) -> str:
     return f"""
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = :token, lease_until = {NOW} + :lease, host = :host, pid = :pid,
-            updated_at = {NOW}
+            worker = :worker, updated_at = {NOW}
         WHERE id = (SELECT id FROM ({earliest(probes)}))
         RETURNING {CLAIM_COLUMNS}
     """
@@ -87,7 +87,7 @@ def claim_many_statement(type_count: int) -> str:
         )
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = handed.token, lease_until = {NOW} + :lease, host = :host, pid = :pid,
-            updated_at = {NOW}
+            worker = :worker, updated_at = {NOW}
         FROM handed WHERE jobq_jobs.id = handed.id
         RETURNING token, {CLAIM_COLUMNS}
     """
@@ -110,7 +110,7 @@ def path_of(dsn: str) -> str:
 
 class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     kind = "sqlite"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, DECLARED_AT)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS, DECLARED_AT)
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
         self.check_version()
@@ -310,6 +310,13 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
             {"lease": lease, "claims": json.dumps([list(claim) for claim in claims])},
         )
         return Renewal({int(row[0]) for row in rows}, {int(row[0]) for row in rows if row[1]})
+
+    # Forced: with statistics, SQLite would rather scan the whole table than trust an index
+    # on the status for the few rows in progress.
+    sql_held_by = (
+        "SELECT id, token, type FROM jobq_jobs INDEXED BY jobq_jobs_leases "
+        "WHERE status = 'in_progress' AND worker = :worker"
+    )
 
     sql_release = f"""
         UPDATE jobq_jobs SET status = 'pending', attempts = attempts - 1, token = NULL,

@@ -90,3 +90,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE jobq_paused (type TEXT PRIMARY KEY, paused_at REAL NOT NULL)",
     ),
 )
+
+# The worker incarnation that made each claim (see running.worker_id). A supervisor settles
+# a dead child's rows by it; that reads only in-progress rows, through jobq_jobs_leases, so
+# no index of its own weighs on claims.
+WORKER_IDS: tuple[str, ...] = ("ALTER TABLE jobq_jobs ADD COLUMN worker TEXT",)

@@ -85,6 +85,30 @@ class Hold(jobq.Job):
         journal(self.journal, "end")
 
 
+class Yielding(jobq.Job):
+    """Runs until SIGTERM (bounded), which its own handler turns into a clean return: a job
+    that outlives its worker's stop. It puts the handler it found back as it ends."""
+
+    job_name = "Yielding"
+    type = "yielding"
+
+    def __init__(self, journal: str, limit: float = 60.0) -> None:
+        self.journal = journal
+        self.limit = limit
+
+    def handle(self) -> None:
+        stopped: list[int] = []
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: stopped.append(signum))
+        try:
+            journal(self.journal, "start")
+            deadline = time.monotonic() + self.limit
+            while not stopped and time.monotonic() < deadline:
+                time.sleep(0.02)
+            journal(self.journal, "end", stopped=bool(stopped))
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
 class Crash(jobq.Job):
     """Kills its own worker with SIGKILL, as the OOM killer would."""
 

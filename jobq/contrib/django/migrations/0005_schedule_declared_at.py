@@ -15,5 +15,5 @@ upgrade = import_module("jobq.contrib.django.migrations.0002_upgrade").Migration
 
 class Migration(migrations.Migration):
     atomic = False
-    dependencies = [("jobq", "0004_worker_id")]  # noqa: RUF012 - Django's own declaration style
+    dependencies = [("jobq", "0004_worker_ids")]  # noqa: RUF012 - Django's own declaration style
     operations = upgrade.operations

@@ -1,0 +1,120 @@
+"""Every message fits, by construction: one larger than a socket pair takes travels in parts,
+on real sockets, and comes out whole; --prefetch is bounded."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from jobq import protocol
+from jobq.options import MAX_PREFETCH
+from jobq.supervisor.config import SupervisorConfig
+from tests.support.claims import claim
+
+ROUND = 10_000
+
+
+def renew_round() -> protocol.Renew:
+    return protocol.Renew(7, [(job_id, f"{job_id:032x}") for job_id in range(1, ROUND + 1)])
+
+
+def size(message: protocol.Message) -> int:
+    return len(json.dumps(protocol.encode(message)).encode())
+
+
+def test_the_limit_is_what_a_socket_pair_takes() -> None:
+    most = protocol.limit()
+    assert 0 < most <= protocol.MAX_MESSAGE
+    ours, theirs = protocol.pair()
+    try:
+        ours.send(bytes(most))
+        assert len(theirs.recv(protocol.MAX_MESSAGE)) == most
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_renewal_round_of_10000_claims_reaches_the_renewer_whole() -> None:
+    # The master's end is non-blocking: what the socket does not take waits in the outbox,
+    # and goes out as the renewer reads.
+    request = renew_round()
+    assert size(request) > protocol.limit(), "the round would fit in one datagram anyway"
+    ours, theirs = protocol.pair()
+    received: list[protocol.Message | None] = []
+    reader = threading.Thread(target=lambda: received.append(protocol.receive(theirs)))
+    try:
+        ours.setblocking(False)
+        reader.start()
+        outbox = protocol.Outbox(ours)
+        outbox.put(request)
+        deadline = time.monotonic() + 10
+        while outbox.waiting and time.monotonic() < deadline:
+            time.sleep(0.001)
+            outbox.flush()
+        reader.join(10)
+        (renew,) = received
+        assert isinstance(renew, protocol.Renew)
+        assert renew.round == request.round
+        # JSON has no tuples: the pairs arrive as lists, as they always did.
+        assert [(job_id, token) for job_id, token in renew.claims] == request.claims
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_large_answer_is_read_whole_from_a_non_blocking_socket() -> None:
+    extended = list(range(10**6, 10**6 + 3 * ROUND))
+    answer = protocol.Renewed(7, extended, cancelled=tuple(extended[::3]))
+    claimed = protocol.Claimed(protocol.attempts([claim(n) for n in range(MAX_PREFETCH)]))
+    assert min(size(answer), size(claimed)) > protocol.limit()
+    ours, theirs = protocol.pair()
+
+    def send_both() -> None:
+        protocol.send(theirs, answer)
+        protocol.send(theirs, claimed)
+
+    sender = threading.Thread(target=send_both)
+    try:
+        ours.setblocking(False)
+        sender.start()
+        received: list[protocol.Message] = []
+        deadline = time.monotonic() + 10
+        while len(received) < 2 and time.monotonic() < deadline:
+            received += protocol.waiting(ours)  # a message half arrived waits for the rest
+            time.sleep(0.001)
+        sender.join(10)
+        renewed, claims = received
+        assert isinstance(renewed, protocol.Renewed)
+        assert (renewed.extended, tuple(renewed.cancelled)) == (extended, tuple(extended[::3]))
+        assert claims == claimed
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_every_part_fits_the_limit_it_was_cut_for_its_mark_included() -> None:
+    ids = list(range(10**6, 10**6 + 100))
+    message = protocol.Releasing(ids)
+    # Halves that would just fit, but for the mark that says more parts follow.
+    half = len(json.dumps({"kind": "releasing", "ids": ids[:50]}).encode())
+    datagrams = protocol.parts(message, most=half + 5)
+    assert len(datagrams) > 1
+    assert max(map(len, datagrams)) <= half + 5
+
+
+def test_a_message_that_no_split_can_fit_is_an_error() -> None:
+    with pytest.raises(protocol.MessageTooLarge):
+        protocol.parts(protocol.Releasing([1, 2]), most=10)
+
+
+def test_a_prefetch_beyond_the_bound_is_refused_in_one_line() -> None:
+    config = SupervisorConfig(dsn="postgresql://jobq@db/jobq", prefetch=MAX_PREFETCH + 1)
+    problems = config.problems()
+    assert problems == [
+        f"--prefetch must be at most {MAX_PREFETCH}, got {MAX_PREFETCH + 1}: a longer claim "
+        "saves no more round trips; give a smaller --prefetch"
+    ]
+    assert SupervisorConfig(dsn="postgresql://jobq@db/jobq", prefetch=MAX_PREFETCH).problems() == []
