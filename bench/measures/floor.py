@@ -26,6 +26,7 @@ from .limit import DEFAULT_LEASE, drain_by
 
 # Where each claim runs, which jobq records with it.
 HOST = socket.gethostname()
+WORKER = secrets.token_hex(8)
 
 # Tries per statement, as the pgbench limit's --max-tries.
 TRIES = 10
@@ -43,6 +44,7 @@ def loop(dsn: str, count: int) -> float:
             new_token = secrets.token_hex(16)
             params = {"id": job_id, "token": token, "new_token": new_token}
             params |= {"lease": DEFAULT_LEASE, "types": [], "host": HOST, "pid": os.getpid()}
+            params["worker"] = WORKER
             for tries_left in reversed(range(TRIES)):
                 try:
                     cursor.execute(statement, params)

@@ -58,8 +58,9 @@ def to_pgbench(statement: str, known: set[str]) -> str:
 
 TOKEN = "random(1000000000000000, 9999999999999999)"
 
-# Where a claim runs, which jobq records with it: set once per client with -D.
-RUNNER = ["-D", "host=pgbench", "-D", "pid=1"]
+# Where a claim runs, which jobq records with it (the worker's id too): set once per client
+# with -D.
+RUNNER = ["-D", "host=pgbench", "-D", "pid=1", "-D", "worker=pgbench"]
 
 # Limit variants: the name in the results, and whether it is the fused statement.
 FUSED = "pgbench"
@@ -72,7 +73,7 @@ def script(lease: float = DEFAULT_LEASE) -> str:
     The token is random per claim, like jobq's secrets.token_hex(16); the claimed row's id
     comes back through \\gset, exactly as jobq reads it from RETURNING.
     """
-    claim = to_pgbench(claim_statement(False), {"token", "lease", "host", "pid"})
+    claim = to_pgbench(claim_statement(False), {"token", "lease", "host", "pid", "worker"})
     ack = to_pgbench(PostgresBackend.sql_complete, {"id", "token"})
     return f"\\set token {TOKEN}\n\\set lease {lease!r}\n{claim} \\gset\n{ack};\n"
 
@@ -81,9 +82,8 @@ def fused_script(lease: float = DEFAULT_LEASE) -> str:
     """A pgbench script: acknowledge the previous claim and claim the next job, in jobq's one
     statement. The client starts with id 0 (-D), so its first run acknowledges nothing; its
     last claim is left in progress, as a worker's would be when the queue runs dry."""
-    fused = to_pgbench(
-        complete_and_claim_statement(False), {"id", "token", "new_token", "lease", "host", "pid"}
-    )
+    known = {"id", "token", "new_token", "lease", "host", "pid", "worker"}
+    fused = to_pgbench(complete_and_claim_statement(False), known)
     return (
         f"\\set new_token {TOKEN}\n\\set lease {lease!r}\n{fused} \\gset\n\\set token :new_token\n"
     )

@@ -16,7 +16,7 @@ from . import limit
 def test_the_pgbench_script_holds_jobqs_own_statements() -> None:
     script = limit.script(600.0).splitlines()
     claim = " ".join(claim_statement(False).split()).replace("%(token)s", ":token")
-    for name in ("lease", "host", "pid"):
+    for name in ("lease", "host", "pid", "worker"):
         claim = claim.replace(f"%({name})s", f":{name}")
     ack = " ".join(PostgresBackend.sql_complete.split())
     ack = ack.replace("%(id)s", ":id").replace("%(token)s", ":token")
@@ -29,7 +29,7 @@ def test_the_pgbench_script_holds_jobqs_own_statements() -> None:
 def test_the_fused_pgbench_script_holds_jobqs_own_statement() -> None:
     script = limit.fused_script(600.0).splitlines()
     fused = " ".join(complete_and_claim_statement(False).split())
-    for name in ("id", "token", "new_token", "lease", "host", "pid"):
+    for name in ("id", "token", "new_token", "lease", "host", "pid", "worker"):
         fused = fused.replace(f"%({name})s", f":{name}")
     assert script[0].startswith("\\set new_token random(")
     assert script[1] == "\\set lease 600.0"

@@ -23,6 +23,7 @@ from tests.support import drivers
 from tests.support.apps.supervised_app import Hold
 from tests.support.supervising import (
     FAST,
+    Supervisor,
     events,
     metrics_port,
     safe_cmdline,
@@ -186,6 +187,10 @@ def sockets_of(pid: int) -> set[str]:
     return found
 
 
+def workers_ready(running: Supervisor) -> int:
+    return sum("Worker" in line and line.rstrip().endswith("ready") for line in running.lines)
+
+
 @pytest.mark.databases("sqlite")
 def test_children_hold_none_of_the_masters_sockets(queue: jobq.Queue, dsn: str) -> None:
     """A worker forked while a scrape's connection is open holds neither it nor the /metrics
@@ -194,13 +199,14 @@ def test_children_hold_none_of_the_masters_sockets(queue: jobq.Queue, dsn: str) 
     args = ("--workers", "1", *FAST, "--metrics-port", "0", "--metrics-address", "127.0.0.1")
     with supervisor(dsn, *args) as running:
         port = metrics_port(running)
-        running.wait_for_log("ready")
+        # "Worker N ready", not the endpoint's line that names /readyz.
+        wait_for("a worker ready", lambda: workers_ready(running) >= 1)
         before = sockets_of(running.pid)
         with socket.create_connection(("127.0.0.1", port)) as scrape:
             scrape.send(b"GET /metrics HTTP/1.1\r\n")  # not the end of a request: it stays open
             wait_for("the master to accept it", lambda: len(sockets_of(running.pid)) > len(before))
             running.signal(signal.SIGTTIN)
-            running.wait_for_log("ready", count=2)
+            wait_for("the second worker ready", lambda: workers_ready(running) >= 2)
             master = sockets_of(running.pid)
             children = psutil.Process(running.pid).children()
             assert len(children) >= 5, children  # keeper, renewer, housekeeper, two workers
