@@ -27,7 +27,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # The most jobs one claim may take (--prefetch). Past some tens, a batch's round trip is a
 # small share of its time; a claim of thousands would hold as many leases that all run out
 # while the jobs ahead of them run. (Its messages are split to fit the socket whatever the
-# size: see protocol.parts.)
+# size: see wire.parts.)
 MAX_PREFETCH = 1000
 # What a switch's environment variable may say.
 SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False,

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import logs, protocol
+from .. import logs, wire
 from ..worker.fence import die_with
 from .signals import HANDLED
 
@@ -54,10 +54,10 @@ class Forked:
     pid: int
     pidfd: int
     sock: socket.socket
-    outbox: protocol.Outbox = field(init=False)  # what the master sends it goes through here
+    outbox: wire.Outbox = field(init=False)  # what the master sends it goes through here
 
     def __post_init__(self) -> None:
-        self.outbox = protocol.Outbox(self.sock)
+        self.outbox = wire.Outbox(self.sock)
 
     def signal(self, signum: signal.Signals) -> None:
         """Signal it through its pidfd, which names this process alone: even a reused pid
@@ -108,7 +108,7 @@ def fork(
     other descriptor is closed but the child's socket and the log's. A failed fork raises
     OSError, the master's signal mask restored.
     """
-    master_end, child_end = protocol.pair()
+    master_end, child_end = wire.pair()
     master_pid = os.getpid()
     # Anything still buffered would be written a second time by the child.
     sys.stdout.flush()

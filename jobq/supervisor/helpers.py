@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
-from .. import protocol
+from .. import protocol, wire
 from ..worker.fence import FenceTable
 from . import housekeeper, keeper, renewer
 from .forking import Forked, fork
@@ -274,7 +274,7 @@ class Helpers:
         if process is None:
             return
         with contextlib.suppress(EOFError):  # it died: the reaper starts another
-            for result in protocol.waiting(process.sock):
+            for result in wire.waiting(process.sock):
                 assert isinstance(result, protocol.Renewed)
                 yield result
 
@@ -283,7 +283,7 @@ class Helpers:
         if process is None:
             return
         with contextlib.suppress(EOFError):  # it died: the reaper starts another
-            for message in protocol.waiting(process.sock):
+            for message in wire.waiting(process.sock):
                 if isinstance(message, protocol.Done):
                     self.unsettled.pop(0)
                 else:

@@ -18,7 +18,7 @@ import time
 
 from setproctitle import setproctitle
 
-from .. import protocol
+from .. import protocol, wire
 from ..app import load_app
 from ..outcomes import FAILURE_OUTCOMES
 from ..queue import Queue
@@ -48,7 +48,7 @@ def serve(
     sock.setblocking(True)
     schedules = declared(app)
     if schedules:
-        protocol.send(sock, protocol.Scheduled([], [periodic.name for periodic in schedules]))
+        wire.send(sock, protocol.Scheduled([], [periodic.name for periodic in schedules]))
     connection: Queue | None = None
     # Since this process watches the schedules, across its reconnections (see run_schedules).
     watch = Watch()
@@ -60,7 +60,7 @@ def serve(
         now = time.monotonic()
         # A due slot comes before the messages waiting: a stream of them cannot starve it.
         scheduling = now >= next_schedule
-        message = protocol.receive(sock) if readable and not scheduling else None
+        message = wire.receive(sock) if readable and not scheduling else None
         if readable and not scheduling and not isinstance(message, WORK):
             break  # drain, or the master closed the socket
         # Before connecting: a database that cannot be reached is tried again next interval,
@@ -87,9 +87,9 @@ def serve(
             close_quietly(connection)
             connection = None
             if message is None and not scheduling:
-                protocol.send(sock, protocol.Maintained(None, f"{type(error).__name__}: {error}"))
+                wire.send(sock, protocol.Maintained(None, f"{type(error).__name__}: {error}"))
         if isinstance(message, protocol.FailAttempt | protocol.LeftBehind):
-            protocol.send(sock, protocol.Done())
+            wire.send(sock, protocol.Done())
     close_quietly(connection)
     return 0
 
@@ -103,16 +103,16 @@ def report_taken(sock: socket.socket, tick: Tick) -> None:
     """Tell the master which slots a look at the schedules enqueued, if any."""
     if tick.taken:
         slots = [(name, str(outcome)) for name, outcome, _ in tick.taken]
-        protocol.send(sock, protocol.Scheduled(slots))
+        wire.send(sock, protocol.Scheduled(slots))
 
 
 def maintain(connection: Queue, sock: socket.socket, metrics: bool) -> None:
     """One maintenance run, its counts sent to the master, and the depth after it for
     /metrics."""
     counts = connection.run_maintenance()
-    protocol.send(sock, protocol.Maintained(counts))
+    wire.send(sock, protocol.Maintained(counts))
     if metrics:
-        protocol.send(sock, depth(connection))
+        wire.send(sock, depth(connection))
 
 
 def answer(connection: Queue, sock: socket.socket, message: object) -> None:
@@ -121,11 +121,11 @@ def answer(connection: Queue, sock: socket.socket, message: object) -> None:
         claim = message.claim.claim()
         status = connection._settle_failure(claim, message.error)
         outcome = FAILURE_OUTCOMES[status]
-        protocol.send(sock, protocol.Settled(claim.type, str(outcome)))
+        wire.send(sock, protocol.Settled(claim.type, str(outcome)))
     elif isinstance(message, protocol.LeftBehind):
-        protocol.send(sock, settle_left_behind(connection, message))
+        wire.send(sock, settle_left_behind(connection, message))
     elif isinstance(message, protocol.MeasureDepth):
-        protocol.send(sock, depth(connection))
+        wire.send(sock, depth(connection))
 
 
 def settle_left_behind(connection: Queue, message: protocol.LeftBehind) -> protocol.Released:

@@ -18,7 +18,7 @@ import time
 
 from setproctitle import setproctitle
 
-from .. import logs, protocol
+from .. import logs, protocol, wire
 from ..backends import SCHEMES
 from ..dsn import scheme_of
 from ..outcomes import job_extra
@@ -80,7 +80,7 @@ class Master:
         self.show_title()
         logs.never_block()  # a stalled log pipe must not hold up a fence
         self.config.check()
-        protocol.limit()  # measured once, before any fork: every message is split to fit it
+        wire.limit()  # measured once, before any fork: every message is split to fit it
         # A database that answered the check is known to work: from here a failure is an
         # outage, which new workers wait out rather than count as a crash loop (the
         # housekeeper, which says so later, first imports the application).
@@ -167,7 +167,7 @@ class Master:
 
     def read_messages(self, worker: WorkerProcess) -> None:
         try:
-            for message in protocol.waiting(worker.process.sock):
+            for message in wire.waiting(worker.process.sock):
                 self.on_message(worker, message)
         except EOFError:
             # It closed its end: it is exiting; the reaper finishes the bookkeeping. Read

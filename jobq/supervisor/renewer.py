@@ -15,7 +15,7 @@ import socket
 
 from setproctitle import setproctitle
 
-from .. import protocol
+from .. import protocol, wire
 from ..queue import Queue
 
 log = logging.getLogger("jobq")
@@ -26,7 +26,7 @@ def serve(dsn: str, lease: float, timeout: float, sock: socket.socket) -> int:
     setproctitle("jobq-supervise: renewer")
     sock.setblocking(True)
     connection: Queue | None = None
-    while (request := protocol.receive(sock)) is not None:
+    while (request := wire.receive(sock)) is not None:
         assert isinstance(request, protocol.Renew)
         try:
             if connection is None:
@@ -40,7 +40,7 @@ def serve(dsn: str, lease: float, timeout: float, sock: socket.socket) -> int:
             reply = protocol.Renewed(request.round, None, f"{type(error).__name__}: {error}")
             close_quietly(connection)
             connection = None
-        protocol.send(sock, reply)
+        wire.send(sock, reply)
     close_quietly(connection)
     return 0
 

@@ -19,7 +19,7 @@ from functools import partial
 
 import psutil
 
-from .. import protocol
+from .. import protocol, wire
 from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
 from ..lease_clock import startable
@@ -86,7 +86,7 @@ class Child:
         session = self.open_session(patient=self.settings.patient)
         if session is None:
             return EXIT_CANNOT_START
-        protocol.send(self.sock, protocol.Ready(os.getpid()))
+        wire.send(self.sock, protocol.Ready(os.getpid()))
         title.state(None, 0.0)
         threading.Thread(target=self.follow_master, name="master", daemon=True).start()
         return self.work(session)
@@ -339,7 +339,7 @@ class Child:
             self.reports.show()
             if not readable:
                 continue
-            message = protocol.receive(self.sock)
+            message = wire.receive(self.sock)
             if message is None or isinstance(message, protocol.Drain):
                 # A master that closed our socket is gone or going: finish up and leave.
                 self.stopping.set()

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from .. import protocol
+from .. import protocol, wire
 from ..records import ClaimedJob
 from . import attempt, title
 from .fence import EMPTY, Hold, Slot, token_key
@@ -39,17 +39,17 @@ class Reports:
         if claims:
             self.hold(claims[0])
             # Before decoding or running anything: from here on the master renews them.
-            protocol.send(self.sock, protocol.Claimed(protocol.attempts(claims)))
+            wire.send(self.sock, protocol.Claimed(protocol.attempts(claims)))
         return claims
 
     def starting(self, claim: ClaimedJob) -> None:
         """A queued attempt runs now: fenced on it, and the master told so."""
         self.hold(claim)
-        protocol.send(self.sock, protocol.Started(claim.id))
+        wire.send(self.sock, protocol.Started(claim.id))
 
     def releasing(self, claims: Sequence[ClaimedJob]) -> None:
         """Queued attempts go back unstarted: the master stops vouching for them first."""
-        protocol.send(self.sock, protocol.Releasing([claim.id for claim in claims]))
+        wire.send(self.sock, protocol.Releasing([claim.id for claim in claims]))
 
     def ended(self, ended: Ended, then: list[ClaimedJob] | None = None) -> None:
         """Report attempts' ends, and the attempts their acknowledgement claimed, if any, in
@@ -58,12 +58,12 @@ class Reports:
         outcomes = [(claim.id, str(outcome)) for claim, outcome in ended]
         if then:
             self.hold(then[0])
-            protocol.send(self.sock, protocol.Finished(outcomes, protocol.attempts(then)))
+            wire.send(self.sock, protocol.Finished(outcomes, protocol.attempts(then)))
         else:
             self.slot.worker.write(EMPTY)
             with self.lock:
                 self.current = None
-            protocol.send(self.sock, protocol.Finished(outcomes))
+            wire.send(self.sock, protocol.Finished(outcomes))
         # Only now: the master reads the mark after the messages, so it never sees the mark
         # cleared while it still believes the attempt is running.
         self.mark.clear()

@@ -8,7 +8,7 @@ from typing import cast
 
 import pytest
 
-from jobq import protocol
+from jobq import protocol, wire
 from jobq.supervisor.config import SupervisorConfig
 from jobq.supervisor.forking import Forked
 from jobq.supervisor.master import Master
@@ -24,7 +24,7 @@ def test_a_worker_read_again_after_it_closed_its_socket_leaves_the_master_runnin
     # A worker that closed its end is not reaped at once (its attempt may still be killed);
     # a renewal round that missed it meanwhile reads its socket once more.
     master = Master(SupervisorConfig(dsn="postgresql://jobq@db/jobq"))
-    ours, theirs = protocol.pair()
+    ours, theirs = wire.pair()
     worker = cast(WorkerProcess, SimpleNamespace(process=SimpleNamespace(sock=ours)))
     try:
         ours.setblocking(False)
@@ -48,7 +48,7 @@ def test_a_queued_attempt_a_round_missed_is_lost_and_its_start_stops_the_worker(
     monkeypatch.setattr(
         master.pool, "stop", lambda w, reason, now, at_once=False: stops.append(reason)
     )
-    ours, theirs = protocol.pair()
+    ours, theirs = wire.pair()
     mark = SettlingMark()
     process = Forked(pid=2**22 + 1, pidfd=-1, sock=ours)
     worker = WorkerProcess(process, mark, cast(Slot, None), "w1", 0, 0.0)
@@ -61,7 +61,7 @@ def test_a_queued_attempt_a_round_missed_is_lost_and_its_start_stops_the_worker(
         assert worker.lost == {2}
         assert sorted(lease.claim.id for lease in worker.leases()) == [1, 3]
         assert stops == []
-        protocol.send(theirs, protocol.Started(2))
+        wire.send(theirs, protocol.Started(2))
         master.read_messages(worker)
         assert stops == [StopReason.LOST]
     finally:

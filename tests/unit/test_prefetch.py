@@ -7,7 +7,7 @@ from typing import cast
 
 import pytest
 
-from jobq import protocol
+from jobq import protocol, wire
 from jobq.lease_clock import startable
 from jobq.supervisor.forking import Forked
 from jobq.supervisor.states import StopReason
@@ -148,11 +148,11 @@ def test_claims_and_acknowledgements_cross_the_socket_whole() -> None:
         protocol.Finished([(1, "completed"), (2, "completed")], protocol.attempts([claim(3)])),
         protocol.Releasing([4, 5]),
     ]
-    ours, theirs = protocol.pair()
+    ours, theirs = wire.pair()
     with ours, theirs:
         for message in sent:
-            protocol.send(ours, message)
-        received = [protocol.receive(theirs) for _ in sent]
+            wire.send(ours, message)
+        received = [wire.receive(theirs) for _ in sent]
     assert received[0] == sent[0]
     assert received[1] == sent[1]
     assert received[3] == sent[3]

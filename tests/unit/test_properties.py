@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import jobq
 import tests.support.apps.chaos_app  # noqa: F401 - registers Chaos, Raise and Padded, decoded by name
-from jobq import protocol
+from jobq import protocol, wire
 from jobq.lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 from jobq.outcomes import next_step
 from jobq.records import ClaimedJob
@@ -173,10 +173,10 @@ def test_a_claim_survives_the_supervisor_s_messages(
         expires_monotonic=expires,
     )
     sent = protocol.FailAttempt(protocol.Attempt.of(claim), "The worker died")
-    master, housekeeper = protocol.pair()
+    master, housekeeper = wire.pair()
     with master, housekeeper:
-        protocol.send(master, sent)
-        received = protocol.receive(housekeeper)
+        wire.send(master, sent)
+        received = wire.receive(housekeeper)
     assert isinstance(received, protocol.FailAttempt)
     assert received.claim.claim() == replace(claim, payload="")
     if not policy.jitter:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from jobq import protocol
+from jobq import protocol, wire
 from jobq.options import MAX_PREFETCH
 from jobq.supervisor.config import SupervisorConfig
 from tests.support.claims import claim
@@ -26,12 +26,12 @@ def size(message: protocol.Message) -> int:
 
 
 def test_the_limit_is_what_a_socket_pair_takes() -> None:
-    most = protocol.limit()
-    assert 0 < most <= protocol.MAX_MESSAGE
-    ours, theirs = protocol.pair()
+    most = wire.limit()
+    assert 0 < most <= wire.MAX_MESSAGE
+    ours, theirs = wire.pair()
     try:
         ours.send(bytes(most))
-        assert len(theirs.recv(protocol.MAX_MESSAGE)) == most
+        assert len(theirs.recv(wire.MAX_MESSAGE)) == most
     finally:
         ours.close()
         theirs.close()
@@ -41,14 +41,14 @@ def test_a_renewal_round_of_10000_claims_reaches_the_renewer_whole() -> None:
     # The master's end is non-blocking: what the socket does not take waits in the outbox,
     # and goes out as the renewer reads.
     request = renew_round()
-    assert size(request) > protocol.limit(), "the round would fit in one datagram anyway"
-    ours, theirs = protocol.pair()
+    assert size(request) > wire.limit(), "the round would fit in one datagram anyway"
+    ours, theirs = wire.pair()
     received: list[protocol.Message | None] = []
-    reader = threading.Thread(target=lambda: received.append(protocol.receive(theirs)))
+    reader = threading.Thread(target=lambda: received.append(wire.receive(theirs)))
     try:
         ours.setblocking(False)
         reader.start()
-        outbox = protocol.Outbox(ours)
+        outbox = wire.Outbox(ours)
         outbox.put(request)
         deadline = time.monotonic() + 10
         while outbox.waiting and time.monotonic() < deadline:
@@ -69,12 +69,12 @@ def test_a_large_answer_is_read_whole_from_a_non_blocking_socket() -> None:
     extended = list(range(10**6, 10**6 + 3 * ROUND))
     answer = protocol.Renewed(7, extended, cancelled=tuple(extended[::3]))
     claimed = protocol.Claimed(protocol.attempts([claim(n) for n in range(MAX_PREFETCH)]))
-    assert min(size(answer), size(claimed)) > protocol.limit()
-    ours, theirs = protocol.pair()
+    assert min(size(answer), size(claimed)) > wire.limit()
+    ours, theirs = wire.pair()
 
     def send_both() -> None:
-        protocol.send(theirs, answer)
-        protocol.send(theirs, claimed)
+        wire.send(theirs, answer)
+        wire.send(theirs, claimed)
 
     sender = threading.Thread(target=send_both)
     try:
@@ -83,7 +83,7 @@ def test_a_large_answer_is_read_whole_from_a_non_blocking_socket() -> None:
         received: list[protocol.Message] = []
         deadline = time.monotonic() + 10
         while len(received) < 2 and time.monotonic() < deadline:
-            received += protocol.waiting(ours)  # a message half arrived waits for the rest
+            received += wire.waiting(ours)  # a message half arrived waits for the rest
             time.sleep(0.001)
         sender.join(10)
         renewed, claims = received
@@ -100,14 +100,14 @@ def test_every_part_fits_the_limit_it_was_cut_for_its_mark_included() -> None:
     message = protocol.Releasing(ids)
     # Halves that would just fit, but for the mark that says more parts follow.
     half = len(json.dumps({"kind": "releasing", "ids": ids[:50]}).encode())
-    datagrams = protocol.parts(message, most=half + 5)
+    datagrams = wire.parts(message, most=half + 5)
     assert len(datagrams) > 1
     assert max(map(len, datagrams)) <= half + 5
 
 
 def test_a_message_that_no_split_can_fit_is_an_error() -> None:
-    with pytest.raises(protocol.MessageTooLarge):
-        protocol.parts(protocol.Releasing([1, 2]), most=10)
+    with pytest.raises(wire.MessageTooLarge):
+        wire.parts(protocol.Releasing([1, 2]), most=10)
 
 
 def test_a_prefetch_beyond_the_bound_is_refused_in_one_line() -> None:
