@@ -22,6 +22,7 @@ from .installing import Installing
 from .leases import expiry
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Renewal, Runner
 from .shapes import CHUNK_ROWS, chunks
+from .steps import CopyRows, Step, Steps, drive, every, fetched
 from .uniqueness import Uniqueness
 
 log = logging.getLogger("jobq")
@@ -97,6 +98,20 @@ class Backend(Uniqueness, Controls, Installing, Batching):
 
     # -- plain DB-API helpers --------------------------------------------------------------
 
+    def run(self, steps: Steps[T], connection: Any = None) -> T:
+        """Run an operation's statements (see steps.py) on `connection`, else on this
+        backend's own, in whatever transaction it has open."""
+        target = connection or self.connection
+        return drive(steps, lambda step: self.perform(step, target))
+
+    def perform(self, step: Step, connection: Any) -> Any:
+        """Run one statement and give what it asks for; a driver whose cursors differ overrides."""
+        if isinstance(step, CopyRows):
+            raise NotImplementedError("only PostgreSQL copies rows")
+        with connection.cursor() as cursor:
+            cursor.execute(step.sql, step.params)
+            return fetched(cursor, step.fetch)
+
     def execute(self, sql: str, params: Any = None, connection: Any = None) -> int:
         with (connection or self.connection).cursor() as cursor:
             cursor.execute(sql, params)
@@ -112,30 +127,27 @@ class Backend(Uniqueness, Controls, Installing, Batching):
             cursor.execute(sql, params)
             return list(cursor.fetchall())
 
+    def run_together(self, steps: Steps[T], connection: Any) -> T:
+        """run() on the application's connection, for statements that must land together:
+        in its transaction (a driver that could run them apart there overrides)."""
+        return self.run(steps, connection)
+
     # -- the queue's operations ------------------------------------------------------------
 
     @abstractmethod
-    def insert(self, job: NewJob, connection: Any = None) -> int: ...
+    def insert_steps(self, job: NewJob) -> Steps[int]: ...
 
-    def insert_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[int]:
-        """Insert every row, on `connection` in its transaction, or else in a transaction of
-        this backend's own; returns the ids in the order given."""
-        if connection is not None:
-            return self.insert_chunks(jobs, connection)
-        with self.transaction():
-            return self.insert_chunks(jobs, self.connection)
-
-    def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+    def insert_chunks_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
         ids: list[int] = []
         for chunk in chunks(jobs, self.chunk_rows):
-            ids += self.insert_chunk(chunk, connection)
+            ids += yield from self.insert_chunk_steps(chunk)
         return ids
 
-    # The most rows one insert_chunk statement takes.
+    # The most rows one insert_chunk_steps statement takes.
     chunk_rows: ClassVar[int] = CHUNK_ROWS
 
     @abstractmethod
-    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+    def insert_chunk_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
         """Insert the rows with one statement; returns their ids in the order given."""
 
     @abstractmethod
@@ -264,8 +276,11 @@ class Backend(Uniqueness, Controls, Installing, Batching):
         return self.execute(self.sql_prune.format(statuses=marks), params)
 
     def counts(self, job_type: str | None) -> dict[tuple[str, Status], int]:
+        return self.run(self.counts_steps(job_type))
+
+    def counts_steps(self, job_type: str | None) -> Steps[dict[tuple[str, Status], int]]:
         """Jobs by (type, status), of one type or of all."""
-        rows = self.fetchall(self.sql_counts, {"type": job_type})
+        rows = yield from every(self.sql_counts, {"type": job_type})
         return {(name, Status(status)): int(n) for name, status, n in rows}
 
     def seconds(self, value: float) -> Any:
