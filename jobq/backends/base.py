@@ -13,7 +13,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from ..records import ClaimedJob, Status
 from .batching import Batching
@@ -32,12 +32,36 @@ T = TypeVar("T")
 TRIES = 5
 
 
+def pause_to_retry(what: str, attempt: int, error: BaseException) -> float:
+    """Log a transient error that the operation `what` will be rerun after, and return the
+    seconds to wait first: a little longer each try, with jitter so that rivals part."""
+    log.warning(
+        "%s: transient database error, try %d of %d: %s",
+        what,
+        attempt,
+        TRIES,
+        error,
+        extra={"event": "db_retry"},
+    )
+    return 0.02 * attempt + random.random() * 0.03
+
+
 class Backend(Uniqueness, Controls, Installing, Batching):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         self.connection = connection
         self.owns_connection = owns_connection
+
+    @classmethod
+    def detached(cls, **facts: Any) -> Self:
+        """This backend's statements and row shaping without a connection, for a driver that
+        runs them elsewhere (jobq.AsyncQueue's). `facts`: what __init__ would have read from
+        a connection (MySQL's `returning`); nothing here runs a statement."""
+        backend = cls.__new__(cls)
+        Backend.__init__(backend, None, owns_connection=False)
+        vars(backend).update(facts)
+        return backend
 
     def close(self) -> None:
         if self.owns_connection:
@@ -85,15 +109,7 @@ class Backend(Uniqueness, Controls, Installing, Batching):
                 if attempt == TRIES or not (self.is_transient(error) or self.recovered(error)):
                     raise
                 self.rollback_quietly()
-                log.warning(
-                    "%s: transient database error, try %d of %d: %s",
-                    what,
-                    attempt,
-                    TRIES,
-                    error,
-                    extra={"event": "db_retry"},
-                )
-                time.sleep(0.02 * attempt + random.random() * 0.03)
+                time.sleep(pause_to_retry(what, attempt, error))
         raise AssertionError("unreachable")
 
     # -- plain DB-API helpers --------------------------------------------------------------

@@ -21,6 +21,19 @@ def check_minutes(minutes: object) -> int:
     return minutes
 
 
+def totals(counts: dict[tuple[str, Status], int]) -> dict[str, int]:
+    """{status: number of jobs} from the backend's counts by (type, status)."""
+    found: dict[str, int] = {}
+    for (_, status), n in counts.items():
+        found[str(status)] = found.get(str(status), 0) + n
+    return found
+
+
+def per_minute(by_age: dict[int, int], minutes: int) -> list[int]:
+    """The backend's completions by minutes ago as a list, oldest first."""
+    return [by_age.get(ago, 0) for ago in reversed(range(minutes))]
+
+
 def by_type(counts: dict[tuple[str, Status], int]) -> dict[str, dict[str, int]]:
     table: dict[str, dict[str, int]] = {}
     for (name, status), n in counts.items():
@@ -89,10 +102,7 @@ class Operating:
 
     def counts(self, type: str | None = None) -> dict[str, int]:
         """{status: number of jobs}, of one type or of all."""
-        totals: dict[str, int] = {}
-        for (_, status), n in self.backend.counts(type).items():
-            totals[str(status)] = totals.get(str(status), 0) + n
-        return totals
+        return totals(self.backend.counts(type))
 
     def oldest_ready(self) -> dict[str, float]:
         """{type: seconds the oldest ready job of that type has been waiting}."""
@@ -101,8 +111,7 @@ class Operating:
     def completions_per_minute(self, minutes: int = 60) -> list[int]:
         """Jobs completed in each of the last `minutes` minutes by the database's clock,
         oldest first: the last entry is the minute now ending."""
-        by_age = self.backend.completions(check_minutes(minutes))
-        return [by_age.get(ago, 0) for ago in reversed(range(minutes))]
+        return per_minute(self.backend.completions(check_minutes(minutes)), minutes)
 
     def recent_counts_by_type(self, minutes: int = 60) -> dict[str, dict[str, int]]:
         """{type: {status: number of jobs}}: every pending and in_progress job, and of the
