@@ -4,10 +4,13 @@ errors), running the statements MysqlBackend declares."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import aiomysql
 from pymysql.constants import CLIENT
 
 from ..asynchronous import AsyncDriver
+from ..steps import Statement, Step
 from . import MysqlBackend, connect_args
 
 
@@ -23,5 +26,21 @@ async def connect(dsn: str) -> MysqlAsyncDriver:
 class MysqlAsyncDriver(AsyncDriver):
     begin = ("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "BEGIN")
 
+    async def perform(self, step: Step, connection: Any) -> Any:
+        # aiomysql 0.3.2 escapes bytes with a helper that PyMySQL 1.2.3 replaced by a string,
+        # so any bytes parameter (a unique key, see MysqlBackend.key_params) raises TypeError
+        # (aiomysql issue 1080). So the statement is formatted here, as aiomysql's own
+        # cursor formats it, with bytes escaped as PyMySQL 1.2 escapes them.
+        if isinstance(step, Statement) and isinstance(step.params, dict):
+            escaped = {name: escape(connection, value) for name, value in step.params.items()}
+            step = Statement(step.sql % escaped, None, step.fetch)
+        return await super().perform(step, connection)
+
     async def close(self) -> None:
         await self.connection.ensure_closed()
+
+
+def escape(connection: Any, value: Any) -> str:
+    if isinstance(value, bytes):
+        return f"_binary X'{value.hex()}'"
+    return str(connection.escape(value))
