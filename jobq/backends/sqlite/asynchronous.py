@@ -4,10 +4,12 @@ connection, running the statements SqliteBackend declares."""
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import aiosqlite
 
 from ..asynchronous import AsyncDriver
+from ..steps import Statement, Step, fetched_async
 from . import SqliteBackend, path_of
 
 
@@ -29,3 +31,10 @@ async def connect(dsn: str) -> SqliteAsyncDriver:
 class SqliteAsyncDriver(AsyncDriver):
     # IMMEDIATE: take the write lock up front, as the sync backend's transactions do.
     begin = ("BEGIN IMMEDIATE",)
+
+    async def perform(self, step: Step, connection: Any) -> Any:
+        # Each aiosqlite call is a hop to its thread and back: execute() makes the cursor
+        # in the same hop, where cursor() then execute() take two.
+        assert isinstance(step, Statement), "only PostgreSQL copies rows"
+        async with connection.execute(step.sql, step.params) as cursor:
+            return await fetched_async(cursor, step.fetch)
