@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pymysql
 import pytest
+from psycopg.pq import TransactionStatus
 
 import jobq
 from jobq.queue import async_waiting
@@ -120,9 +121,18 @@ SHORT_LOCK_WAITS = {
 }
 
 
+ENQUEUES: dict[str, Callable[[jobq.AsyncQueue, Any], Awaitable[Any]]] = {
+    "enqueue": lambda q, app: q.enqueue(Noop(), unique_key="taken", connection=app),
+    "enqueue_many": lambda q, app: q.enqueue_many(
+        [Noop(), Noop()], unique_key=[None, "taken"], connection=app
+    ),
+}
+
+
 @pytest.mark.databases("postgresql", "mariadb")
+@pytest.mark.parametrize("how", sorted(ENQUEUES))
 def test_a_lock_timeout_on_the_callers_connection_reaches_it_unchanged(
-    queue: jobq.Queue, dsn: str, db_kind: str
+    queue: jobq.Queue, dsn: str, db_kind: str, how: str
 ) -> None:
     # Another producer holds the key, uncommitted: the caller's insert waits for it until
     # its lock timeout, inside the caller's transaction.
@@ -139,8 +149,11 @@ def test_a_lock_timeout_on_the_callers_connection_reaches_it_unchanged(
             kept = await aqueue.enqueue(Noop(), type="kept", connection=app)
             await async_drivers.execute(app, "SAVEPOINT before_enqueue")
             with pytest.raises(LOCK_TIMEOUTS[db_kind]) as raised:
-                await aqueue.enqueue(Noop(), unique_key="taken", connection=app)
+                await ENQUEUES[how](aqueue, app)
             assert queue.backend.is_transient(raised.value), raised.value
+            if db_kind == "postgresql":
+                # Left as the error left it: no savepoint of jobq's was rolled back.
+                assert app.info.transaction_status == TransactionStatus.INERROR
             # The caller's own retry logic: its transaction is still whole.
             await async_drivers.execute(app, "ROLLBACK TO SAVEPOINT before_enqueue")
             await app.commit()

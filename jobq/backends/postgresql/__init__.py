@@ -78,6 +78,16 @@ def complete_and_claim_statement(type_count: int) -> str:
     """
 
 
+def outside_transaction(connection: Any) -> bool:
+    """Whether each statement on this application's connection (sync or async) would commit
+    alone: then statements that must land together (the ids, the wake-ups and the rows of
+    enqueue_many) get a transaction of jobq's own. Inside the application's transaction
+    they are simply part of it: a savepoint of jobq's would roll back part of it on error."""
+    return bool(connection.autocommit) and (
+        connection.info.transaction_status == TransactionStatus.IDLE
+    )
+
+
 def libpq_dsn(dsn: str) -> str:
     """libpq takes only postgresql:// and postgres:// in lower case; jobq takes any case."""
     scheme, rest = dsn.split("://", 1)
@@ -138,9 +148,7 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
         return fetched(cursor, step.fetch)
 
     def run_together(self, steps: Steps[T], connection: Any) -> T:
-        # In autocommit each statement would commit alone: the ids, the wake-ups and the
-        # rows must go together or not at all.
-        if not connection.autocommit:
+        if not outside_transaction(connection):
             return self.run(steps, connection)
         with connection.transaction():
             return self.run(steps, connection)

@@ -11,7 +11,7 @@ import psycopg
 
 from ..asynchronous import AsyncDriver
 from ..steps import CopyRows, Step, Steps
-from . import PostgresBackend, libpq_dsn
+from . import PostgresBackend, libpq_dsn, outside_transaction
 
 T = TypeVar("T")
 
@@ -47,8 +47,7 @@ class PostgresAsyncDriver(AsyncDriver):
         return None
 
     async def run_together(self, steps: Steps[T], connection: Any) -> T:
-        # In autocommit each statement would commit alone (see PostgresBackend's).
-        if not connection.autocommit:
+        if not outside_transaction(connection):
             return await self.run(steps, connection)
         async with connection.transaction():
             return await self.run(steps, connection)
