@@ -41,9 +41,13 @@ class AsyncDriver:
         """Run one statement and give what it asks for (see steps.Fetch)."""
         if not isinstance(step, Statement):
             raise NotImplementedError("only PostgreSQL copies rows")
-        async with connection.cursor() as cursor:
+        async with self.cursor(connection) as cursor:
             await cursor.execute(step.sql, step.params)
             return await fetched_async(cursor, step.fetch)
+
+    def cursor(self, connection: Any) -> Any:
+        """A new cursor of `connection`, as an async context manager."""
+        return connection.cursor()
 
     async def run(self, steps: Steps[T], connection: Any) -> T:
         """Run an operation on `connection`, in whatever transaction it has open."""

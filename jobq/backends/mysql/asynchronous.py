@@ -36,8 +36,20 @@ class MysqlAsyncDriver(AsyncDriver):
             step = Statement(step.sql % escaped, None, step.fetch)
         return await super().perform(step, connection)
 
+    def cursor(self, connection: Any) -> Any:
+        return connection.cursor(QuietCursor)
+
     async def close(self) -> None:
         await self.connection.ensure_closed()
+
+
+class QuietCursor(aiomysql.Cursor):  # type: ignore[misc]
+    """A cursor that leaves the server's warnings alone, as PyMySQL's does: aiomysql's asks
+    for them after each statement that had some (one more round trip) and turns them into
+    Python warnings, such as an INSERT IGNORE's duplicate key when a paused type is paused."""
+
+    async def _show_warnings(self, conn: Any) -> None:
+        pass
 
 
 def escape(connection: Any, value: Any) -> str:
