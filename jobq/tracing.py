@@ -19,7 +19,7 @@ tracing was off) starts a trace of its own, never one borrowed from the worker's
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from importlib.metadata import version
 from typing import Any, Protocol
 
@@ -57,6 +57,18 @@ def tracer() -> trace.Tracer | None:
         off = isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
         _seen = (provider, None if off else provider.get_tracer("jobq", version("jobq")))
     return _seen[1]
+
+
+def flush(timeout_millis: int = 2000) -> None:
+    """Export what the application's tracer provider still holds (a BatchSpanProcessor's
+    queue): a forked worker ends with os._exit, so the SDK's own atexit flush never runs.
+    Never raises: it runs on the way out of a process that must exit."""
+    if trace is None:
+        return
+    force = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if force is not None:
+        with suppress(Exception):
+            force(timeout_millis)
 
 
 class Message(Protocol):

@@ -13,6 +13,9 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from jobq import tracing
 from jobq.records import ClaimedJob
@@ -94,3 +97,18 @@ def test_an_attempts_exception_is_recorded_once(handled: bool, recorded: str) ->
     assert process["trace"] == "ab" * 16
     assert process["parent"] == "cd" * 8
     assert process["links"] == ["cd" * 8]
+
+
+def test_flush_exports_what_a_batch_processor_still_holds() -> None:
+    # A forked worker leaves by os._exit, past the SDK's atexit flush: forking.py calls this.
+    with tracing_here() as exporter:
+        provider = trace.get_tracer_provider()
+        assert isinstance(provider, TracerProvider)
+        held = InMemorySpanExporter()
+        provider.add_span_processor(BatchSpanProcessor(held, schedule_delay_millis=60_000))
+        with trace.get_tracer(TRACER).start_as_current_span("last"):
+            pass
+        assert held.get_finished_spans() == ()
+        tracing.flush()
+        assert [span.name for span in held.get_finished_spans()] == ["last"]
+        assert [span["name"] for span in finished(exporter)] == ["last"]
