@@ -242,6 +242,8 @@ class Queue(BatchConsuming, Operating):
 
     def _periodic_row(self, periodic: Periodic, slot: datetime) -> NewJob:
         # The job is scheduled at its slot: the row records which slot it was enqueued for.
+        # It carries no trace context, whatever span is current here: each slot's job starts
+        # a trace of its own (see tracing.py).
         when = Schedule(scheduled_at=slot, delay=0.0, deadline=None, deadline_in=None)
         options = Options.of(periodic.type, when, periodic.retry, periodic.priority)
         return new_job(self.codec, periodic.job, options)
