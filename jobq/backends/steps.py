@@ -65,6 +65,11 @@ def last_id(sql: str, params: Any = None) -> Steps[int]:
     return int((yield Statement(sql, params, Fetch.LAST_ID)))
 
 
+def listed(steps: Steps[T]) -> Steps[list[T]]:
+    """An operation whose one result is wanted as a list of one (an id, as ids)."""
+    return [(yield from steps)]
+
+
 def done(result: T) -> Steps[T]:
     """An operation that needs no statement (an empty batch): the result as it is."""
     return result

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from .. import backends
+from .. import backends, tracing
 from ..backends.base import Backend
 from ..backends.rows import NewJob
 from ..codec import Codec, JsonCodec
@@ -20,7 +20,7 @@ from ..retry import MAX_DELAY
 from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance
 from .batched import BatchConsuming
-from .new_jobs import Options, Schedule, new_job, seconds_of
+from .new_jobs import Options, Schedule, new_job, seconds_of, traced
 from .operating import Operating
 from .producing import Producing, application_connection
 
@@ -110,14 +110,28 @@ class Queue(Producing[int, list[int]], BatchConsuming, Operating):
     # -- producing (enqueue and enqueue_many are Producing's) ----------------------------
 
     def _add(self, row: NewJob, connection: Any) -> int:
-        return self._write("enqueue", connection, lambda target: self.backend.add(row, target))
+        add = self.backend.add
+        return self._publish("enqueue", connection, [row], lambda job, to: [add(job[0], to)])[0]
 
     def _add_many(self, rows: list[NewJob], connection: Any) -> list[int]:
         if not rows:
             return []
-        return self._write(
-            "enqueue_many", connection, lambda target: self.backend.add_many(rows, target)
-        )
+        return self._publish("enqueue_many", connection, rows, self.backend.add_many)
+
+    def _publish(
+        self,
+        what: str,
+        connection: Any,
+        rows: list[NewJob],
+        add: Callable[[list[NewJob], Any], list[int]],
+    ) -> list[int]:
+        """Write the rows with `add` (see _write) in their enqueue's span, which each row's
+        trace context names while tracing is on."""
+        with tracing.publishing(rows) as publication:
+            stored = traced(rows, publication.context)
+            ids = self._write(what, connection, lambda target: add(stored, target))
+            publication.stored(ids)
+            return ids
 
     def _write(self, what: str, connection: Any, write: Callable[[Any], T]) -> T:
         """Run `write` on the connection enqueue's `connection=` names, None meaning a
@@ -166,6 +180,8 @@ class Queue(Producing[int, list[int]], BatchConsuming, Operating):
 
     def _periodic_row(self, periodic: Periodic, slot: datetime) -> NewJob:
         # The job is scheduled at its slot: the row records which slot it was enqueued for.
+        # It carries no trace context, whatever span is current here: each slot's job starts
+        # a trace of its own (see tracing.py).
         when = Schedule(scheduled_at=slot, delay=0.0, deadline=None, deadline_in=None)
         options = Options.of(periodic.type, when, periodic.retry, periodic.priority)
         return new_job(self.codec, periodic.job, options)

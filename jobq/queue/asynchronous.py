@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from .. import backends
+from .. import backends, tracing
 from ..backends.asynchronous import AsyncDriver
 from ..backends.rows import NewJob
-from ..backends.steps import Steps
+from ..backends.steps import Steps, listed
 from ..codec import Codec, JsonCodec
 from ..dsn import default_dsn
 from ..records import JobRecord, Status
 from . import async_waiting, controls
+from .new_jobs import traced
 from .operating import by_type, check_minutes, per_minute, totals
 from .producing import Producing, application_connection
 
@@ -56,12 +57,33 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
 
     # -- producing (enqueue and enqueue_many are Producing's) ----------------------------
 
-    def _add(self, row: NewJob, connection: Any) -> Awaitable[int]:
-        return self._write("enqueue", connection, lambda: self.backend.add_steps(row), False)
+    async def _add(self, row: NewJob, connection: Any) -> int:
+        add = self.backend.add_steps
+        (job_id,) = await self._publish(
+            "enqueue", connection, [row], lambda job: listed(add(job[0])), False
+        )
+        return job_id
 
-    def _add_many(self, rows: list[NewJob], connection: Any) -> Awaitable[list[int]]:
-        steps = lambda: self.backend.add_many_steps(rows)  # noqa: E731
-        return self._write("enqueue_many", connection, steps, bool(rows))
+    async def _add_many(self, rows: list[NewJob], connection: Any) -> list[int]:
+        if not rows:
+            return []
+        return await self._publish("enqueue_many", connection, rows, self.backend.add_many_steps)
+
+    async def _publish(
+        self,
+        what: str,
+        connection: Any,
+        rows: list[NewJob],
+        add: Callable[[list[NewJob]], Steps[list[int]]],
+        together: bool = True,
+    ) -> list[int]:
+        """Queue._publish(), awaited: the span is current in the awaiting task until the rows
+        are stored."""
+        with tracing.publishing(rows) as publication:
+            stored = traced(rows, publication.context)
+            ids = await self._write(what, connection, lambda: add(stored), together)
+            publication.stored(ids)
+            return ids
 
     async def _write(
         self, what: str, connection: Any, steps: Callable[[], Steps[T]], together: bool
