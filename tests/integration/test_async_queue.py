@@ -4,14 +4,11 @@ caller's own transaction, and wait() for a job another process finishes."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import psycopg
-import pymysql
 import pytest
 from psycopg.pq import TransactionStatus
 
@@ -21,7 +18,7 @@ from tests.support import async_drivers, drivers
 from tests.support.jobs import Boom, Noop
 from tests.support.paths import REPO
 
-from .test_transactions import RetrySeen
+from .test_transactions import LOCK_TIMEOUTS, RetrySeen, key_held_elsewhere
 
 pytestmark = pytest.mark.lease(60)
 
@@ -111,16 +108,6 @@ def test_enqueue_joins_the_callers_async_transaction(
     run(dsn, scenario)
 
 
-LOCK_TIMEOUTS: dict[str, type[Exception]] = {
-    "postgresql": psycopg.errors.LockNotAvailable,
-    "mariadb": pymysql.err.OperationalError,
-}
-SHORT_LOCK_WAITS = {
-    "postgresql": "SET lock_timeout = '300ms'",
-    "mariadb": "SET SESSION innodb_lock_wait_timeout = 1",
-}
-
-
 ENQUEUES: dict[str, Callable[[jobq.AsyncQueue, Any], Awaitable[Any]]] = {
     "enqueue": lambda q, app: q.enqueue(Noop(), unique_key="taken", connection=app),
     "enqueue_many": lambda q, app: q.enqueue_many(
@@ -134,17 +121,10 @@ ENQUEUES: dict[str, Callable[[jobq.AsyncQueue, Any], Awaitable[Any]]] = {
 def test_a_lock_timeout_on_the_callers_connection_reaches_it_unchanged(
     queue: jobq.Queue, dsn: str, db_kind: str, how: str
 ) -> None:
-    # Another producer holds the key, uncommitted: the caller's insert waits for it until
-    # its lock timeout, inside the caller's transaction.
-    holder = drivers.connect(dsn, db_kind, autocommit=False)
-    queue.enqueue(Noop(), unique_key="taken", connection=holder)
-    retries = RetrySeen()
-    logging.getLogger("jobq").addHandler(retries)
-
-    async def scenario(aqueue: jobq.AsyncQueue) -> None:
+    async def scenario(aqueue: jobq.AsyncQueue, retries: RetrySeen) -> None:
         app = await async_drivers.connect(dsn, db_kind)
         try:
-            await async_drivers.execute(app, SHORT_LOCK_WAITS[db_kind])
+            await async_drivers.execute(app, drivers.SHORT_LOCK_WAITS[db_kind])
             await async_drivers.begin(app, db_kind)
             kept = await aqueue.enqueue(Noop(), type="kept", connection=app)
             await async_drivers.execute(app, "SAVEPOINT before_enqueue")
@@ -164,11 +144,8 @@ def test_a_lock_timeout_on_the_callers_connection_reaches_it_unchanged(
         assert record is not None
         assert record.type == "kept"
 
-    try:
-        run(dsn, scenario)
-    finally:
-        logging.getLogger("jobq").removeHandler(retries)
-        holder.close()
+    with key_held_elsewhere(queue, dsn, db_kind) as retries:
+        run(dsn, lambda aqueue: scenario(aqueue, retries))
 
 
 def test_reads_and_controls_answer_as_the_sync_queues(queue: jobq.Queue, dsn: str) -> None:
