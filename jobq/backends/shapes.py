@@ -15,7 +15,7 @@ CHUNK_BYTES = 4 * 2**20
 # What a claim reads of each job it takes, in the order the backends' row readers expect.
 CLAIM_COLUMNS = (
     "id, type, class_name, payload, attempts, lease_until, "
-    "max_attempts, backoff, max_backoff, jitter, deadline"
+    "max_attempts, backoff, max_backoff, jitter, deadline, checkpoint"
 )
 
 
@@ -69,3 +69,13 @@ def chunks(jobs: Sequence[NewJob], rows: int) -> Iterator[Sequence[NewJob]]:
 def type_params(types: Sequence[str]) -> dict[str, str]:
     """The named parameters of a claim's per-type probes: type0, type1, ..."""
     return {f"type{i}": name for i, name in enumerate(types)}
+
+
+def attempt_entry(build: str, started: str, finished: str, error: str, error_class: str) -> str:
+    """One entry of a job's attempt history (results.AttemptEntry), built in SQL by `build`
+    (each database's JSON object function) from the row as the attempt ends: its number,
+    its worker, when it began and ended (Unix seconds), and how it failed, if it did."""
+    return (
+        f"{build}('attempt', attempts, 'worker', worker, 'started_at', {started}, "
+        f"'finished_at', {finished}, 'error', {error}, 'error_class', {error_class})"
+    )
