@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from ..attempt_log import HISTORY_LIMIT
 from .rows import NewJob
 
 # enqueue_many writes rows in statements of at most this many rows and payload bytes: few
@@ -78,4 +79,14 @@ def attempt_entry(build: str, started: str, finished: str, error: str, error_cla
     return (
         f"{build}('attempt', attempts, 'worker', worker, 'started_at', {started}, "
         f"'finished_at', {finished}, 'error', {error}, 'error_class', {error_class})"
+    )
+
+
+def history_appended(log: str, length: str, append: str, entry: str) -> str:
+    """The SET of attempt_log that appends `entry` while the history holds fewer than
+    HISTORY_LIMIT entries: `log` reads the history as JSON ([] when empty), `length` and
+    `append` are the database's functions around {log} (and {entry})."""
+    return (
+        f"attempt_log = CASE WHEN {length.format(log=log)} < {HISTORY_LIMIT} "
+        f"THEN {append.format(log=log, entry=entry)} ELSE attempt_log END"
     )

@@ -10,6 +10,7 @@ import pytest
 
 import jobq
 from jobq.attempt_log import Progress
+from jobq.queue import progress
 from jobq.results import RESULT_LIMIT
 from tests.support.result_jobs import Answer, Resume, Unstorable
 from tests.support.waiting import wait_lease_ended
@@ -171,3 +172,32 @@ def test_a_listener_sees_the_result_on_completion(dsn: str) -> None:
         queue.enqueue(Answer(None))
         assert queue.process_jobs(2) == 2
     assert seen.results == ['{"n":1}', None]
+
+
+class Busy(jobq.Job):
+    """Reports progress in a tight loop."""
+
+    job_name = "results.Busy"
+    type = "answer"
+
+    def handle(self) -> None:
+        for n in range(1, 10_001):
+            jobq.progress(n, 10_000)
+
+
+@pytest.mark.databases("sqlite")
+def test_progress_in_a_tight_loop_writes_once_then_the_last_value_before_the_outcome(
+    queue: jobq.Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(progress, "PROGRESS_INTERVAL", 3600.0)
+    written: list[str] = []
+    queue.backend.connection.set_trace_callback(written.append)
+    job_id = queue.enqueue(Busy())
+    assert queue.process_jobs(1) == 1
+    queue.backend.connection.set_trace_callback(None)
+    assert len([sql for sql in written if "SET progress" in sql]) == 2
+    record = queue.wait(job_id, timeout=0)
+    assert record.progress == Progress(10_000, 10_000)
+    # Results and progress live on the row, and go with it.
+    assert queue.prune(0) == 1
+    assert queue.get(job_id) is None

@@ -3,8 +3,7 @@ result and the error's class, the attempt history, progress and checkpoints."""
 
 from __future__ import annotations
 
-from ...attempt_log import HISTORY_LIMIT
-from ..shapes import attempt_entry
+from ..shapes import attempt_entry, history_appended
 from .schema import NOW
 
 # One statement, so that it applies whole or not at all (each DDL statement commits). The
@@ -38,10 +37,12 @@ def logged(error: str = "NULL", error_class: str = "NULL") -> str:
         error=error,
         error_class=error_class,
     )
-    return f"""attempt_log = CASE
-        WHEN JSON_LENGTH(coalesce(attempt_log, '[]')) < {HISTORY_LIMIT}
-        THEN JSON_ARRAY_APPEND(coalesce(attempt_log, '[]'), '$', {entry})
-        ELSE attempt_log END"""
+    log, length, append = (
+        "coalesce(attempt_log, '[]')",
+        "JSON_LENGTH({log})",
+        ("JSON_ARRAY_APPEND({log}, '$', {entry})"),
+    )
+    return history_appended(log, length, append, entry)
 
 
 # The attempt, while it still holds its job and its lease: {column} is progress or checkpoint.

@@ -9,9 +9,8 @@ from typing import Any
 
 import psycopg
 
-from ...attempt_log import HISTORY_LIMIT
 from ..reporting import Reporting
-from ..shapes import attempt_entry
+from ..shapes import attempt_entry, history_appended
 
 # Tells the sessions waiting for a job (Queue.wait) that it ended: the payload is its id.
 FINISHED_CHANNEL = "jobq_finished"
@@ -52,10 +51,12 @@ def logged(error: str = "NULL", error_class: str = "NULL") -> str:
         error=f"{error}::text",
         error_class=f"{error_class}::text",
     )
-    return f"""attempt_log = CASE
-        WHEN coalesce(jsonb_array_length(attempt_log::jsonb), 0) < {HISTORY_LIMIT}
-        THEN (coalesce(attempt_log::jsonb, '[]'::jsonb) || jsonb_build_array({entry}))::text
-        ELSE attempt_log END"""
+    log, length, append = (
+        "coalesce(attempt_log::jsonb, '[]'::jsonb)",
+        "jsonb_array_length({log})",
+        ("({log} || jsonb_build_array({entry}))::text"),
+    )
+    return history_appended(log, length, append, entry)
 
 
 # The attempt, while it still holds its job and its lease: {column} is progress or checkpoint.

@@ -3,8 +3,7 @@ columns, the attempt history, progress and checkpoints."""
 
 from __future__ import annotations
 
-from ...attempt_log import HISTORY_LIMIT
-from ..shapes import attempt_entry
+from ..shapes import attempt_entry, history_appended
 from .schema import NOW
 
 # SQLite adds one column a statement; the install's one transaction holds them together.
@@ -31,10 +30,12 @@ def logged(error: str = "NULL", error_class: str = "NULL") -> str:
         error=error,
         error_class=error_class,
     )
-    return f"""attempt_log = CASE
-        WHEN json_array_length(coalesce(attempt_log, '[]')) < {HISTORY_LIMIT}
-        THEN json_insert(coalesce(attempt_log, '[]'), '$[#]', {entry})
-        ELSE attempt_log END"""
+    log, length, append = (
+        "coalesce(attempt_log, '[]')",
+        "json_array_length({log})",
+        ("json_insert({log}, '$[#]', {entry})"),
+    )
+    return history_appended(log, length, append, entry)
 
 
 # The attempt, while it still holds its job and its lease: {column} is progress or checkpoint.
