@@ -201,3 +201,20 @@ def test_progress_in_a_tight_loop_writes_once_then_the_last_value_before_the_out
     # Results and progress live on the row, and go with it.
     assert queue.prune(0) == 1
     assert queue.get(job_id) is None
+
+
+def test_an_attempt_cancelled_as_it_ran_has_its_history_entry_and_no_result(
+    queue: jobq.Queue,
+) -> None:
+    job_id = queue.enqueue(Answer("late"))
+    claim = queue.claim()
+    assert claim is not None
+    assert queue.cancel(job_id)
+    assert queue.run(claim) is jobq.Outcome.CANCELLED
+    record = queue.wait(job_id, timeout=0)
+    assert record.status is jobq.Status.CANCELLED
+    assert record.result is None
+    (entry,) = record.history
+    assert entry.worker is not None
+    assert entry.error == record.last_error
+    assert entry.error_class is None
