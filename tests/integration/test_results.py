@@ -10,6 +10,7 @@ import pytest
 
 import jobq
 from jobq.attempt_log import Progress
+from jobq.hooks import JobHooks
 from jobq.queue import progress
 from jobq.results import RESULT_LIMIT
 from tests.support.result_jobs import Answer, Resume, Unstorable
@@ -218,3 +219,34 @@ def test_an_attempt_cancelled_as_it_ran_has_its_history_entry_and_no_result(
     assert entry.worker is not None
     assert entry.error == record.last_error
     assert entry.error_class is None
+
+
+class Tagged:
+    """A codec whose results are tagged text, not JSON."""
+
+    def __init__(self) -> None:
+        self.jobs = jobq.JsonCodec()
+
+    def encode(self, job: jobq.Job) -> tuple[str, str]:
+        return self.jobs.encode(job)
+
+    def decode(self, class_name: str, payload: str) -> jobq.Job:
+        return self.jobs.decode(class_name, payload)
+
+    def encode_result(self, value: object) -> str:
+        return f"tagged:{value!r}"
+
+    def decode_result(self, text: str) -> object:
+        return ("decoded", text)
+
+
+@pytest.mark.databases("sqlite")
+def test_a_codec_that_encodes_results_encodes_them_and_hooks_see_them(dsn: str) -> None:
+    after: list[tuple[str | None, jobq.Outcome]] = []
+    with jobq.Queue.connect(dsn, codec=Tagged()) as queue:
+        queue.install()
+        queue.hooks = JobHooks(after=[lambda claim, outcome: after.append((claim.result, outcome))])
+        job_id = queue.enqueue(Unstorable(0))  # a set: no JSON for it, but this codec takes it
+        assert queue.process_jobs(1) == 1
+        assert queue.wait(job_id, timeout=0).result == ("decoded", "tagged:{1, 2}")
+    assert after == [("tagged:{1, 2}", jobq.Outcome.COMPLETED)]
