@@ -7,6 +7,7 @@ from .job import Job
 from .listener import Listener
 from .queue import Queue
 from .queue.asynchronous import AsyncQueue
+from .queue.progress import checkpoint, progress
 from .queue.running import cancel_requested, current_claim
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import RetryPolicy
@@ -34,7 +35,9 @@ __all__ = [
     "after_job",
     "before_job",
     "cancel_requested",
+    "checkpoint",
     "current_claim",
     "on_worker_start",
+    "progress",
     "schedule",
 ]

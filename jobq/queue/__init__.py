@@ -21,13 +21,13 @@ from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance
 from .batched import BatchConsuming
 from .new_jobs import Options, Schedule, new_job, seconds_of, traced
-from .operating import Operating
 from .producing import Producing, application_connection
+from .waiting import Waiting
 
 T = TypeVar("T")
 
 
-class Queue(Producing[int, list[int]], BatchConsuming, Operating):
+class Queue(Producing[int, list[int]], BatchConsuming, Waiting):
     """A job queue in one database, reached through one connection.
 
     A Queue is not thread-safe: give each thread or process its own.

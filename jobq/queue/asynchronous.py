@@ -20,7 +20,7 @@ from ..dsn import default_dsn
 from ..records import JobRecord, Status
 from . import async_waiting, controls
 from .new_jobs import traced
-from .operating import by_type, check_minutes, per_minute, totals
+from .operating import by_type, check_minutes, decoded, per_minute, totals
 from .producing import Producing, application_connection
 
 T = TypeVar("T")
@@ -104,7 +104,8 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
         return await self.driver.own(what, steps)
 
     async def get(self, job_id: int) -> JobRecord | None:
-        return await self._run("get", lambda: self.backend.get_steps(job_id))
+        record = await self._run("get", lambda: self.backend.get_steps(job_id))
+        return None if record is None else decoded(self.codec, record)
 
     async def jobs(
         self,
@@ -114,9 +115,10 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
         before_id: int | None = None,
     ) -> list[JobRecord]:
         """As Queue.jobs()."""
-        return await self._run(
+        records = await self._run(
             "jobs", lambda: controls.jobs_steps(self.backend, status, type, limit, before_id)
         )
+        return [decoded(self.codec, record) for record in records]
 
     async def cancel(self, job_id: int) -> bool:
         """As Queue.cancel()."""

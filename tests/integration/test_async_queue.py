@@ -13,10 +13,11 @@ import pytest
 from psycopg.pq import TransactionStatus
 
 import jobq
-from jobq.queue import async_waiting
+from jobq.queue import waiting
 from tests.support import async_drivers, drivers
 from tests.support.jobs import Boom, Noop
 from tests.support.paths import REPO
+from tests.support.result_jobs import Answer
 
 from .test_transactions import LOCK_TIMEOUTS, RetrySeen, key_held_elsewhere
 
@@ -189,30 +190,17 @@ def test_reads_and_controls_answer_as_the_sync_queues(queue: jobq.Queue, dsn: st
     assert statuses == {failed: "pending", waiting[1]: "cancelled"}
 
 
-# Claims the job and completes it, in a process of its own; on PostgreSQL with "notify", it
-# then announces the job's end on the channel a waiter listens on.
+# Runs the job in a process of its own, as a worker would: its completion stores the result
+# and, on PostgreSQL, announces the job's end to the waiters the trigger knows of.
 FINISHER = """
-import sys, jobq
-dsn, job_id, notify = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "notify"
-with jobq.Queue.connect(dsn) as queue:
-    claim = queue.claim()
-    assert claim is not None and claim.id == job_id, claim
-    assert queue.complete(claim)
-    if notify:
-        queue.backend.execute("SELECT pg_notify('jobq_finished', %(id)s)", {"id": str(job_id)})
+import sys, jobq, tests.support.result_jobs
+with jobq.Queue.connect(sys.argv[1]) as queue:
+    assert queue.process_jobs(1) == 1
 """
+ANSWER = {"ünïcode": ["nested", {"n": 1.5, "none": None}]}
 
 
-def finish_elsewhere(dsn: str, job_id: int, notify: bool) -> None:
-    subprocess.run(
-        [sys.executable, "-c", FINISHER, dsn, str(job_id), "notify" if notify else "quiet"],
-        cwd=REPO,
-        check=True,
-        timeout=60,
-    )
-
-
-async def waited(aqueue: jobq.AsyncQueue, job_id: int, dsn: str, notify: bool) -> jobq.JobRecord:
+async def waited(aqueue: jobq.AsyncQueue, job_id: int, dsn: str) -> jobq.JobRecord:
     """wait() for a job that another process finishes once the waiter has seen it pending."""
     seen_pending = asyncio.Event()
     read = aqueue.get
@@ -226,16 +214,21 @@ async def waited(aqueue: jobq.AsyncQueue, job_id: int, dsn: str, notify: bool) -
     aqueue.get = get  # type: ignore[method-assign]
     waiter = asyncio.create_task(aqueue.wait(job_id, timeout=60))
     await asyncio.wait_for(seen_pending.wait(), 30)
-    await asyncio.to_thread(finish_elsewhere, dsn, job_id, notify)
+    finisher = [sys.executable, "-c", FINISHER, dsn]
+    await asyncio.to_thread(subprocess.run, finisher, cwd=REPO, check=True, timeout=60)
     return await waiter
 
 
-def finished_while_waiting(queue: jobq.Queue, dsn: str, notify: bool) -> None:
-    job_id = queue.enqueue(Noop())
+def finished_while_waiting(queue: jobq.Queue, dsn: str) -> None:
+    job_id = queue.enqueue(Answer(ANSWER))
 
     async def scenario(aqueue: jobq.AsyncQueue) -> None:
-        record = await waited(aqueue, job_id, dsn, notify)
-        assert (record.id, record.status) == (job_id, "completed")
+        record = await waited(aqueue, job_id, dsn)
+        assert (record.id, record.status, record.result) == (job_id, "completed", ANSWER)
+        # The record Queue reads, with the results' fields, decoded alike.
+        assert record == queue.get(job_id)
+        assert [entry.attempt for entry in record.history] == [1]
+        assert record.started_at is not None
 
     run(dsn, scenario)
 
@@ -246,17 +239,13 @@ def test_wait_wakes_on_the_notify_of_a_job_another_process_finished(
 ) -> None:
     # Told by NOTIFY, the waiter would not read the row again within the test's bounds: only
     # the wake-up can end its wait in time.
-    monkeypatch.setattr(async_waiting, "NOTIFIED_POLL", 600.0)
-    finished_while_waiting(queue, dsn, notify=True)
+    monkeypatch.setattr(waiting, "NOTIFIED_POLL", 600.0)
+    finished_while_waiting(queue, dsn)
 
 
-def test_wait_polls_for_a_job_another_process_finished(
-    queue: jobq.Queue, dsn: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # No wake-up comes: on PostgreSQL the waiter reads the row again all the same, as it
-    # does when a wake-up was lost; elsewhere it polls, backing off.
-    monkeypatch.setattr(async_waiting, "NOTIFIED_POLL", 0.1)
-    finished_while_waiting(queue, dsn, notify=False)
+@pytest.mark.databases("mariadb", "sqlite")
+def test_wait_polls_for_a_job_another_process_finished(queue: jobq.Queue, dsn: str) -> None:
+    finished_while_waiting(queue, dsn)
 
 
 def test_wait_times_out_on_a_job_still_pending(queue: jobq.Queue, dsn: str) -> None:
@@ -267,8 +256,9 @@ def test_wait_times_out_on_a_job_still_pending(queue: jobq.Queue, dsn: str) -> N
             await aqueue.wait(job_id, timeout=0.3)
         with pytest.raises(LookupError, match="no job with id"):
             await aqueue.wait(10**9, timeout=5)
-        with pytest.raises(ValueError, match="timeout must be"):
-            await aqueue.wait(job_id, timeout=-1)
+        for bad in (-1, float("nan"), True, "1"):
+            with pytest.raises(ValueError, match="timeout must be"):
+                await aqueue.wait(job_id, timeout=bad)  # type: ignore[arg-type]
         assert await aqueue.cancel(job_id) is True
         record = await aqueue.wait(job_id, timeout=0)
         assert record.status == "cancelled"

@@ -10,13 +10,11 @@ from typing import Any, TypeVar
 import psycopg
 
 from ..asynchronous import AsyncDriver
-from ..steps import CopyRows, Step, Steps
+from ..steps import CopyRows, Step, Steps, count
 from . import PostgresBackend, libpq_dsn, outside_transaction
+from .results import FINISHED_CHANNEL, MARK_WAITED
 
 T = TypeVar("T")
-
-# The channel a job's end is announced on, its id the payload: a waiter listens on it.
-FINISHED_CHANNEL = "jobq_finished"
 
 
 async def connect(dsn: str) -> PostgresAsyncDriver:
@@ -53,7 +51,10 @@ class PostgresAsyncDriver(AsyncDriver):
             return await self.run(steps, connection)
 
     async def watch(self, job_id: int) -> asyncio.Event | None:
-        return await self.wakeups.add(job_id)
+        event = await self.wakeups.add(job_id)
+        # Once listening, as Queue.wait marks it: an end committed after the mark is told.
+        await self.own("wait", lambda: count(MARK_WAITED, {"id": job_id}))
+        return event
 
     async def unwatch(self, job_id: int, event: asyncio.Event) -> None:
         self.wakeups.remove(job_id, event)
