@@ -23,7 +23,7 @@ from .claims import MIGRATION as BATCHES
 from .claims import PostgresBatching
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
-from .insert import copy_steps, insert_statement
+from .insert import copy_steps, insert_statement, outside_transaction
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
@@ -79,16 +79,6 @@ def complete_and_claim_statement(type_count: int) -> str:
         SELECT EXISTS (SELECT FROM done), claimed.*
         FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
     """
-
-
-def outside_transaction(connection: Any) -> bool:
-    """Whether each statement on this application's connection (sync or async) would commit
-    alone: then statements that must land together (the ids, the wake-ups and the rows of
-    enqueue_many) get a transaction of jobq's own. Inside the application's transaction
-    they are simply part of it: a savepoint of jobq's would roll back part of it on error."""
-    return bool(connection.autocommit) and (
-        connection.info.transaction_status == TransactionStatus.IDLE
-    )
 
 
 def libpq_dsn(dsn: str) -> str:

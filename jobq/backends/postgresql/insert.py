@@ -18,6 +18,7 @@ from operator import itemgetter
 from typing import Any
 
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from ..rows import INSERT_NAMES
 from ..steps import CopyRows, Steps, one
@@ -125,3 +126,13 @@ def written_rows(
             if out[column] is None and row[relative] is not None:
                 out[column] = later(row[relative])
         yield out
+
+
+def outside_transaction(connection: Any) -> bool:
+    """Whether each statement on this application's connection (sync or async) would commit
+    alone: then statements that must land together (the ids, the wake-ups and the rows of
+    enqueue_many) get a transaction of jobq's own. Inside the application's transaction
+    they are simply part of it: a savepoint of jobq's would roll back part of it on error."""
+    return bool(connection.autocommit) and (
+        connection.info.transaction_status == TransactionStatus.IDLE
+    )

@@ -21,7 +21,7 @@ from ..base import Backend
 from ..batching import in_picked_order
 from ..rows import NewJob, Renewal, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
-from ..steps import Statement, Step, Steps, every, fetched
+from ..steps import Fetch, Statement, Step, Steps, every, fetched
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
 from .results import ATTEMPT_WRITE, RESULTS, logged
@@ -202,10 +202,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         return int(cursor.rowcount)
 
     def fetchone(self, sql: str, params: Any = None) -> Any:
-        cursor = self.connection.execute(sql, params or ())
-        row = cursor.fetchone()
-        cursor.close()  # an UPDATE … RETURNING holds its write lock until the cursor is done
-        return row
+        return self.perform(Statement(sql, params, Fetch.ONE), self.connection)
 
     def fetchall(self, sql: str, params: Any = None) -> list[Any]:
         return list(self.connection.execute(sql, params or ()).fetchall())
@@ -216,7 +213,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         try:
             return fetched(cursor, step.fetch)
         finally:
-            cursor.close()  # an INSERT … RETURNING holds its write lock until the cursor is done
+            cursor.close()  # a … RETURNING statement holds its write lock until the cursor is done
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
