@@ -53,8 +53,12 @@ class PostgresAsyncDriver(AsyncDriver):
 
     async def watch(self, job_id: int) -> asyncio.Event | None:
         event = await self.wakeups.add(job_id)
-        # Once listening, as Queue.wait marks it: an end committed after the mark is told.
-        await self.own("wait", lambda: count(MARK_WAITED, {"id": job_id}))
+        try:
+            # Once listening, as Queue.wait marks it: an end committed after the mark is told.
+            await self.own("wait", lambda: count(MARK_WAITED, {"id": job_id}))
+        except BaseException:
+            self.wakeups.remove(job_id, event)
+            raise
         return event
 
     async def unwatch(self, job_id: int, event: asyncio.Event) -> None:
