@@ -6,6 +6,7 @@ from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
 from .listener import Listener
 from .queue import Queue
+from .queue.asynchronous import AsyncQueue
 from .queue.progress import checkpoint, progress
 from .queue.running import cancel_requested, current_claim
 from .records import ClaimedJob, JobRecord, Outcome, Status
@@ -15,6 +16,7 @@ from .schedules import schedule
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncQueue",
     "ClaimedJob",
     "Codec",
     "ConfigurationError",

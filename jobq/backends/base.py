@@ -13,7 +13,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from ..attempt_log import loaded
 from ..records import ClaimedJob, Status
@@ -24,6 +24,7 @@ from .leases import expiry
 from .reporting import Reporting
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Renewal, Runner
 from .shapes import CHUNK_ROWS, chunks
+from .steps import CopyRows, Step, Steps, drive, every, fetched
 from .uniqueness import Uniqueness
 
 log = logging.getLogger("jobq")
@@ -33,12 +34,36 @@ T = TypeVar("T")
 TRIES = 5
 
 
+def pause_to_retry(what: str, attempt: int, error: BaseException) -> float:
+    """Log a transient error that the operation `what` will be rerun after, and return the
+    seconds to wait first: a little longer each try, with jitter so that rivals part."""
+    log.warning(
+        "%s: transient database error, try %d of %d: %s",
+        what,
+        attempt,
+        TRIES,
+        error,
+        extra={"event": "db_retry"},
+    )
+    return 0.02 * attempt + random.random() * 0.03
+
+
 class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         self.connection = connection
         self.owns_connection = owns_connection
+
+    @classmethod
+    def detached(cls, **facts: Any) -> Self:
+        """This backend's statements and row shaping without a connection, for a driver that
+        runs them elsewhere (jobq.AsyncQueue's). `facts`: what __init__ would have read from
+        a connection (MySQL's `returning`); nothing here runs a statement."""
+        backend = cls.__new__(cls)
+        Backend.__init__(backend, None, owns_connection=False)
+        vars(backend).update(facts)
+        return backend
 
     def close(self) -> None:
         if self.owns_connection:
@@ -86,18 +111,24 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
                 if attempt == TRIES or not (self.is_transient(error) or self.recovered(error)):
                     raise
                 self.rollback_quietly()
-                log.warning(
-                    "%s: transient database error, try %d of %d: %s",
-                    what,
-                    attempt,
-                    TRIES,
-                    error,
-                    extra={"event": "db_retry"},
-                )
-                time.sleep(0.02 * attempt + random.random() * 0.03)
+                time.sleep(pause_to_retry(what, attempt, error))
         raise AssertionError("unreachable")
 
     # -- plain DB-API helpers --------------------------------------------------------------
+
+    def run(self, steps: Steps[T], connection: Any = None) -> T:
+        """Run an operation's statements (see steps.py) on `connection`, else on this
+        backend's own, in whatever transaction it has open."""
+        target = connection or self.connection
+        return drive(steps, lambda step: self.perform(step, target))
+
+    def perform(self, step: Step, connection: Any) -> Any:
+        """Run one statement and give what it asks for; a driver whose cursors differ overrides."""
+        if isinstance(step, CopyRows):
+            raise NotImplementedError("only PostgreSQL copies rows")
+        with connection.cursor() as cursor:
+            cursor.execute(step.sql, step.params)
+            return fetched(cursor, step.fetch)
 
     def execute(self, sql: str, params: Any = None, connection: Any = None) -> int:
         with (connection or self.connection).cursor() as cursor:
@@ -114,30 +145,27 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
             cursor.execute(sql, params)
             return list(cursor.fetchall())
 
+    def run_together(self, steps: Steps[T], connection: Any) -> T:
+        """run() on the application's connection, for statements that must land together:
+        in its transaction (a driver that could run them apart there overrides)."""
+        return self.run(steps, connection)
+
     # -- the queue's operations ------------------------------------------------------------
 
     @abstractmethod
-    def insert(self, job: NewJob, connection: Any = None) -> int: ...
+    def insert_steps(self, job: NewJob) -> Steps[int]: ...
 
-    def insert_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[int]:
-        """Insert every row, on `connection` in its transaction, or else in a transaction of
-        this backend's own; returns the ids in the order given."""
-        if connection is not None:
-            return self.insert_chunks(jobs, connection)
-        with self.transaction():
-            return self.insert_chunks(jobs, self.connection)
-
-    def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+    def insert_chunks_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
         ids: list[int] = []
         for chunk in chunks(jobs, self.chunk_rows):
-            ids += self.insert_chunk(chunk, connection)
+            ids += yield from self.insert_chunk_steps(chunk)
         return ids
 
-    # The most rows one insert_chunk statement takes.
+    # The most rows one insert_chunk_steps statement takes.
     chunk_rows: ClassVar[int] = CHUNK_ROWS
 
     @abstractmethod
-    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+    def insert_chunk_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
         """Insert the rows with one statement; returns their ids in the order given."""
 
     @abstractmethod
@@ -277,8 +305,11 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
         return self.execute(self.sql_prune.format(statuses=marks), params)
 
     def counts(self, job_type: str | None) -> dict[tuple[str, Status], int]:
+        return self.run(self.counts_steps(job_type))
+
+    def counts_steps(self, job_type: str | None) -> Steps[dict[tuple[str, Status], int]]:
         """Jobs by (type, status), of one type or of all."""
-        rows = self.fetchall(self.sql_counts, {"type": job_type})
+        rows = yield from every(self.sql_counts, {"type": job_type})
         return {(name, Status(status)): int(n) for name, status, n in rows}
 
     def seconds(self, value: float) -> Any:

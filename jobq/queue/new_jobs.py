@@ -96,7 +96,7 @@ def new_jobs(
 
 
 def traced(rows: list[NewJob], context: Mapping[str, str]) -> list[NewJob]:
-    """The rows carrying the trace context of the enqueue that stores them (tracing.publish),
+    """The rows carrying the trace context of the enqueue that stores them (tracing.publishing),
     or the rows themselves when it has none."""
     if not context:
         return rows

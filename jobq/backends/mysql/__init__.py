@@ -23,6 +23,7 @@ from ...records import ClaimedJob, Status
 from ..base import Backend
 from ..rows import NewJob, Renewal, Runner
 from ..shapes import type_params
+from ..steps import Steps, every, last_id
 from .claims import MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
@@ -179,25 +180,23 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
     def record_version(self, version: int) -> None:
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})
 
-    def insert(self, job: NewJob, connection: Any = None) -> int:
-        with (connection or self.connection).cursor() as cursor:
-            cursor.execute(insert_statement(1), numbered([self.insert_params(job)]))
-            return int(cursor.lastrowid)
+    def insert_steps(self, job: NewJob) -> Steps[int]:
+        return (yield from last_id(insert_statement(1), numbered([self.insert_params(job)])))
 
-    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
-        with (connection or self.connection).cursor() as cursor:
-            cursor.execute(insert_statement(1) + ON_TAKEN_KEY, numbered([self.insert_params(job)]))
-            return int(cursor.lastrowid)
+    def insert_unique_steps(self, job: NewJob) -> Steps[int | None]:
+        params = numbered([self.insert_params(job)])
+        return (yield from last_id(insert_statement(1) + ON_TAKEN_KEY, params))
 
-    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+    def insert_chunk_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
         if not self.returning:
-            return [self.insert(job, connection) for job in jobs]
+            ids: list[int] = []
+            for job in jobs:
+                ids.append((yield from self.insert_steps(job)))
+            return ids
         sql = insert_statement(len(jobs)) + " RETURNING id"
-        params = numbered([self.insert_params(job) for job in jobs])
-        with (connection or self.connection).cursor() as cursor:
-            cursor.execute(sql, params)
-            # Auto-increment ids rise in the order the rows are inserted: the order given.
-            return sorted(int(row[0]) for row in cursor.fetchall())
+        rows = yield from every(sql, numbered([self.insert_params(job) for job in jobs]))
+        # Auto-increment ids rise in the order the rows are inserted: the order given.
+        return sorted(int(row[0]) for row in rows)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
@@ -18,11 +18,12 @@ from ..base import Backend
 from ..leases import expiry
 from ..rows import INSERT_NAMES, NewJob, Renewal, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
+from ..steps import CopyRows, Step, Steps, fetched, one
 from .claims import MIGRATION as BATCHES
 from .claims import PostgresBatching
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
-from .insert import copy_in, insert_statement
+from .insert import copy_steps, insert_statement, outside_transaction
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
@@ -38,6 +39,8 @@ COMPLETE = f"""
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND cancel_requested_at IS NULL
 """
+
+T = TypeVar("T")
 
 
 def probe(index: int | None) -> str:
@@ -116,13 +119,36 @@ class PostgresBackend(
         self.listen_dsn = listen_dsn
         self.listening: psycopg.Connection[Any] | None = None
 
-    def fetchone(self, sql: str, params: Any = None) -> Any:
+    def own_cursor(self) -> psycopg.Cursor[Any]:
         # One cursor for the connection's life: making one per statement (with its own
         # adapter map) was a measurable share of a worker's CPU per job.
         if self.cursor is None or self.cursor.closed:
             self.cursor = self.connection.cursor()
-        self.cursor.execute(sql, params)
-        return self.cursor.fetchone()
+        return self.cursor
+
+    def fetchone(self, sql: str, params: Any = None) -> Any:
+        cursor = self.own_cursor()
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+    def perform(self, step: Step, connection: Any) -> Any:
+        if isinstance(step, CopyRows):
+            with connection.cursor() as cursor, cursor.copy(step.statement) as copy:
+                copy.set_types(step.types)
+                for row in step.rows:
+                    copy.write_row(row)
+            return None
+        if connection is not self.connection:
+            return super().perform(step, connection)
+        cursor = self.own_cursor()
+        cursor.execute(step.sql, step.params)
+        return fetched(cursor, step.fetch)
+
+    def run_together(self, steps: Steps[T], connection: Any) -> T:
+        if not outside_transaction(connection):
+            return self.run(steps, connection)
+        with connection.transaction():
+            return self.run(steps, connection)
 
     @classmethod
     def connect(
@@ -196,39 +222,27 @@ class PostgresBackend(
     def record_version(self, version: int) -> None:
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})
 
-    def insert(self, job: NewJob, connection: Any = None) -> int:
-        row = self.insert_row(job, connection)
+    def insert_steps(self, job: NewJob) -> Steps[int]:
+        row = yield from self.insert_row_steps(job)
         assert row is not None
         return int(row[0])
 
-    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
-        row = self.insert_row(job, connection, "ON CONFLICT DO NOTHING")
+    def insert_unique_steps(self, job: NewJob) -> Steps[int | None]:
+        row = yield from self.insert_row_steps(job, "ON CONFLICT DO NOTHING")
         return None if row is None else int(row[0])
 
-    def insert_row(self, job: NewJob, connection: Any, taken: str = "") -> Any:
+    def insert_row_steps(self, job: NewJob, taken: str = "") -> Steps[Any]:
         """The new row's id (None when `taken` kept it out): one statement, one round trip."""
         params = self.insert_params(job)
-        statement = insert_statement(INSERT_NAMES, taken)
         params["channel"] = NOTIFY_CHANNEL
-        if connection is None:
-            return self.fetchone(statement, params)
-        cursor: psycopg.Cursor[Any]
-        with connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            return cursor.fetchone()
+        return (yield from one(insert_statement(INSERT_NAMES, taken), params))
 
-    def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
-        # One COPY, not chunks (see insert.py). In autocommit it gets a transaction
-        # of its own: the ids, the wake-ups and the rows go together or not at all.
-        connection = connection or self.connection
-        rows = [self.insert_values(job) for job in jobs]
-        if not connection.autocommit:
-            return copy_in(connection, rows)
-        with connection.transaction():
-            return copy_in(connection, rows)
+    def insert_chunks_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
+        # One COPY, not chunks (see insert.py).
+        return (yield from copy_steps([self.insert_values(job) for job in jobs]))
 
-    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
-        return self.insert_chunks(jobs, connection)
+    def insert_chunk_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
+        return (yield from self.insert_chunks_steps(jobs))
 
     def claim(
         self,

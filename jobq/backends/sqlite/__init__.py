@@ -21,6 +21,7 @@ from ..base import Backend
 from ..batching import in_picked_order
 from ..rows import NewJob, Renewal, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
+from ..steps import Fetch, Statement, Step, Steps, every, fetched
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
 from .results import ATTEMPT_WRITE, RESULTS, logged
@@ -201,13 +202,18 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         return int(cursor.rowcount)
 
     def fetchone(self, sql: str, params: Any = None) -> Any:
-        cursor = self.connection.execute(sql, params or ())
-        row = cursor.fetchone()
-        cursor.close()  # an UPDATE … RETURNING holds its write lock until the cursor is done
-        return row
+        return self.perform(Statement(sql, params, Fetch.ONE), self.connection)
 
     def fetchall(self, sql: str, params: Any = None) -> list[Any]:
         return list(self.connection.execute(sql, params or ()).fetchall())
+
+    def perform(self, step: Step, connection: Any) -> Any:
+        assert isinstance(step, Statement), "only PostgreSQL copies rows"
+        cursor = connection.execute(step.sql, step.params or ())
+        try:
+            return fetched(cursor, step.fetch)
+        finally:
+            cursor.close()  # a … RETURNING statement holds its write lock until the cursor is done
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -235,17 +241,18 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     def record_version(self, version: int) -> None:
         self.execute("INSERT INTO jobq_schema (version) VALUES (:v)", {"v": version})
 
-    def insert(self, job: NewJob, connection: Any = None) -> int:
-        return self.insert_chunk([job], connection)[0]
+    def insert_steps(self, job: NewJob) -> Steps[int]:
+        (job_id,) = yield from self.insert_chunk_steps([job])
+        return job_id
 
-    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
-        ids = self.insert_chunk([job], connection, taken="ON CONFLICT DO NOTHING")
+    def insert_unique_steps(self, job: NewJob) -> Steps[int | None]:
+        ids = yield from self.insert_chunk_steps([job], taken="ON CONFLICT DO NOTHING")
         return ids[0] if ids else None
 
     # Fifteen parameters a row, under SQLite's limit of 32,766 a statement.
     chunk_rows = 2000
 
-    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any, taken: str = "") -> list[int]:
+    def insert_chunk_steps(self, jobs: Sequence[NewJob], taken: str = "") -> Steps[list[int]]:
         """`taken`: what a row whose unique_key is taken does (only rows with a key say)."""
         values = ", ".join([INSERT_ROW] * len(jobs))
         sql = f"""
@@ -256,9 +263,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
             RETURNING id
         """
         params = [value for job in jobs for value in self.insert_values(job)]
-        cursor = (connection or self.connection).execute(sql, params)
-        rows = cursor.fetchall()
-        cursor.close()
+        rows = yield from every(sql, params)
         # AUTOINCREMENT ids rise in the order the rows are inserted, which is the order given.
         return sorted(int(row[0]) for row in rows)
 
