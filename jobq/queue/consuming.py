@@ -14,7 +14,7 @@ from ..backends.rows import Renewal
 from ..codec import Codec
 from ..errors import Unacknowledged
 from ..hooks import JobHooks
-from ..job import check_type_name
+from ..job import Job, check_type_name
 from ..listener import Listener
 from ..outcomes import (
     CANCELLED_WHILE_RUNNING,
@@ -36,6 +36,41 @@ Types = str | Iterable[str] | None
 
 def never() -> bool:
     return False
+
+
+class Handling:
+    """The frame around an attempt's code, in whichever thread or task runs it: there,
+    current_claim() and cancel_requested() answer for this attempt; begin() runs the
+    before_job hooks; an Exception from the code is logged and kept as `error`, which fails
+    the attempt; anything else (SystemExit, a task's CancelledError) goes through."""
+
+    def __init__(self, claim: ClaimedJob, backend: Backend, hooks: JobHooks | None) -> None:
+        self.claim = claim
+        self.backend = backend
+        self.hooks = hooks
+        self.error: Exception | None = None
+
+    def __enter__(self) -> Handling:
+        self.tokens = running.set(self.claim), running_on.set(self.backend)
+        return self
+
+    def begin(self) -> None:
+        if self.hooks is not None:
+            self.hooks.before_job(self.claim)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: object
+    ) -> bool:
+        running.reset(self.tokens[0])
+        running_on.reset(self.tokens[1])
+        if not isinstance(error, Exception):
+            return False
+        claim = self.claim
+        log.warning(
+            "Job %d failed: %s", claim.id, printable(error), extra=job_extra(claim, "failed")
+        )
+        self.error = error
+        return True
 
 
 def type_list(types: Types) -> tuple[str, ...]:
@@ -151,34 +186,43 @@ class Consuming:
     def _run_code(self, claim: ClaimedJob) -> Outcome | None:
         """Decode, check the lease and handle: the failure's outcome, acknowledged, or None
         once the job's code completed, its acknowledgement still to be made."""
+        job = self._startable(claim)
+        if not isinstance(job, Job):
+            return self._failed(claim, job)
+        try:
+            error = self._handled(claim, job)
+        except BaseException as escaped:
+            self._failed(claim, escaped)
+            raise
+        if error is not None:
+            return self._failed(claim, error)
+        self.listener.on_settling(claim)
+        return None
+
+    def _startable(self, claim: ClaimedJob) -> Job | Exception | str:
+        """Decode the job and check its lease: the job to run, or why its attempt fails."""
         try:
             job = self.codec.decode(claim.class_name, claim.payload)
         except Exception as error:
             log.error("Could not decode job: %s", error, extra=job_extra(claim, "decode_failed"))
-            return self._failed(claim, error)
+            return error
         log.info("Running job %d", claim.id, extra=job_extra(claim, "running"))
         self.listener.on_claimed(claim)
         if time.monotonic() >= claim.expires_monotonic:
             log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
-            return self._failed(claim, LEASE_EXPIRED_BEFORE_START)
-        token, on = running.set(claim), running_on.set(self.backend)
-        try:
-            if self.hooks is not None:
-                self.hooks.before_job(claim)
+            return LEASE_EXPIRED_BEFORE_START
+        return job
+
+    def _handled(self, claim: ClaimedJob, job: Job) -> Exception | None:
+        """The before_job hooks and handle(): the error that failed the attempt, or None."""
+        with self._handling(claim) as handling:
+            handling.begin()
             job.handle()
-        except Exception as error:
-            log.warning(
-                "Job %d failed: %s", claim.id, printable(error), extra=job_extra(claim, "failed")
-            )
-            return self._failed(claim, error)
-        except BaseException as error:
-            self._failed(claim, error)
-            raise
-        finally:
-            running.reset(token)
-            running_on.reset(on)
-        self.listener.on_settling(claim)
-        return None
+        return handling.error
+
+    def _handling(self, claim: ClaimedJob) -> Handling:
+        """The frame of an attempt's code, sync or async: see Handling."""
+        return Handling(claim, self.backend, self.hooks)
 
     def _failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
         self.listener.on_settling(claim)

@@ -9,6 +9,7 @@ name.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -119,4 +120,15 @@ class Raise(jobq.Job):
     def handle(self) -> None:
         journal_attempt(self.journal, "start", kind=self.kind)
         RAISERS[self.kind]()
+        journal_attempt(self.journal, "end")
+
+
+class ChaosAsync(Chaos):
+    """Chaos as a coroutine: its worker's event loop runs it as a task (--concurrency)."""
+
+    job_name = "ChaosAsync"
+
+    async def handle(self) -> None:  # type: ignore[override]
+        journal_attempt(self.journal, "start", seconds=self.seconds)
+        await asyncio.sleep(self.seconds)
         journal_attempt(self.journal, "end")
