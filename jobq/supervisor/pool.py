@@ -389,7 +389,11 @@ class Pool:
             )
             return None
         cause = STOP_CAUSES.get(worker.stop_reason, STOP_CAUSES[None])
-        if worker.stop_reason is StopReason.JOB_TIMEOUT:
+        stopped = worker.stopped
+        if stopped is not None and stopped is not lease:
+            # A sibling in a concurrent worker: stopped with it, for another attempt.
+            cause = f"Its worker was stopped for job {stopped.claim.id} ({worker.stop_reason})"
+        elif worker.stop_reason is StopReason.JOB_TIMEOUT:
             cause += f" after {self.config.job_timeout:g} s"
         return protocol.FailAttempt(
             protocol.Attempt.of(claim), f"{cause} (worker {worker.pid}, {how})"

@@ -91,8 +91,15 @@ class ConcurrentChild(Child):
         return queue.claim_many(size, self.settings.types) if size else []
 
     def show_title(self) -> None:
-        busy, capacity = self.slots.busy, self.slots.capacity
-        title.show(f"jobq-supervise: worker {busy}/{capacity} busy")
+        """The earliest attempt it runs, as a process worker shows its one, and how many
+        slots are busy."""
+        running = self.slots.running()
+        if not running:
+            title.state(None, 0.0)
+            return
+        first = running[0]
+        slots = f"{len(running)}/{self.slots.capacity} slots busy"
+        title.show(f"jobq-supervise: worker job {first.id} {first.type} {first.class_name} {slots}")
 
     # -- the loop --------------------------------------------------------------------------
 

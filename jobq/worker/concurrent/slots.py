@@ -48,4 +48,6 @@ class Slots:
         self.free.append(row)
 
     def running(self) -> list[ClaimedJob]:
-        return [claim for claim, _ in self.held.values()]
+        """The attempts it runs, oldest first. Also read by the title's thread: list() of a
+        dict's values copies it in one step under the GIL."""
+        return [claim for claim, _ in list(self.held.values())]

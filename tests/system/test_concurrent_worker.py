@@ -1,0 +1,99 @@
+"""jobq-supervise --concurrency with real processes: a worker runs many attempts at once,
+coroutine jobs on its event loop and plain jobs in its threads, and the promise holds per
+attempt. The history checker judges a run of both kinds under worker kills, job timeouts
+and an operator's cancel: nothing lost, no two attempts of one job overlapping, a killed
+worker's every attempt settled."""
+
+from __future__ import annotations
+
+import random
+import signal
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+import jobq
+from chaos.observe import Deaths, Observer
+from jobq.records import Status
+from jobq.testing.history import read_journal
+from tests.support.apps.chaos_app import Chaos, ChaosAsync
+from tests.support.faults import (
+    SETTINGS,
+    completed_at_least,
+    judged,
+    kill_a_busy_worker,
+    mixed_lengths,
+    records_of,
+)
+from tests.support.supervising import supervisor
+from tests.support.waiting import wait_for
+
+CONCURRENT = ("--workers", "2", "--concurrency", "20", "--job-timeout", "4")
+ONCE = jobq.RetryPolicy(max_attempts=1)
+# Longer than --job-timeout: stopped by it, with every sibling in its worker.
+OVERRUN = 30.0
+# Longer than the test needs to cancel it while it runs.
+CANCELLED = 20.0
+
+
+def enqueue_both_kinds(dsn: str, lengths: list[float], journal: Path) -> list[int]:
+    """Coroutine and thread jobs alternating, so every worker runs both at once."""
+    kinds = (Chaos, ChaosAsync)
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        return [
+            queue.enqueue(kinds[n % 2](seconds, str(journal))) for n, seconds in enumerate(lengths)
+        ]
+
+
+def settled(observer: Observer, jobs: int) -> bool:
+    counts = observer.counts() or {}
+    return sum(counts.get(status, 0) for status in ("completed", "failed", "cancelled")) == jobs
+
+
+def running_attempt(journal: Path, job_id: int) -> bool:
+    entries = read_journal(journal)
+    starts = [e for e in entries if e["job"] == job_id and e["event"] == "start"]
+    return bool(starts) and not any(e["job"] == job_id and e["event"] == "end" for e in entries)
+
+
+@pytest.mark.databases("postgresql", "sqlite")
+def test_many_attempts_at_once_lose_nothing_and_never_overlap_under_kills_timeouts_and_cancels(
+    dsn: str, tmp_path: Path
+) -> None:
+    rng = random.Random(27)
+    journal = tmp_path / "journal"
+    ids = enqueue_both_kinds(dsn, mixed_lengths(160, rng), journal)
+    observer = Observer(dsn)
+    with (
+        Deaths() as deaths,
+        supervisor(dsn, *CONCURRENT, *SETTINGS) as running,
+        jobq.Queue.connect(dsn) as queue,
+    ):
+        deaths.family(running.pid)
+        for n in range(1, 3):
+            wait_for(f"{30 * n} jobs done", partial(completed_at_least, observer, 30 * n), 60)
+            kill_a_busy_worker(observer, journal, deaths, [running], rng)
+        # Tried once each, so they come after the kills, which would fail them.
+        cancelled = queue.enqueue(ChaosAsync(CANCELLED, str(journal)), retry=ONCE)
+        wait_for("the job to cancel to run", partial(running_attempt, journal, cancelled), 60)
+        assert queue.cancel(cancelled)
+        wait_for("the cancel", lambda: queue.get(cancelled).status is Status.CANCELLED, 30)  # type: ignore[union-attr]
+        # One of each kind runs past --job-timeout: its worker is stopped whole.
+        overrun = [
+            queue.enqueue(kind(OVERRUN, str(journal)), retry=ONCE) for kind in (Chaos, ChaosAsync)
+        ]
+        everything = [*ids, cancelled, *overrun]
+        wait_for("every job to settle", partial(settled, observer, len(everything)), 120)
+        running.signal(signal.SIGTERM)
+        assert running.wait(30) == 0, running.log
+        records = records_of(observer, everything)
+        judged(journal, deaths, records)
+    observer.close()
+    by_id = {record.id: record for record in records}
+    assert {by_id[job_id].status for job_id in ids} == {Status.COMPLETED}
+    assert {by_id[job_id].status for job_id in overrun} == {Status.FAILED}
+    errors = [by_id[job_id].last_error or "" for job_id in overrun]
+    assert any("Job timed out after 4 s" in error for error in errors), errors
+    assert by_id[cancelled].status is Status.CANCELLED
