@@ -5,7 +5,7 @@ boundaries and order, and a closed end reads as end-of-file, so neither side nee
 handshake.
 
 worker -> master: ready, claimed, started, settling, finished, releasing.
-master -> worker: drain.
+master -> worker: drain, stop (a concurrent worker's one attempt).
 (Extensions reach a worker's fence through the fence table, not as messages.)
 master -> renewer: renew.                         renewer -> master: renewed.
 master -> housekeeper: fail_attempt, left_behind, measure_depth, drain.
@@ -28,7 +28,10 @@ A concurrent worker (--concurrency N) runs up to N attempts at once and queues n
 `claimed` and `finished`'s `then` say `at_once`, every attempt they carry runs now, each fenced
 in a fence row of its own. `settling(ids)` says that those running attempts' code is done and
 their outcomes are being recorded (they run no code any more: a round that misses them kills
-nothing); a `finished` then ends them. It never sends `started`.
+nothing); a `finished` then ends them. It never sends `started`. When one of its attempts must
+stop, the master sends `stop(id)`: a coroutine attempt is cancelled and failed with the
+error given; if the attempt still runs a kill grace later (a thread, or a coroutine that
+swallowed the cancel), the master kills the whole worker, before the lease's kill point.
 """
 
 from __future__ import annotations
@@ -152,6 +155,17 @@ class Drain:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """Stop this running attempt (a concurrent worker's): cancel it if it is a coroutine, and
+    fail it with `error`. The master kills the whole worker if it still runs after the kill
+    grace."""
+
+    kind: ClassVar[str] = "stop"
+    id: int
+    error: str
+
+
+@dataclass(frozen=True)
 class Renew:
     """Extend these (job id, token) leases, all in one statement."""
 
@@ -267,6 +281,7 @@ Message = (
     | Finished
     | Releasing
     | Drain
+    | Stop
     | Renew
     | Renewed
     | FailAttempt
@@ -290,6 +305,7 @@ KINDS: dict[str, type[Message]] = {
         Finished,
         Releasing,
         Drain,
+        Stop,
         Renew,
         Renewed,
         FailAttempt,

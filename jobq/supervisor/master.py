@@ -22,7 +22,7 @@ from .. import logs, protocol, wire
 from ..backends import SCHEMES
 from ..dsn import scheme_of
 from ..outcomes import job_extra
-from . import appcheck
+from . import appcheck, settlement
 from .config import SupervisorConfig
 from .endpoint import Endpoint
 from .forking import adopt_orphans
@@ -253,11 +253,11 @@ class Master:
         running = self.shared.phase is Phase.RUNNING
         how, gone = self.pool.bury(worker, running)
         failures = [
-            self.pool.orphaned(worker, lease, how if gone else None)
+            settlement.orphaned(worker, lease, how if gone else None, self.shared)
             for lease in worker.running.values()
         ]
         # Held for a housekeeper that is missing or being replaced: the next one does them.
-        for settling in (*failures, self.pool.left_behind(worker)):
+        for settling in (*failures, settlement.left_behind(worker)):
             if settling is not None:
                 self.helpers.tell(Helper.HOUSEKEEPER, settling)
         if self.pool.crash_looping(worker, how, running):

@@ -22,7 +22,7 @@ from ..worker.fence import FenceTable
 from ..worker.mark import SettlingMark
 from .forking import fork
 from .shared import Shared
-from .states import LEFT_TO_MAINTENANCE, StopReason
+from .states import StopReason
 from .workers import Lease, WorkerProcess
 
 log = logging.getLogger("jobq")
@@ -35,14 +35,6 @@ MAX_SPAWN_BACKOFF = 10.0
 FENCE_SLOTS = 8192
 # Exits a worker makes on purpose: they are not restarts in the metrics' sense.
 RECYCLED = {child.EXIT_RECYCLED: None, child.EXIT_MEMORY: StopReason.MEMORY}
-# What an attempt is failed with when its child died, on its own (None) or stopped for a
-# reason of the master's.
-STOP_CAUSES: dict[StopReason | None, str] = {
-    None: "The worker died",
-    StopReason.JOB_TIMEOUT: "Job timed out",
-    StopReason.SHUTDOWN: "Interrupted: the supervisor shut down",
-    StopReason.CANCELLED: "its worker was stopped",
-}
 
 
 # What the log says as the master stops a worker's running attempt: level, text, event.
@@ -115,7 +107,10 @@ class Pool:
                 times.append(worker.kill_at)
             if worker.stop_reason is not None:
                 continue
+            times.extend(deadline for deadline, _ in worker.stopping.values())
             for lease in worker.running.values():
+                if lease.claim.id in worker.stopping:
+                    continue
                 times.append(self.stop_point(lease))
                 if self.config.job_timeout:
                     times.append(lease.started + self.config.job_timeout)
@@ -247,6 +242,14 @@ class Pool:
             for lease in list(worker.running.values()):
                 if worker.stop_reason is not None:
                     break
+                stopping = worker.stopping.get(lease.claim.id)
+                if stopping is not None:
+                    # Still running after its kill grace: a thread, or a coroutine that
+                    # swallowed its cancel. Only killing the whole worker stops it.
+                    deadline, reason = stopping
+                    if now >= deadline:
+                        self.stop(worker, reason, now, at_once=True, for_attempt=lease)
+                    continue
                 # Each stop is signalled before it is logged: a log write can block.
                 if now >= self.stop_point(lease):
                     self.stop_attempt(worker, lease, StopReason.RENEWAL, now)
@@ -259,7 +262,8 @@ class Pool:
         """Stop a worker whose job an operator cancelled, as any fence stops one: SIGTERM to
         its attempt's processes, SIGKILL at the kill grace. Once it is buried, its attempt is
         ended cancelled (the database refuses to settle it otherwise)."""
-        if lease.claim.id in worker.running and worker.stop_reason is None:
+        stoppable = lease.claim.id in worker.running and lease.claim.id not in worker.stopping
+        if stoppable and worker.stop_reason is None:
             self.stop_attempt(worker, lease, StopReason.CANCELLED, now)
 
     def stop_attempt(
@@ -268,9 +272,34 @@ class Pool:
         """Stop an attempt a worker runs, saying why: the whole worker, with every attempt it
         runs (a thread cannot be stopped alone)."""
         claim = lease.claim
-        self.stop(worker, reason, now, for_attempt=lease)
+        if self.config.concurrency > 1:
+            self.stop_alone(worker, lease, reason, now)
+        else:
+            self.stop(worker, reason, now, for_attempt=lease)
         level, text, event = STOPPING[reason]  # after the signals: a log write can block
         log.log(level, text, claim.id, worker.pid, extra=job_extra(claim, event))
+
+    def stop_alone(
+        self, worker: WorkerProcess, lease: Lease, reason: StopReason, now: float
+    ) -> None:
+        """Ask a concurrent worker to stop one attempt (a coroutine is cancelled), and kill the
+        whole worker if it still runs after the kill grace, or at its lease's kill point if
+        that comes first."""
+        config = self.config
+        deadline = lease_clock.kill_at(now, config.kill_grace, lease.expires, config.safety_margin)
+        if deadline <= now:
+            self.stop(worker, reason, now, at_once=True, for_attempt=lease)
+            return
+        worker.stopping[lease.claim.id] = (deadline, reason)
+        self.send(worker, protocol.Stop(lease.claim.id, self.stop_cause(reason)))
+
+    def stop_cause(self, reason: StopReason) -> str:
+        """What an attempt stopped alone is failed with."""
+        if reason is StopReason.JOB_TIMEOUT:
+            return f"Job timed out after {self.config.job_timeout:g} s: cancelled"
+        if reason is StopReason.CANCELLED:
+            return "Cancelled while it ran"
+        return "Stopped: its lease could not be renewed in time"
 
     def stop(
         self,
@@ -363,59 +392,3 @@ class Pool:
         backoff = min(MAX_SPAWN_BACKOFF, 0.1 * 2**self.startup_failures)
         self.next_spawn_at = time.monotonic() + backoff
         return looping
-
-    def orphaned(
-        self, worker: WorkerProcess, lease: Lease, how: str | None
-    ) -> protocol.FailAttempt | None:
-        """What to fail an attempt a worker died running with (`how`: None if its processes
-        may still run); None: it is left to maintenance after its lease."""
-        claim = lease.claim
-        if how is None:
-            self.shared.metrics.unconfirmed.inc()
-            log.error(
-                "Job %d's processes still run after SIGKILL (worker %d)",
-                claim.id,
-                worker.pid,
-                extra=job_extra(claim, "kill_unconfirmed"),
-            )
-        if worker.stop_reason in LEFT_TO_MAINTENANCE or how is None:
-            # Its database was out of reach, or the job is someone else's already.
-            log.warning(
-                "Job %d was left to maintenance after its lease (worker %d stopped: %s)",
-                claim.id,
-                worker.pid,
-                worker.stop_reason,
-                extra=job_extra(claim, "left_to_maintenance"),
-            )
-            return None
-        cause = STOP_CAUSES.get(worker.stop_reason, STOP_CAUSES[None])
-        stopped = worker.stopped
-        if stopped is not None and stopped is not lease:
-            # A sibling in a concurrent worker: stopped with it, for another attempt.
-            cause = f"Its worker was stopped for job {stopped.claim.id} ({worker.stop_reason})"
-        elif worker.stop_reason is StopReason.JOB_TIMEOUT:
-            cause += f" after {self.config.job_timeout:g} s"
-        return protocol.FailAttempt(
-            protocol.Attempt.of(claim), f"{cause} (worker {worker.pid}, {how})"
-        )
-
-    def left_behind(self, worker: WorkerProcess) -> protocol.LeftBehind:
-        """What the housekeeper settles for a dead worker, besides the attempt it ran: it
-        acknowledges the completed attempts (token-guarded, so a crash loses no finished
-        work), and releases at once, uncounted, every other row the worker's id is on, the
-        claims it reported and those it died before reporting."""
-        queued, completed = list(worker.queued), list(worker.completed.values())
-        if queued or completed:
-            log.info(
-                "Worker %d left jobs %s claimed and never started, and jobs %s completed and "
-                "not acknowledged: releasing and acknowledging them",
-                worker.pid,
-                ", ".join(map(str, queued)) or "none",
-                ", ".join(str(lease.claim.id) for lease in completed) or "none",
-                extra={"event": "left_behind", "worker": worker.pid},
-            )
-        return protocol.LeftBehind(
-            worker.worker_id,
-            [protocol.Attempt.of(lease.claim) for lease in completed],
-            list(worker.running),
-        )

@@ -60,6 +60,9 @@ class WorkerProcess:
     stop_reason: StopReason | None = None  # set once the master decided to stop it by signal
     kill_at: float | None = None  # when SIGKILL follows the SIGTERM already sent
     stopped: Lease | None = None  # the attempt that SIGTERM stops, if it was for one
+    # Running attempts of a concurrent worker told to stop alone: job id -> (the moment the
+    # whole worker is killed if the attempt still runs then, why it was stopped).
+    stopping: dict[int, tuple[float, StopReason]] = field(default_factory=dict)
     killed: bool = False
     jobs: int = 0
 
@@ -179,6 +182,7 @@ class WorkerProcess:
         """The attempt of `lease` ended: a stop that was for it is over (its job's own SIGTERM
         handler ended it), and so is the SIGKILL that was to follow. The worker, told to
         drain when stopped, runs at most what it already claimed, then exits."""
+        self.stopping.pop(lease.claim.id, None)
         if lease is self.stopped:
             self.stopped = self.stop_reason = self.kill_at = None
 

@@ -353,6 +353,12 @@ class Child:
                 self.stopping.set()
                 if message is None:
                     return
+            else:
+                self.told(message)
+
+    def told(self, message: protocol.Message) -> None:
+        """A message for one attempt (see the concurrent worker): a process worker runs one
+        attempt, which its master stops by signal."""
 
 
 def deferred(queue: Queue, claim: ClaimedJob) -> tuple[Outcome | None, list[ClaimedJob]]:

@@ -17,7 +17,7 @@ import jobq
 from chaos.observe import Deaths, Observer
 from jobq.records import Status
 from jobq.testing.history import read_journal
-from tests.support.apps.chaos_app import Chaos, ChaosAsync
+from tests.support.apps.chaos_app import Chaos, ChaosAsync, Stubborn
 from tests.support.faults import (
     SETTINGS,
     completed_at_least,
@@ -26,7 +26,7 @@ from tests.support.faults import (
     mixed_lengths,
     records_of,
 )
-from tests.support.supervising import supervisor
+from tests.support.supervising import FAST, supervisor
 from tests.support.waiting import wait_for
 
 CONCURRENT = ("--workers", "2", "--concurrency", "20", "--job-timeout", "4")
@@ -97,3 +97,56 @@ def test_many_attempts_at_once_lose_nothing_and_never_overlap_under_kills_timeou
     errors = [by_id[job_id].last_error or "" for job_id in overrun]
     assert any("Job timed out after 4 s" in error for error in errors), errors
     assert by_id[cancelled].status is Status.CANCELLED
+
+
+def journaled(journal: Path, job_id: int, event: str) -> list[dict[str, object]]:
+    return [e for e in read_journal(journal) if e["job"] == job_id and e["event"] == event]
+
+
+def status_of(queue: jobq.Queue, job_id: int) -> Status:
+    record = queue.get(job_id)
+    assert record is not None
+    return record.status
+
+
+@pytest.mark.databases("postgresql")
+def test_a_cancelled_coroutine_stops_alone_and_one_that_swallows_the_cancel_takes_its_worker(
+    dsn: str, tmp_path: Path
+) -> None:
+    """One worker runs a coroutine job to cancel among siblings: the cancel is raised into it
+    alone, and the siblings run to completion on their first attempt. Then a coroutine that
+    swallows its cancel: the master kills its whole worker once the kill grace is over."""
+    journal = tmp_path / "journal"
+    args = ("--workers", "1", "--concurrency", "10", "--app", "chaos_app", *FAST)
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        polite = queue.enqueue(ChaosAsync(CANCELLED, str(journal)), retry=ONCE, priority=1)
+        siblings = [queue.enqueue(kind(3.0, str(journal))) for kind in (Chaos, ChaosAsync) * 2]
+        # A kill grace the timing rule allows on FAST's 6 s lease.
+        with supervisor(dsn, *args, "--kill-grace", "0.5") as running:
+            wait_for("every job to start", lambda: all(
+                journaled(journal, job_id, "start") for job_id in (polite, *siblings)
+            ), 30)  # fmt: skip
+            assert queue.cancel(polite)
+            wait_for("the cancel", lambda: status_of(queue, polite) is Status.CANCELLED, 30)
+            wait_for("the siblings to complete", lambda: all(
+                status_of(queue, job_id) is Status.COMPLETED for job_id in siblings
+            ), 30)  # fmt: skip
+            for job_id in siblings:
+                record = queue.get(job_id)
+                assert record is not None
+                assert record.attempts == 1
+            assert not journaled(journal, polite, "end")
+            assert "exited (signal SIGKILL)" not in running.log
+
+            stubborn = queue.enqueue(Stubborn(CANCELLED, str(journal)), retry=ONCE)
+            wait_for("the stubborn job to start", lambda: journaled(journal, stubborn, "start"), 30)
+            assert queue.cancel(stubborn)
+            wait_for("its worker's kill", lambda: "exited (signal SIGKILL)" in running.log, 30)
+            wait_for(
+                "it to end cancelled", lambda: status_of(queue, stubborn) is Status.CANCELLED, 30
+            )
+            assert journaled(journal, stubborn, "swallowed"), "the cancel was raised into it"
+            assert not journaled(journal, stubborn, "end")
+            running.signal(signal.SIGTERM)
+            assert running.wait(30) == 0, running.log

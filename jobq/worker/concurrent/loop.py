@@ -35,7 +35,7 @@ from ..recording import UNACKNOWLEDGED
 from ..session import DatabaseLost, Session, close_quietly
 from ..settings import WorkerSettings
 from ..settling import SettlingReporter
-from .attempts import handled
+from .attempts import handled, is_coroutine
 from .slots import Slots
 
 log = logging.getLogger("jobq")
@@ -70,6 +70,11 @@ class ConcurrentChild(Child):
         self.ended: list[Ended] = []
         self.tasks: set[asyncio.Task[None]] = set()
         self.woken: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        # The coroutine attempts it runs, which can be cancelled alone; and those the master
+        # asked to stop, with the error to fail them with.
+        self.cancellable: dict[int, asyncio.Task[None]] = {}
+        self.stopped: dict[int, str] = {}
 
     # -- what the process worker asks, for N slots -----------------------------------------
 
@@ -113,8 +118,21 @@ class ConcurrentChild(Child):
             self.threads.shutdown(wait=False, cancel_futures=True)
             self.database.shutdown(wait=False, cancel_futures=True)
 
+    def told(self, message: protocol.Message) -> None:
+        if isinstance(message, protocol.Stop) and self.loop is not None:
+            self.loop.call_soon_threadsafe(self.stop_attempt, message.id, message.error)
+
+    def stop_attempt(self, job_id: int, error: str) -> None:
+        """The master stops this attempt: a coroutine is cancelled, CancelledError raised into
+        it; a thread cannot be, and the master kills the whole worker after the kill grace."""
+        self.stopped[job_id] = error
+        task = self.cancellable.get(job_id)
+        if task is not None:
+            task.cancel()
+
     async def serve(self, session: Session) -> int:
         self.woken = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
         self.begin_first(session)
         idle_wait = FIRST_IDLE_WAIT
         while True:
@@ -178,11 +196,20 @@ class ConcurrentChild(Child):
         error: BaseException | str | None
         try:
             job = queue._startable(claim)
+            if isinstance(job, Job) and is_coroutine(job):
+                self.cancellable[claim.id] = asyncio.current_task()  # type: ignore[assignment]
+            if claim.id in self.stopped:  # told to stop before it began
+                raise asyncio.CancelledError
             error = await handled(queue, claim, job, self.threads) if isinstance(job, Job) else job
+        except asyncio.CancelledError:
+            error = self.stopped.get(claim.id, "Cancelled")
+            log.warning("Job %d cancelled: %s", claim.id, error, extra={"event": "cancelled"})
         except BaseException as escaped:  # SystemExit and the like: fail it, then drain
             log.warning("Job %d raised %r: the worker drains", claim.id, escaped)
             error = escaped
             self.stopping.set()
+        self.cancellable.pop(claim.id, None)
+        self.stopped.pop(claim.id, None)
         self.slots.let_go(claim)
         self.ended.append((claim, error))
         self.done += 1

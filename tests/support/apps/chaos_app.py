@@ -13,6 +13,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -131,4 +132,20 @@ class ChaosAsync(Chaos):
     async def handle(self) -> None:  # type: ignore[override]
         journal_attempt(self.journal, "start", seconds=self.seconds)
         await asyncio.sleep(self.seconds)
+        journal_attempt(self.journal, "end")
+
+
+class Stubborn(Chaos):
+    """A coroutine that swallows every cancel and sleeps on: only its worker's death stops it."""
+
+    job_name = "Stubborn"
+
+    async def handle(self) -> None:  # type: ignore[override]
+        journal_attempt(self.journal, "start", seconds=self.seconds)
+        deadline = time.monotonic() + self.seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                await asyncio.sleep(left)
+            except asyncio.CancelledError:
+                journal_attempt(self.journal, "swallowed")
         journal_attempt(self.journal, "end")
