@@ -26,7 +26,7 @@ from tests.support.faults import (
     mixed_lengths,
     records_of,
 )
-from tests.support.supervising import FAST, supervisor
+from tests.support.supervising import FAST, metrics_port, scrape, supervisor
 from tests.support.waiting import wait_for
 
 CONCURRENT = ("--workers", "2", "--concurrency", "20", "--job-timeout", "4")
@@ -109,15 +109,24 @@ def status_of(queue: jobq.Queue, job_id: int) -> Status:
     return record.status
 
 
+def slots(port: int) -> tuple[float, float]:
+    figures = scrape(port)
+    return figures.value("jobq_worker_slots", state="busy"), figures.value(
+        "jobq_worker_slots", state="free"
+    )
+
+
 @pytest.mark.databases("postgresql")
 def test_a_cancelled_coroutine_stops_alone_and_one_that_swallows_the_cancel_takes_its_worker(
     dsn: str, tmp_path: Path
 ) -> None:
     """One worker runs a coroutine job to cancel among siblings: the cancel is raised into it
     alone, and the siblings run to completion on their first attempt. Then a coroutine that
-    swallows its cancel: the master kills its whole worker once the kill grace is over."""
+    swallows its cancel: the master kills its whole worker once the kill grace is over. Its
+    metrics count the worker's busy and free slots meanwhile."""
     journal = tmp_path / "journal"
-    args = ("--workers", "1", "--concurrency", "10", "--app", "chaos_app", *FAST)
+    args = ["--workers", "1", "--concurrency", "10", "--app", "chaos_app", *FAST]
+    args += ["--metrics-port", "0"]
     with jobq.Queue.connect(dsn) as queue:
         queue.install()
         polite = queue.enqueue(ChaosAsync(CANCELLED, str(journal)), retry=ONCE, priority=1)
@@ -127,11 +136,14 @@ def test_a_cancelled_coroutine_stops_alone_and_one_that_swallows_the_cancel_take
             wait_for("every job to start", lambda: all(
                 journaled(journal, job_id, "start") for job_id in (polite, *siblings)
             ), 30)  # fmt: skip
+            port = metrics_port(running)
+            wait_for("the master to count 5 busy slots", lambda: slots(port) == (5, 5), 30)
             assert queue.cancel(polite)
             wait_for("the cancel", lambda: status_of(queue, polite) is Status.CANCELLED, 30)
             wait_for("the siblings to complete", lambda: all(
                 status_of(queue, job_id) is Status.COMPLETED for job_id in siblings
             ), 30)  # fmt: skip
+            wait_for("the slots to be free again", lambda: slots(port) == (0, 10), 30)
             for job_id in siblings:
                 record = queue.get(job_id)
                 assert record is not None
