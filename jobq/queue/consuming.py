@@ -8,6 +8,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from .. import tracing
 from ..backends.base import Backend
 from ..backends.leases import expiry
 from ..backends.rows import Renewal
@@ -26,8 +27,10 @@ from ..outcomes import (
     printable,
 )
 from ..records import ClaimedJob, Outcome, Status
+from ..results import encode_result, error_class
 from . import maintenance
-from .running import runner, running, running_on
+from .progress import flush
+from .running import runner, running, running_on, worker_id
 
 log = logging.getLogger("jobq")
 
@@ -42,13 +45,18 @@ class Handling:
     """The frame around an attempt's code, in whichever thread or task runs it: there,
     current_claim() and cancel_requested() answer for this attempt; begin() runs the
     before_job hooks; an Exception from the code is logged and kept as `error`, which fails
-    the attempt; anything else (SystemExit, a task's CancelledError) goes through."""
+    the attempt; anything else (SystemExit, a task's CancelledError) goes through. The
+    attempt's last progress is written as it leaves, before its outcome is."""
 
-    def __init__(self, claim: ClaimedJob, backend: Backend, hooks: JobHooks | None) -> None:
+    def __init__(
+        self, claim: ClaimedJob, backend: Backend, hooks: JobHooks | None, codec: Codec
+    ) -> None:
         self.claim = claim
         self.backend = backend
         self.hooks = hooks
+        self.codec = codec
         self.error: Exception | None = None
+        self.result: str | None = None
 
     def __enter__(self) -> Handling:
         self.tokens = running.set(self.claim), running_on.set(self.backend)
@@ -58,9 +66,15 @@ class Handling:
         if self.hooks is not None:
             self.hooks.before_job(self.claim)
 
+    def returned(self, value: object) -> None:
+        """Keep what handle() returned, encoded: a value that cannot be stored raises here,
+        inside the frame, and fails the attempt."""
+        self.result = encode_result(self.codec, value)
+
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: object
     ) -> bool:
+        flush()
         running.reset(self.tokens[0])
         running_on.reset(self.tokens[1])
         if not isinstance(error, Exception):
@@ -162,17 +176,20 @@ class Consuming:
         job's code is done: False acknowledges alone. Returns the outcome and the new claim,
         if any.
         """
-        outcome, next_claim = self._attempt(claim, type_list(type), more)
+        outcome, next_claim, ended = self._attempt(claim, type_list(type), more)
         if self.hooks is not None:
-            self.hooks.after_job(claim, outcome)
+            self.hooks.after_job(ended, outcome)
         return outcome, next_claim
 
     def _attempt(
         self, claim: ClaimedJob, types: tuple[str, ...], more: Callable[[], bool] | None
-    ) -> tuple[Outcome, ClaimedJob | None]:
-        failed = self._run_code(claim)
-        if failed is not None:
-            return failed, None
+    ) -> tuple[Outcome, ClaimedJob | None, ClaimedJob]:
+        """The attempt's outcome, the next claim, and the attempt as it ended (a completed
+        one carries its result)."""
+        ran = self._run_code(claim)
+        if isinstance(ran, Outcome):
+            return ran, None, claim
+        claim = ran
         try:
             if more is None or more():
                 outcome, next_claim = self._complete_and_claim(claim, types)
@@ -181,23 +198,31 @@ class Consuming:
         except Exception as failure:
             raise Unacknowledged(claim, None) from failure
         self.listener.on_settled(claim, outcome)
-        return outcome, next_claim
+        return outcome, next_claim, claim
 
-    def _run_code(self, claim: ClaimedJob) -> Outcome | None:
-        """Decode, check the lease and handle: the failure's outcome, acknowledged, or None
-        once the job's code completed, its acknowledgement still to be made."""
+    def _run_code(self, claim: ClaimedJob) -> Outcome | ClaimedJob:
+        """Decode, check the lease and handle: the failure's outcome, acknowledged, or once
+        the job's code completed, the claim carrying its encoded result, for the
+        acknowledgement still to be made. A result that cannot be stored fails the attempt.
+        All of it in the attempt's span, when tracing is on."""
+        with tracing.processing(claim, worker_id()) as span:
+            ran = self._run_traced(claim, span)
+            span.ended(ran if isinstance(ran, Outcome) else None)
+            return ran
+
+    def _run_traced(self, claim: ClaimedJob, span: tracing.AttemptSpan) -> Outcome | ClaimedJob:
         job = self._startable(claim)
         if not isinstance(job, Job):
-            return self._failed(claim, job)
+            return self._failed(claim, job, span)
         try:
-            error = self._handled(claim, job)
+            handling = self._handled(claim, job)
         except BaseException as escaped:
-            self._failed(claim, escaped)
+            self._failed(claim, escaped, span)
             raise
-        if error is not None:
-            return self._failed(claim, error)
+        if handling.error is not None:
+            return self._failed(claim, handling.error, span)
         self.listener.on_settling(claim)
-        return None
+        return claim.completed(handling.result)
 
     def _startable(self, claim: ClaimedJob) -> Job | Exception | str:
         """Decode the job and check its lease: the job to run, or why its attempt fails."""
@@ -213,18 +238,22 @@ class Consuming:
             return LEASE_EXPIRED_BEFORE_START
         return job
 
-    def _handled(self, claim: ClaimedJob, job: Job) -> Exception | None:
-        """The before_job hooks and handle(): the error that failed the attempt, or None."""
-        with self._handling(claim) as handling:
+    def _handled(self, claim: ClaimedJob, job: Job, backend: Backend | None = None) -> Handling:
+        """The before_job hooks and handle(), its result kept or its error."""
+        with self._handling(claim, backend) as handling:
             handling.begin()
-            job.handle()
-        return handling.error
+            handling.returned(job.handle())
+        return handling
 
-    def _handling(self, claim: ClaimedJob) -> Handling:
-        """The frame of an attempt's code, sync or async: see Handling."""
-        return Handling(claim, self.backend, self.hooks)
+    def _handling(self, claim: ClaimedJob, backend: Backend | None = None) -> Handling:
+        """The frame of an attempt's code, sync or async: see Handling. Its progress and
+        checkpoints are written through `backend` (the queue's own by default)."""
+        return Handling(claim, backend or self.backend, self.hooks, self.codec)
 
-    def _failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
+    def _failed(
+        self, claim: ClaimedJob, error: BaseException | str, span: tracing.AttemptSpan
+    ) -> Outcome:
+        span.failed(error)
         self.listener.on_settling(claim)
         try:
             settled = self._settle_failure(claim, error)
@@ -249,7 +278,9 @@ class Consuming:
 
     def _complete(self, claim: ClaimedJob) -> Outcome:
         backend = self._consumer("complete")
-        done = backend.retrying("complete", lambda: backend.complete(claim.id, claim.token))
+        done = backend.retrying(
+            "complete", lambda: backend.complete(claim.id, claim.token, claim.result)
+        )
         return self._completed(claim, done)
 
     def complete_and_claim(
@@ -271,7 +302,7 @@ class Consuming:
         done, next_claim = backend.retrying(
             "complete",
             lambda: backend.complete_and_claim(
-                claim.id, claim.token, types, token, self.lease_duration, runner()
+                claim.id, claim.token, types, token, self.lease_duration, runner(), claim.result
             ),
         )
         return self._completed(claim, done), next_claim
@@ -308,10 +339,10 @@ class Consuming:
         """fail(), returning the job's new status (None when ownership was lost)."""
         backend = self._consumer("fail")
         status, delay = next_step(claim.retry, claim.attempt)
-        message = describe(error)
+        message, kind = describe(error), error_class(error)
         settled = backend.retrying(
             "fail",
-            lambda: backend.settle(claim.id, claim.token, status, message, delay, False),
+            lambda: backend.settle(claim.id, claim.token, status, message, delay, False, kind),
         )
         if settled is None and self._end_cancelled(claim, message):
             settled = Status.CANCELLED

@@ -17,6 +17,7 @@ import jobq
 from chaos.observe import Deaths, Observer
 from jobq.records import Status
 from jobq.testing.history import read_journal
+from tests.support.apps import APPS
 from tests.support.apps.chaos_app import Chaos, ChaosAsync, Stubborn
 from tests.support.faults import (
     SETTINGS,
@@ -26,6 +27,8 @@ from tests.support.faults import (
     mixed_lengths,
     records_of,
 )
+from tests.support.paths import REPO
+from tests.support.result_jobs import Resume, ResumeAsync
 from tests.support.supervising import FAST, metrics_port, scrape, supervisor
 from tests.support.waiting import wait_for
 
@@ -162,3 +165,31 @@ def test_a_cancelled_coroutine_stops_alone_and_one_that_swallows_the_cancel_take
             assert not journaled(journal, stubborn, "end")
             running.signal(signal.SIGTERM)
             assert running.wait(30) == 0, running.log
+
+
+@pytest.mark.databases("postgresql", "sqlite")
+def test_coroutine_and_thread_attempts_store_their_result_progress_and_checkpoints(
+    dsn: str,
+) -> None:
+    """Each kind fails its first attempt midway; the second resumes from the first's
+    checkpoint, reports its progress and returns its result, as in a process worker."""
+    again = jobq.RetryPolicy(max_attempts=2, backoff=0, jitter=False)
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        ids = [queue.enqueue(kind(5, fail_at=2), retry=again) for kind in (Resume, ResumeAsync)]
+        args = ("--workers", "1", "--concurrency", "4", "--app", "tests.support.result_jobs")
+        env = {"PYTHONPATH": f"{APPS}:{REPO}"}
+        with supervisor(dsn, *args, *FAST, env=env) as running:
+            wait_for("both jobs to complete", lambda: all(
+                status_of(queue, job_id) is Status.COMPLETED for job_id in ids
+            ), 60)  # fmt: skip
+            running.signal(signal.SIGTERM)
+            assert running.wait(30) == 0, running.log
+        for job_id in ids:
+            record = queue.get(job_id)
+            assert record is not None
+            assert record.result == {"from": 2, "attempt": 2}
+            assert record.progress is not None
+            assert (record.progress.done, record.progress.total) == (5, 5)
+            assert record.checkpoint is None, "cleared on completion"
+            assert [entry.attempt for entry in record.history] == [1, 2]

@@ -26,7 +26,8 @@ from ..shapes import type_params
 from .claims import MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
-from .schema import MIGRATIONS, NOW, WORKER_IDS
+from .results import ATTEMPT_WRITE, RESULTS, logged
+from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 
@@ -36,7 +37,8 @@ TRANSIENT_ERRORS = {1213, 1205}
 INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
     "%(max_backoff{i})s, %(jitter{i})s, coalesce(%(scheduled_at{i})s, {delay}), "
-    "coalesce(%(deadline{i})s, {deadline_in}), %(priority{i})s, {now}, {now}, %(unique_key{i})s)"
+    "coalesce(%(deadline{i})s, {deadline_in}), %(priority{i})s, {now}, {now}, %(unique_key{i})s, "
+    "%(traceparent{i})s, %(tracestate{i})s)"
 )
 
 
@@ -54,7 +56,8 @@ def insert_statement(rows: int) -> str:
     )
     return f"""
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
-            jitter, scheduled_at, deadline, priority, created_at, updated_at, unique_key)
+            jitter, scheduled_at, deadline, priority, created_at, updated_at, unique_key,
+            traceparent, tracestate)
         VALUES {values}
     """
 
@@ -90,7 +93,15 @@ def connect_args(dsn: str) -> dict[str, Any]:
 
 class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
     kind = "mysql"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS, DECLARED_AT)
+    migrations = (
+        *MIGRATIONS,
+        UNIQUENESS,
+        STATUS_PAGE,
+        WORKER_IDS,
+        DECLARED_AT,
+        TRACE_CONTEXT,
+        RESULTS,
+    )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         super().__init__(connection, owns_connection=owns_connection)
@@ -226,7 +237,8 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
             f"""
             UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
                 token = %(token)s, lease_until = %(lease_until)s, host = %(host)s,
-                pid = %(pid)s, worker = %(worker)s, updated_at = {NOW}
+                pid = %(pid)s, worker = %(worker)s, updated_at = {NOW},
+                started_at = coalesce(started_at, {NOW}), attempted_at = {NOW}
             WHERE id = %(id)s
             """,
             {"token": token, "lease_until": row[5], "id": row[0], **runner._asdict()},
@@ -293,10 +305,13 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         error: str,
         delay: float,
         lease_ended_only: bool,
+        error_class: str | None = None,
     ) -> Status | None:
         """The UPDATE, then a read of the status it set, in one transaction: the row stays
         locked in between, so no other worker's claim can change it first."""
-        params = self.settle_params(job_id, token, status, error, delay, lease_ended_only)
+        params = self.settle_params(
+            job_id, token, status, error, delay, lease_ended_only, error_class
+        )
         self.connection.begin()
         try:
             row = None
@@ -310,15 +325,20 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
 
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = {NOW}, finished_at = {NOW}
+            updated_at = {NOW}, finished_at = {NOW}, result = %(result)s, checkpoint = NULL,
+            {logged()}
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND cancel_requested_at IS NULL
     """
 
     # MySQL assigns SET columns left to right, each seeing the ones before: nothing below
     # reads a column that an earlier assignment changed.
+    sql_attempt_write = ATTEMPT_WRITE
+
     sql_settle = f"""
         UPDATE jobq_jobs SET
+            {logged("%(error)s", "%(error_class)s")},
+            error_class = %(error_class)s,
             finished_at = CASE
                 WHEN %(status)s = 'pending' AND (deadline IS NULL OR deadline > {later("delay")})
                 THEN NULL ELSE {NOW} END,

@@ -19,13 +19,15 @@ import asyncio
 import contextlib
 import logging
 import socket
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from ... import protocol, wire
+from ... import protocol, tracing, wire
 from ...job import Job
 from ...queue import Queue
+from ...queue.running import worker_id
 from ...records import ClaimedJob, Outcome
 from .. import attempt, title
 from ..child import EXIT_OK, FIRST_IDLE_WAIT, Child
@@ -41,8 +43,9 @@ from .slots import Slots
 log = logging.getLogger("jobq")
 
 Result = TypeVar("Result")
-# An attempt whose code is done: its claim, and what failed it (None: it completed).
-Ended = tuple[ClaimedJob, BaseException | str | None]
+# An attempt whose code is done: its claim (with its result), what failed it (None: it
+# completed), and its span, which ends once its outcome is recorded.
+Ended = tuple[ClaimedJob, BaseException | str | None, tracing.AttemptSpan]
 
 
 class Unwatched(SettlingReporter):
@@ -67,6 +70,12 @@ class ConcurrentChild(Child):
         concurrency = self.settings.concurrency
         self.threads = ThreadPoolExecutor(concurrency, thread_name_prefix="jobq-job")
         self.database = ThreadPoolExecutor(1, thread_name_prefix="jobq-database")
+        # Held by every statement on the connection: the database thread's, and the jobs'
+        # progress and checkpoint writes (attempts.py).
+        self.statement = threading.Lock()
+        # Each ended attempt's recorded outcome (None: it could not be recorded), awaited
+        # by its task to end its span.
+        self.outcomes: dict[int, asyncio.Future[Outcome | None]] = {}
         self.ended: list[Ended] = []
         self.tasks: set[asyncio.Task[None]] = set()
         self.woken: asyncio.Event | None = None
@@ -138,12 +147,12 @@ class ConcurrentChild(Child):
         while True:
             if not self.slots.busy and not self.ended:
                 if self.stopping.is_set():
-                    return EXIT_OK
+                    return await self.all_ended(EXIT_OK)
                 recycle = self.recycle_due(self.done)
                 if recycle is not None:
                     code, why = recycle
                     log.info("Recycling worker: %s", why, extra={"event": "recycle"})
-                    return code
+                    return await self.all_ended(code)
             size = self.claim_size()
             if self.ended or size:
                 try:
@@ -162,6 +171,12 @@ class ConcurrentChild(Child):
             # to end, or for the next look at the queue.
             await self.wait(idle_wait)
             idle_wait = min(idle_wait * 2, self.settings.poll_interval)
+
+    async def all_ended(self, code: int) -> int:
+        """Exit `code` once every attempt's task ended its span: each runs no more code, and
+        its outcome is recorded."""
+        await asyncio.gather(*self.tasks)
+        return code
 
     async def wait(self, seconds: float) -> None:
         assert self.woken is not None
@@ -193,6 +208,25 @@ class ConcurrentChild(Child):
             task.add_done_callback(self.tasks.discard)
 
     async def attempt_task(self, queue: Queue, claim: ClaimedJob) -> None:
+        """One attempt, in its span: run its code, hand it over to be recorded, and end the
+        span with the outcome recorded (as a process worker's span ends)."""
+        with tracing.processing(claim, worker_id()) as span:
+            ran, error = await self.run_code(queue, claim)
+            outcome = asyncio.get_running_loop().create_future()
+            self.outcomes[claim.id] = outcome
+            self.slots.let_go(claim)
+            self.ended.append((ran, error, span))
+            self.done += 1
+            assert self.woken is not None
+            self.woken.set()
+            recorded = await outcome
+            if recorded is not None:
+                span.ended(recorded)
+
+    async def run_code(
+        self, queue: Queue, claim: ClaimedJob
+    ) -> tuple[ClaimedJob, BaseException | str | None]:
+        """The attempt's code: its claim with its result, and what failed it, if anything."""
         error: BaseException | str | None
         try:
             job = queue._startable(claim)
@@ -200,7 +234,11 @@ class ConcurrentChild(Child):
                 self.cancellable[claim.id] = asyncio.current_task()  # type: ignore[assignment]
             if claim.id in self.stopped:  # told to stop before it began
                 raise asyncio.CancelledError
-            error = await handled(queue, claim, job, self.threads) if isinstance(job, Job) else job
+            if not isinstance(job, Job):
+                error = job
+            else:
+                handling = await handled(queue, claim, job, self.threads, self.statement)
+                error, claim = handling.error, claim.completed(handling.result)
         except asyncio.CancelledError:
             error = self.stopped.get(claim.id, "Cancelled")
             log.warning("Job %d cancelled: %s", claim.id, error, extra={"event": "cancelled"})
@@ -210,11 +248,7 @@ class ConcurrentChild(Child):
             self.stopping.set()
         self.cancellable.pop(claim.id, None)
         self.stopped.pop(claim.id, None)
-        self.slots.let_go(claim)
-        self.ended.append((claim, error))
-        self.done += 1
-        assert self.woken is not None
-        self.woken.set()
+        return claim, error
 
     async def record_and_claim(self, session: Session, size: int) -> list[ClaimedJob]:
         """Record the ended attempts' outcomes and claim `size` jobs for the free slots, in
@@ -222,14 +256,18 @@ class ConcurrentChild(Child):
         ended, self.ended = self.ended, []
         if ended:
             # Before their outcomes are recorded: a round that misses them kills nothing.
-            wire.send(self.sock, protocol.Settling([claim.id for claim, _ in ended]))
+            wire.send(self.sock, protocol.Settling([claim.id for claim, _, _ in ended]))
         try:
             outcomes, claims = await self.in_database(self.recorded, session, ended, size)
         except Exception as error:
             # Their leases run out unrenewed, and maintenance settles them.
-            lost = [(claim.id, UNACKNOWLEDGED) for claim, _ in ended]
+            lost = [(claim.id, UNACKNOWLEDGED) for claim, _, _ in ended]
             wire.send(self.sock, protocol.Finished(lost))
+            for claim, _, _ in ended:
+                self.outcomes.pop(claim.id).set_result(None)
             raise DatabaseLost("Recording outcomes failed") from error
+        for claim, outcome in outcomes:
+            self.outcomes.pop(claim.id).set_result(outcome)
         finished = [(claim.id, str(outcome)) for claim, outcome in outcomes]
         report = protocol.Finished(finished, protocol.attempts(claims), at_once=True)
         self.begin(session, claims, report if finished or claims else None)
@@ -242,8 +280,10 @@ class ConcurrentChild(Child):
         ones with the next claim in one statement; the after_job hooks run once each
         attempt's outcome is recorded."""
         queue, types = session.queue, self.settings.types
-        outcomes = [(claim, queue._failed(claim, error)) for claim, error in ended if error]
-        completed = [claim for claim, error in ended if error is None]
+        outcomes = [
+            (claim, queue._failed(claim, error, span)) for claim, error, span in ended if error
+        ]
+        completed = [claim for claim, error, _ in ended if error is None]
         claims: list[ClaimedJob] = []
         if completed:
             settled, claims = queue.complete_many_and_claim(completed, size, types)
@@ -256,4 +296,10 @@ class ConcurrentChild(Child):
         return outcomes, claims
 
     async def in_database(self, call: Callable[..., Result], *args: object) -> Result:
-        return await asyncio.get_running_loop().run_in_executor(self.database, call, *args)
+        return await asyncio.get_running_loop().run_in_executor(
+            self.database, self.one_at_a_time, call, *args
+        )
+
+    def one_at_a_time(self, call: Callable[..., Result], *args: object) -> Result:
+        with self.statement:
+            return call(*args)
