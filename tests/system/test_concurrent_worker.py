@@ -193,3 +193,32 @@ def test_coroutine_and_thread_attempts_store_their_result_progress_and_checkpoin
             assert (record.progress.done, record.progress.total) == (5, 5)
             assert record.checkpoint is None, "cleared on completion"
             assert [entry.attempt for entry in record.history] == [1, 2]
+
+
+@pytest.mark.databases("postgresql")
+def test_recycling_and_a_drain_leave_no_attempt_in_flight_behind(dsn: str, tmp_path: Path) -> None:
+    """--max-jobs-per-child 3 with 4 slots: a worker never claims past its third attempt,
+    and is replaced once they are done. Then TERM while both kinds run: the drain waits for
+    every attempt in flight. Every job completes on its first attempt."""
+    journal = tmp_path / "journal"
+    args = ("--workers", "1", "--concurrency", "4", "--max-jobs-per-child", "3", *FAST)
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        kinds = (Chaos, ChaosAsync)
+        quick = [queue.enqueue(kinds[n % 2](0.3, str(journal))) for n in range(7)]
+        with supervisor(dsn, *args, "--app", "chaos_app") as running:
+            wait_for("the quick jobs to complete", lambda: all(
+                status_of(queue, job_id) is Status.COMPLETED for job_id in quick
+            ), 60)  # fmt: skip
+            assert running.log.count("Recycling worker") >= 2, running.log
+            slow = [queue.enqueue(kind(2.0, str(journal))) for kind in kinds]
+            wait_for("the slow jobs to start", lambda: all(
+                journaled(journal, job_id, "start") for job_id in slow
+            ), 30)  # fmt: skip
+            running.signal(signal.SIGTERM)
+            assert running.wait(60) == 0, running.log
+        for job_id in [*quick, *slow]:
+            record = queue.get(job_id)
+            assert record is not None
+            assert (record.status, record.attempts) == (Status.COMPLETED, 1), running.log
+            assert len(journaled(journal, job_id, "end")) == 1

@@ -179,9 +179,11 @@ class ConcurrentChild(Child):
         return code
 
     async def wait(self, seconds: float) -> None:
+        """Until an attempt ends, or `seconds`. Draining, too: returning at once there would
+        spin the loop without ever letting the attempts in flight run on."""
         assert self.woken is not None
         self.woken.clear()
-        if self.ended or self.stopping.is_set():
+        if self.ended:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.woken.wait(), seconds)
