@@ -61,7 +61,7 @@ def running_attempt(journal: Path, job_id: int) -> bool:
     return bool(starts) and not any(e["job"] == job_id and e["event"] == "end" for e in entries)
 
 
-@pytest.mark.databases("postgresql", "sqlite")
+@pytest.mark.databases("postgresql", "sqlite", "mariadb")
 def test_many_attempts_at_once_lose_nothing_and_never_overlap_under_kills_timeouts_and_cancels(
     dsn: str, tmp_path: Path
 ) -> None:
