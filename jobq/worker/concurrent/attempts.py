@@ -3,7 +3,7 @@ worker's event loop, a plain `def handle` in one of its threads. Either way the 
 framed as a process worker frames it (queue/consuming.py's Handling): current_claim(),
 cancel_requested(), progress() and checkpoint() answer for this attempt, in its task or its
 thread, and the before_job hooks run there (so Django's close_old_connections runs in the
-thread whose connections the job uses)."""
+thread whose connections the job uses). The after_job hooks run there too (loop.py)."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import socket
 import threading
@@ -211,9 +212,10 @@ class ConcurrentChild(Child):
 
     async def attempt_task(self, queue: Queue, claim: ClaimedJob) -> None:
         """One attempt, in its span: run its code, hand it over to be recorded, and end the
-        span with the outcome recorded (as a process worker's span ends)."""
+        span with the outcome recorded (as a process worker's span ends); then its after_job
+        hooks, where its code ran: in its task, or in one of the threads."""
         with tracing.processing(claim, worker_id()) as span:
-            ran, error = await self.run_code(queue, claim)
+            ran, error, threaded = await self.run_code(queue, claim)
             outcome = asyncio.get_running_loop().create_future()
             self.outcomes[claim.id] = outcome
             self.slots.let_go(claim)
@@ -224,12 +226,24 @@ class ConcurrentChild(Child):
             recorded = await outcome
             if recorded is not None:
                 span.ended(recorded)
+        # Skipped when its outcome could not be recorded, as a process worker skips them.
+        if recorded is None or queue.hooks is None:
+            return
+        if not threaded:
+            queue.hooks.after_job(ran, recorded)
+            return
+        context = contextvars.copy_context()
+        await asyncio.get_running_loop().run_in_executor(
+            self.threads, context.run, queue.hooks.after_job, ran, recorded
+        )
 
     async def run_code(
         self, queue: Queue, claim: ClaimedJob
-    ) -> tuple[ClaimedJob, BaseException | str | None]:
-        """The attempt's code: its claim with its result, and what failed it, if anything."""
+    ) -> tuple[ClaimedJob, BaseException | str | None, bool]:
+        """The attempt's code: its claim with its result, what failed it, if anything, and
+        whether it ran in a thread."""
         error: BaseException | str | None
+        threaded = False
         try:
             job = queue._startable(claim)
             if isinstance(job, Job) and is_coroutine(job):
@@ -239,6 +253,7 @@ class ConcurrentChild(Child):
             if not isinstance(job, Job):
                 error = job
             else:
+                threaded = not is_coroutine(job)
                 handling = await handled(queue, claim, job, self.threads, self.statement)
                 error, claim = handling.error, claim.completed(handling.result)
         except asyncio.CancelledError:
@@ -250,7 +265,7 @@ class ConcurrentChild(Child):
             self.stopping.set()
         self.cancellable.pop(claim.id, None)
         self.stopped.pop(claim.id, None)
-        return claim, error
+        return claim, error, threaded
 
     async def record_and_claim(self, session: Session, size: int) -> list[ClaimedJob]:
         """Record the ended attempts' outcomes and claim `size` jobs for the free slots, in
@@ -279,8 +294,7 @@ class ConcurrentChild(Child):
         self, session: Session, ended: list[Ended], size: int
     ) -> tuple[list[tuple[ClaimedJob, Outcome]], list[ClaimedJob]]:
         """In the database's thread: fail the failed attempts, then complete the completed
-        ones with the next claim in one statement; the after_job hooks run once each
-        attempt's outcome is recorded."""
+        ones with the next claim in one statement."""
         queue, types = session.queue, self.settings.types
         outcomes = [
             (claim, queue._failed(claim, error, span)) for claim, error, span in ended if error
@@ -292,9 +306,6 @@ class ConcurrentChild(Child):
             outcomes += zip(completed, settled, strict=True)
         elif size:
             claims = queue.claim_many(size, types)
-        if queue.hooks is not None:
-            for claim, outcome in outcomes:
-                queue.hooks.after_job(claim, outcome)
         return outcomes, claims
 
     async def in_database(self, call: Callable[..., Result], *args: object) -> Result:
