@@ -222,3 +222,26 @@ def test_recycling_and_a_drain_leave_no_attempt_in_flight_behind(dsn: str, tmp_p
             assert record is not None
             assert (record.status, record.attempts) == (Status.COMPLETED, 1), running.log
             assert len(journaled(journal, job_id, "end")) == 1
+
+
+@pytest.mark.databases("postgresql")
+def test_quit_stops_every_attempt_in_flight_and_each_comes_back(dsn: str, tmp_path: Path) -> None:
+    """QUIT does not wait: the worker is killed with both kinds of attempt running, and each
+    is settled as a failed attempt, its job pending for the next one."""
+    journal = tmp_path / "journal"
+    args = ("--workers", "1", "--concurrency", "4", "--app", "chaos_app", *FAST)
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        ids = [queue.enqueue(kind(CANCELLED, str(journal))) for kind in (Chaos, ChaosAsync)]
+        with supervisor(dsn, *args) as running:
+            wait_for("both jobs to start", lambda: all(
+                journaled(journal, job_id, "start") for job_id in ids
+            ), 30)  # fmt: skip
+            running.signal(signal.SIGQUIT)
+            running.wait(30)
+        for job_id in ids:
+            record = queue.get(job_id)
+            assert record is not None
+            assert (record.status, record.attempts) == (Status.PENDING, 1), running.log
+            assert record.last_error, running.log
+            assert not journaled(journal, job_id, "end")
