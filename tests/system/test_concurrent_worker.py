@@ -245,3 +245,28 @@ def test_quit_stops_every_attempt_in_flight_and_each_comes_back(dsn: str, tmp_pa
             assert (record.status, record.attempts) == (Status.PENDING, 1), running.log
             assert record.last_error, running.log
             assert not journaled(journal, job_id, "end")
+
+
+@pytest.mark.databases("postgresql")
+def test_free_slots_are_filled_in_claim_order_across_the_worker_s_types(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Two slots, four slow jobs of one type queued first, then a job of another type with a
+    higher priority: the worker's slots take them in the claim order (priority, then
+    schedule), across its types, so the other type's job starts first."""
+    journal = tmp_path / "journal"
+    args = ("--workers", "1", "--concurrency", "2", "--app", "chaos_app", *FAST)
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        slow = [queue.enqueue(Chaos(1.0, str(journal)), type="slow") for _ in range(4)]
+        urgent = queue.enqueue(ChaosAsync(0.1, str(journal)), type="urgent", priority=1)
+        # Only now may the worker start: all five wait, in the order claims take them.
+        with supervisor(dsn, *args) as running:
+            wait_for("every job to complete", lambda: all(
+                status_of(queue, job_id) is Status.COMPLETED for job_id in [*slow, urgent]
+            ), 60)  # fmt: skip
+            running.signal(signal.SIGTERM)
+            assert running.wait(30) == 0, running.log
+    starts = [e["job"] for e in read_journal(journal) if e["event"] == "start"]
+    assert starts[0] == urgent, starts
+    assert starts[1:] == slow, starts
