@@ -130,13 +130,11 @@ def answer(connection: Queue, sock: socket.socket, message: object) -> None:
 
 def settle_left_behind(connection: Queue, message: protocol.LeftBehind) -> protocol.Released:
     """Acknowledge a dead worker's completed attempts, then release every other attempt it
-    holds but the one it ran: what it claimed and never started, reported or not."""
+    holds but those it ran: what it claimed and never started, reported or not."""
     claims = [each.claim() for each in message.completed]
     if claims:
         connection.complete_many_and_claim(claims, 0)
-    keep = {claim.id for claim in claims}
-    if message.running is not None:
-        keep.add(message.running)
+    keep = {claim.id for claim in claims} | set(message.running)
     return protocol.Released(connection.release_left_behind(message.worker, keep))
 
 

@@ -193,6 +193,13 @@ class Metrics:
         self.workers = Gauge(
             "jobq_workers", "Worker processes by state: busy or idle", ["state"], registry=registry
         )
+        self.slots = Gauge(
+            "jobq_worker_slots",
+            "Attempts the ready workers run (busy) and could run besides (free): --concurrency "
+            "slots each",
+            ["state"],
+            registry=registry,
+        )
         self.memory = Gauge(
             "jobq_worker_memory_bytes",
             "Resident memory of the workers: the largest one (max) and all together (sum)",
@@ -226,6 +233,8 @@ class Metrics:
         )
         for state in COUNTED_STATES:
             self.workers.labels(state)
+        for taken in ("busy", "free"):
+            self.slots.labels(taken)
         for result in ("extended", "lost", "error"):
             self.renewals.labels(result)
         for reason in StopReason:
@@ -298,8 +307,13 @@ class Metrics:
         for name, _, _ in counts:
             self.know_type(name)
 
-    def on_workers(self, states: Mapping[WorkerState, int], rss: list[int]) -> None:
+    def on_workers(
+        self, states: Mapping[WorkerState, int], rss: list[int], slots: tuple[int, int]
+    ) -> None:
+        """Workers by state, their memory, and their (busy, free) slots."""
         for state in COUNTED_STATES:
             self.workers.labels(state).set(states.get(state, 0))
+        self.slots.labels("busy").set(slots[0])
+        self.slots.labels("free").set(slots[1])
         self.memory.labels("max").set(max(rss, default=0))
         self.memory.labels("sum").set(sum(rss))

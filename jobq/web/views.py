@@ -34,6 +34,8 @@ REFRESH = 5
 # and charts completions over as many.
 RECENT_MINUTES = 60
 UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS))
+# The overview lists at most this many running jobs under their workers (the newest claimed).
+RUNNING_SHOWN = 200
 
 # What the page a redirect after an action leads to says, by the `done` code it carries (no
 # words come from the address): what the action did when it was taken. The job may have moved
@@ -116,7 +118,18 @@ def overview(page: Page) -> Response:
         busiest=max(per_minute),
         unfinished=list(UNFINISHED),
         finished=[str(each) for each in Status if each not in UNFINISHED],
+        workers=by_worker(queue.jobs(Status.IN_PROGRESS, limit=RUNNING_SHOWN)),
     )
+
+
+def by_worker(running: list[JobRecord]) -> list[tuple[str, list[JobRecord]]]:
+    """Running jobs under the worker that runs them (a --concurrency worker runs many), each
+    named by its host, pid and incarnation id, oldest claim first."""
+    workers: dict[str, list[JobRecord]] = {}
+    for record in sorted(running, key=lambda record: record.id):
+        name = f"{record.host or NOTHING}, pid {record.pid or NOTHING}, {record.worker or NOTHING}"
+        workers.setdefault(name, []).append(record)
+    return sorted(workers.items())
 
 
 def schedules(page: Page) -> Response:

@@ -167,6 +167,24 @@ def test_a_running_job_shows_its_lease_host_and_pid(queue: jobq.Queue, client: C
     assert f"{record.host}, pid {record.pid}" in html
 
 
+def test_the_overview_lists_each_worker_s_running_jobs(queue: jobq.Queue, client: Client) -> None:
+    assert "No job runs now." in page(client, "/")
+    queue.enqueue_many([Noop(), Noop(), Noop()])
+    # One worker holding two attempts at once, as a --concurrency worker does.
+    claims = queue.claim_many(2)
+    assert len(claims) == 2
+    record = queue.get(claims[0].id)
+    assert record is not None
+
+    html = page(client, "/")
+
+    (row,) = re.findall(r'<table id="workers">.*?</table>', html, re.S)
+    assert f"{record.host}, pid {record.pid}, {record.worker}" in row
+    assert re.search(r'<td class="n">2</td>', row), row
+    running = sorted(int(n) for n in re.findall(r'href="/jobs/(\d+)"', row))
+    assert running == sorted(claim.id for claim in claims)
+
+
 def test_a_job_page_shows_the_unique_key_escaped(queue: jobq.Queue, client: Client) -> None:
     job_id = queue.enqueue(Noop(), unique_key="<b>import</b>:42")
 

@@ -9,6 +9,7 @@ name.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -120,6 +121,33 @@ class Raise(jobq.Job):
     def handle(self) -> None:
         journal_attempt(self.journal, "start", kind=self.kind)
         RAISERS[self.kind]()
+        journal_attempt(self.journal, "end")
+
+
+class ChaosAsync(Chaos):
+    """Chaos as a coroutine: its worker's event loop runs it as a task (--concurrency)."""
+
+    job_name = "ChaosAsync"
+
+    async def handle(self) -> None:  # type: ignore[override]
+        journal_attempt(self.journal, "start", seconds=self.seconds)
+        await asyncio.sleep(self.seconds)
+        journal_attempt(self.journal, "end")
+
+
+class Stubborn(Chaos):
+    """A coroutine that swallows every cancel and sleeps on: only its worker's death stops it."""
+
+    job_name = "Stubborn"
+
+    async def handle(self) -> None:  # type: ignore[override]
+        journal_attempt(self.journal, "start", seconds=self.seconds)
+        deadline = time.monotonic() + self.seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                await asyncio.sleep(left)
+            except asyncio.CancelledError:
+                journal_attempt(self.journal, "swallowed")
         journal_attempt(self.journal, "end")
 
 

@@ -8,6 +8,7 @@ enqueued from a job go to TRACING_DSN."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -48,6 +49,17 @@ class Traced(jobq.Job):
         if self.spawn:
             with jobq.Queue.connect(os.environ["TRACING_DSN"]) as queue:
                 queue.enqueue(Traced(), type="spawned")
+
+
+class TracedAsync(Traced):
+    """Traced as a coroutine, for a worker with --concurrency: it awaits before it works, so
+    its span must stay current in its own task across the loop's other attempts."""
+
+    job_name = "tracing_app.TracedAsync"
+
+    async def handle(self) -> None:  # type: ignore[override]
+        await asyncio.sleep(0.2)
+        Traced.handle(self)
 
 
 jobq.schedule("tracing-tick", Traced(), every=1, type="tick")
