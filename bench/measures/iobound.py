@@ -212,12 +212,15 @@ def markdown(drains: Sequence[Drain], jobs: int) -> list[str]:
         f"{' and '.join(TYPES)}, and served by untyped workers: `jobq-supervise --workers "
         f"{WORKERS} --concurrency {COROUTINES}` for `async def handle` jobs awaiting "
         f"`asyncio.sleep`, `--concurrency {THREADS}` for `def handle` jobs calling "
-        "`time.sleep` in the worker's threads, and plain process workers (one job at a time) "
-        "for comparison. The peers run async jobs awaiting `asyncio.sleep`, preloaded in "
+        "`time.sleep` in the worker's threads, coroutines again at `--concurrency "
+        f"{COROUTINES_MATCHED}` (as many at once as pgqueuer's largest candidate), and plain "
+        "process workers (one job at a time) for comparison. The peers run async jobs "
+        "awaiting `asyncio.sleep`, preloaded in "
         "batches of 1,000, with W processes at each candidate setting; the best is the "
         "fastest clean drain. 'ceiling': jobs run at once over the wait, the rate a system "
         "with no cost of its own would reach. Memory: the largest sum over all of the "
-        "system's processes (jobq: master, workers, renewer, housekeeper), sampled every "
+        "system's processes (jobq: master, workers, renewer, housekeeper, fence keeper), "
+        "sampled every "
         "0.25 s while it drained; RSS counts a page shared by forked processes once per "
         "process, PSS splits it between them. jobs/s from completion times, as above.",
         "",
