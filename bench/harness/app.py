@@ -94,5 +94,5 @@ class AsyncWait(jobq.Job):
     job_name = "bench.AsyncWait"
     type = "wait"
 
-    async def handle(self) -> None:  # type: ignore[override]
+    async def handle(self) -> None:
         await asyncio.sleep(IO_WAIT)
