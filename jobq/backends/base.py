@@ -52,6 +52,11 @@ class Backend(Uniqueness, Controls, Installing, Batching):
     def is_transient(self, error: BaseException) -> bool:
         """A deadlock, lock-wait timeout or busy database: the statement may simply be rerun."""
 
+    def failover_risk(self) -> str | None:
+        """Why a failover of this database could lose commits it confirmed (asynchronous
+        replication), or None when it cannot, or this backend cannot tell."""
+        return None
+
     def recovered(self, error: BaseException) -> bool:
         """Whether this connection was set right after `error`, so that the operation that
         raised it may simply be rerun (see PostgresBackend's)."""

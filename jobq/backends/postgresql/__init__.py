@@ -24,6 +24,7 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .insert import copy_in, insert_statement
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
+from .replication import failover_risk
 from .schema import MIGRATIONS, NO_JIT, WORKER_IDS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
@@ -156,6 +157,9 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
             error,
             pgerrors.DeadlockDetected | pgerrors.LockNotAvailable | pgerrors.SerializationFailure,
         )
+
+    def failover_risk(self) -> str | None:
+        return failover_risk(self.connection)
 
     def recovered(self, error: BaseException) -> bool:
         # The statement failed at its Bind or Parse, so it did nothing: rerun unprepared, and
