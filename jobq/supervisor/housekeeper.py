@@ -34,6 +34,7 @@ WORK = protocol.FailAttempt | protocol.LeftBehind | protocol.MeasureDepth
 # master's /readyz learns from these runs that the database is back (after a failover, a
 # whole interval later was 9 s of a node not ready while its workers already worked).
 FIRST_RETRY = 0.5
+MAX_RETRY = 2.0
 
 
 def serve(
@@ -94,7 +95,7 @@ def serve(
             connection = None
             if message is None and not scheduling:
                 wire.send(sock, protocol.Maintained(None, f"{type(error).__name__}: {error}"))
-                next_maintenance = time.monotonic() + min(retry, interval)
+                next_maintenance = time.monotonic() + min(retry, MAX_RETRY, interval)
                 retry *= 2
         if isinstance(message, protocol.FailAttempt | protocol.LeftBehind):
             wire.send(sock, protocol.Done())
