@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dsn import redact, scheme_of
+from ..dsn import redact, refuse_bare_at, scheme_of
 from ..errors import ConfigurationError
 from .base import Backend
 
@@ -57,6 +57,7 @@ def for_dsn(dsn: str) -> type[Backend]:
             f"unsupported DSN {redact(dsn)!r}: the scheme must be one of "
             f"{', '.join(sorted(SCHEMES))}"
         )
+    refuse_bare_at(dsn)
     return backend_class(kind)
 
 
