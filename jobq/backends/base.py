@@ -203,6 +203,17 @@ class Backend(Uniqueness, Controls, Installing, Batching):
     def complete(self, job_id: int, token: str) -> bool:
         return self.execute(self.sql_complete, {"id": job_id, "token": token}) == 1
 
+    def completed_by(self, job_id: int, attempt: int, worker: str) -> bool:
+        """Whether this attempt, claimed by `worker`, is the one that completed the job: a
+        completion keeps the claim's attempt count and worker, though not its token."""
+        mark = self.placeholder.format
+        sql = (
+            f"SELECT 1 FROM jobq_jobs WHERE id = {mark('id')} AND status = 'completed'"
+            f" AND attempts = {mark('attempt')} AND worker = {mark('worker')}"
+        )
+        params = {"id": job_id, "attempt": attempt, "worker": worker}
+        return self.fetchone(sql, params) is not None
+
     def settle(
         self,
         job_id: int,
