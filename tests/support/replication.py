@@ -1,7 +1,8 @@
 """A PostgreSQL primary and a streaming standby on loopback, and the failover between them:
 the primary stopped as a crash would (`-m immediate`), the standby promoted.
 
-Used by tests/system/test_failover.py and the asynchronous measurement (chaos/failover.py).
+Used by tests/system/test_failover.py and the asynchronous measurement
+(bench/measures/failover.py).
 Both servers are Debian's PostgreSQL run as `postgres` (see servers.py for why).
 """
 
@@ -87,8 +88,11 @@ class ReplicatedPair:
              "-c", "fast"])  # fmt: skip
         with open(f"{standby}/postgresql.conf", "a") as conf:
             conf.write(STANDBY_CONF.format(port=self.ports[1]))
-            if relay is not None:
-                conf.write(f"primary_conninfo = 'host=127.0.0.1 port={relay} user=postgres'\n")
+        if relay is not None:
+            # After the primary_conninfo pg_basebackup -R wrote there, which would override
+            # one in postgresql.conf.
+            with open(f"{standby}/postgresql.auto.conf", "a") as auto:
+                auto.write(f"primary_conninfo = 'host=127.0.0.1 port={relay} user=postgres'\n")
         self.pg_ctl(1, "start")
         with connect(self.ports[0]) as primary_connection:
             poll("the standby to stream", lambda: streaming(primary_connection))
