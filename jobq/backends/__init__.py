@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..dsn import redact, scheme_of
+from ..dsn import redact, refuse_bare_at, scheme_of
 from ..errors import ConfigurationError
 from .asynchronous import AsyncDriver
 from .base import Backend
@@ -64,6 +64,7 @@ def for_dsn(dsn: str) -> type[Backend]:
             f"unsupported DSN {redact(dsn)!r}: the scheme must be one of "
             f"{', '.join(sorted(SCHEMES))}"
         )
+    refuse_bare_at(dsn)
     return backend_class(kind)
 
 

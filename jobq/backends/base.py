@@ -79,6 +79,11 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
     def is_transient(self, error: BaseException) -> bool:
         """A deadlock, lock-wait timeout or busy database: the statement may simply be rerun."""
 
+    def failover_risk(self) -> str | None:
+        """Why a failover of this database could lose commits it confirmed (asynchronous
+        replication), or None when it cannot, or this backend cannot tell."""
+        return None
+
     def recovered(self, error: BaseException) -> bool:
         """Whether this connection was set right after `error`, so that the operation that
         raised it may simply be rerun (see PostgresBackend's)."""
@@ -232,6 +237,17 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
         statement; its checkpoint goes, its history gains the attempt."""
         params = {"id": job_id, "token": token, "result": result}
         return self.execute(self.sql_complete, params) == 1
+
+    def completed_by(self, job_id: int, attempt: int, worker: str) -> bool:
+        """Whether this attempt, claimed by `worker`, is the one that completed the job: a
+        completion keeps the claim's attempt count and worker, though not its token."""
+        mark = self.placeholder.format
+        sql = (
+            f"SELECT 1 FROM jobq_jobs WHERE id = {mark('id')} AND status = 'completed'"
+            f" AND attempts = {mark('attempt')} AND worker = {mark('worker')}"
+        )
+        params = {"id": job_id, "attempt": attempt, "worker": worker}
+        return self.fetchone(sql, params) is not None
 
     def settle(
         self,

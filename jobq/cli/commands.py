@@ -314,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jobq: {error}", file=sys.stderr)
         return 1
     except JobqError as error:
-        # Scrubbed again: redact() alone misses part of a password with an unencoded "@".
+        # Scrubbed again: an error may quote the password outside a DSN.
         print(f"jobq: {scrub(str(error), args.dsn or default_dsn())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -267,7 +267,7 @@ class Consuming:
         """Record, on this queue's connection, an outcome another connection could not."""
         claim, error = unacknowledged.claim, unacknowledged.error
         if error is None:
-            outcome = self._complete(claim)
+            outcome = self._complete(claim, sent_before=True)
         else:
             outcome = FAILURE_OUTCOMES[self._settle_failure(claim, error)]
         self.listener.on_settled(claim, outcome)
@@ -276,12 +276,12 @@ class Consuming:
     def complete(self, claim: ClaimedJob) -> bool:
         return self._complete(claim) is Outcome.COMPLETED
 
-    def _complete(self, claim: ClaimedJob) -> Outcome:
+    def _complete(self, claim: ClaimedJob, sent_before: bool = False) -> Outcome:
         backend = self._consumer("complete")
         done = backend.retrying(
             "complete", lambda: backend.complete(claim.id, claim.token, claim.result)
         )
-        return self._completed(claim, done)
+        return self._completed(claim, done, sent_before)
 
     def complete_and_claim(
         self, claim: ClaimedJob, type: Types = None
@@ -307,10 +307,13 @@ class Consuming:
         )
         return self._completed(claim, done), next_claim
 
-    def _completed(self, claim: ClaimedJob, done: bool) -> Outcome:
+    def _completed(self, claim: ClaimedJob, done: bool, sent_before: bool = False) -> Outcome:
         """Log and tell the listener how a completion went. A completion refused because the
-        job was cancelled as it ran ends the job cancelled: the cancel committed first."""
-        if done:
+        job was cancelled as it ran ends the job cancelled: the cancel committed first. One
+        `sent_before` on a connection that failed, and refused now because it had landed
+        then (its reply lost in a failover), ends it completed."""
+        landed = sent_before and self.backend.completed_by(claim.id, claim.attempt, runner().worker)
+        if done or landed:
             log.info("Job %d completed", claim.id, extra=job_extra(claim, "completed"))
             self.listener.on_completed(claim)
             return Outcome.COMPLETED

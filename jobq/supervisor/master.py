@@ -272,6 +272,9 @@ class Master:
             return
         if self.renewals.timed_out(now):
             # Its connection may never answer: replace the renewer, then retry.
+            self.helpers.saw_database(
+                f"lease renewal timed out after {self.config.renew_timeout:g} s"
+            )
             self.helpers.replace(Helper.RENEWER)
             return
         request = self.renewals.start(now, self.pool.held())
@@ -279,6 +282,8 @@ class Master:
             self.helpers.tell(Helper.RENEWER, request)  # or to the renewer started again
 
     def on_renewed(self, result: protocol.Renewed) -> None:
+        if self.renewals.round is not None and result.round == self.renewals.round.id:
+            self.helpers.saw_database(result.error)
         answer = self.renewals.answered(result, self.pool.children)
         if answer is None:
             return

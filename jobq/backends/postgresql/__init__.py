@@ -23,8 +23,10 @@ from .claims import MIGRATION as BATCHES
 from .claims import PostgresBatching
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
+from .dsn import libpq_dsn
 from .insert import copy_steps, insert_statement, outside_transaction
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
+from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
@@ -79,12 +81,6 @@ def complete_and_claim_statement(type_count: int) -> str:
         SELECT EXISTS (SELECT FROM done), claimed.*
         FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
     """
-
-
-def libpq_dsn(dsn: str) -> str:
-    """libpq takes only postgresql:// and postgres:// in lower case; jobq takes any case."""
-    scheme, rest = dsn.split("://", 1)
-    return f"postgresql://{rest}" if scheme.lower() in ("postgres", "postgresql") else dsn
 
 
 class PostgresBackend(
@@ -189,6 +185,9 @@ class PostgresBackend(
             error,
             pgerrors.DeadlockDetected | pgerrors.LockNotAvailable | pgerrors.SerializationFailure,
         )
+
+    def failover_risk(self) -> str | None:
+        return failover_risk(self.connection)
 
     def recovered(self, error: BaseException) -> bool:
         # The statement failed at its Bind or Parse, so it did nothing: rerun unprepared, and

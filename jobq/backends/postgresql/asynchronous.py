@@ -11,7 +11,8 @@ import psycopg
 
 from ..asynchronous import AsyncDriver
 from ..steps import CopyRows, Step, Steps, count
-from . import PostgresBackend, libpq_dsn
+from . import PostgresBackend
+from .dsn import libpq_dsn
 from .insert import outside_transaction
 from .results import FINISHED_CHANNEL, MARK_WAITED
 
