@@ -4,6 +4,7 @@ from .codec import Codec, JsonCodec
 from .errors import ConfigurationError, DecodeError, JobqError
 from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
+from .limits import Concurrency
 from .listener import Listener
 from .queue import Queue
 from .queue.running import cancel_requested, current_claim
@@ -16,6 +17,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ClaimedJob",
     "Codec",
+    "Concurrency",
     "ConfigurationError",
     "DecodeError",
     "HookFailed",

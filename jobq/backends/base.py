@@ -20,6 +20,7 @@ from .batching import Batching
 from .controls import Controls, policy_of
 from .installing import Installing
 from .leases import expiry
+from .limits import Limits
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Renewal, Runner
 from .shapes import CHUNK_ROWS, chunks
 from .uniqueness import Uniqueness
@@ -31,7 +32,7 @@ T = TypeVar("T")
 TRIES = 5
 
 
-class Backend(Uniqueness, Controls, Installing, Batching):
+class Backend(Uniqueness, Controls, Installing, Batching, Limits):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -295,6 +296,7 @@ class Backend(Uniqueness, Controls, Installing, Batching):
             None if job.deadline_in is None else self.seconds(job.deadline_in),
             job.priority,
             job.unique_key,
+            job.limit_key,
         )
 
     def insert_params(self, job: NewJob) -> dict[str, Any]:

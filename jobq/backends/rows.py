@@ -28,6 +28,7 @@ INSERT_NAMES = (
     "deadline_in",
     "priority",
     "unique_key",
+    "limit_key",
 )
 
 
@@ -48,6 +49,8 @@ class NewJob(NamedTuple):
     priority: int
     # At most one pending or in_progress job holds a key (see Backend.add).
     unique_key: str | None = None
+    # The key a concurrency limit counts the job under (None: the type has no limit).
+    limit_key: str | None = None
 
 
 class Runner(NamedTuple):

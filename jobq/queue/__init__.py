@@ -21,6 +21,7 @@ from ..retry import MAX_DELAY, RetryPolicy
 from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance
 from .batched import BatchConsuming
+from .limits import LimitControls
 from .new_jobs import Options, Schedule, new_job, new_jobs, seconds_of
 from .operating import Operating
 from .unique_keys import UniqueKeys, unique_keys
@@ -42,7 +43,7 @@ def application_connection(connection: Any) -> Any:
     return None if connection is OWN_CONNECTION else backends.unwrap(connection)
 
 
-class Queue(BatchConsuming, Operating):
+class Queue(BatchConsuming, Operating, LimitControls):
     """A job queue in one database, reached through one connection.
 
     A Queue is not thread-safe: give each thread or process its own.
@@ -68,6 +69,7 @@ class Queue(BatchConsuming, Operating):
         self.hooks: JobHooks | None = None
         # What this queue's looks at the schedules keep between them (see run_schedules).
         self._watch = scheduler.Watch()
+        self._declared: set[tuple[str, int]] = set()
 
     @classmethod
     def connect(
@@ -149,6 +151,7 @@ class Queue(BatchConsuming, Operating):
         """
         options = Options.of(type, Schedule.of(delay, scheduled_at, deadline), retry, priority)
         (row,) = new_jobs(self.codec, [job], [unique_key], options)
+        self._declare_limits([job], [row])
         return self._write("enqueue", connection, lambda target: self.backend.add(row, target))
 
     def enqueue_many(
@@ -176,6 +179,7 @@ class Queue(BatchConsuming, Operating):
         rows = new_jobs(self.codec, given, unique_keys(unique_key, given), options)
         if not rows:
             return []
+        self._declare_limits(given, rows)
         return self._write(
             "enqueue_many", connection, lambda target: self.backend.add_many(rows, target)
         )

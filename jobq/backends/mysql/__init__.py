@@ -36,7 +36,8 @@ TRANSIENT_ERRORS = {1213, 1205}
 INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
     "%(max_backoff{i})s, %(jitter{i})s, coalesce(%(scheduled_at{i})s, {delay}), "
-    "coalesce(%(deadline{i})s, {deadline_in}), %(priority{i})s, {now}, {now}, %(unique_key{i})s)"
+    "coalesce(%(deadline{i})s, {deadline_in}), %(priority{i})s, {now}, {now}, %(unique_key{i})s, "
+    "%(limit_key{i})s)"
 )
 
 
@@ -54,7 +55,8 @@ def insert_statement(rows: int) -> str:
     )
     return f"""
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
-            jitter, scheduled_at, deadline, priority, created_at, updated_at, unique_key)
+            jitter, scheduled_at, deadline, priority, created_at, updated_at, unique_key,
+            limit_key)
         VALUES {values}
     """
 

@@ -23,12 +23,17 @@ from .claims import PostgresBatching
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .insert import copy_in, insert_statement
+from .limits import LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .schema import MIGRATIONS, NO_JIT, WORKER_IDS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 
 log = logging.getLogger("jobq")
+
+# How many rows refused by a concurrency limit one claim() looks past before it reports
+# nothing ready: each refusal blocks its row, so the next probe starts beyond it.
+REFUSALS = 8
 
 COMPLETE = """
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
@@ -57,7 +62,7 @@ def claim_statement(type_count: int, token_param: str = "token") -> str:
             token = %({token_param})s, lease_until = now() + make_interval(secs => %(lease)s),
             host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now()
         WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
-        RETURNING {CLAIM_COLUMNS}
+        RETURNING {CLAIM_COLUMNS}, status
     """
 
 
@@ -81,7 +86,9 @@ def libpq_dsn(dsn: str) -> str:
     return f"postgresql://{rest}" if scheme.lower() in ("postgres", "postgresql") else dsn
 
 
-class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
+class PostgresBackend(
+    PostgresUniqueness, PostgresControls, PostgresBatching, PostgresLimits, Backend
+):
     kind = "postgresql"
     # The last: the schedules' declarations, and the retry that never fails on a key.
     migrations = (
@@ -92,6 +99,7 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
         NO_JIT,
         WORKER_IDS,
         (*DECLARED_AT, RETRY),
+        LIMITS,
     )
 
     def __init__(
@@ -232,8 +240,15 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
         runner: Runner,
     ) -> ClaimedJob | None:
         params = {"token": token, "lease": lease, **runner._asdict(), **type_params(types)}
-        row = self.fetchone(claim_statement(len(types)), params)
-        return None if row is None else self.claimed(row, token, expires_monotonic)
+        # A row a concurrency limit refused comes back still pending, and now blocked (or
+        # left for the claim that holds its key): the next probe looks past it.
+        for _ in range(REFUSALS):
+            row = self.fetchone(claim_statement(len(types)), params)
+            if row is None:
+                return None
+            if row[-1] == "in_progress":
+                return self.claimed(row, token, expires_monotonic)
+        return None
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -260,8 +275,11 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
         }
         expires = expiry(lease)
         row = self.fetchone(complete_and_claim_statement(len(types)), params)
-        claimed = None if row[1] is None else self.claimed(row[1:], new_token, expires)
-        return bool(row[0]), claimed
+        if row[1] is None:
+            return bool(row[0]), None
+        if row[-1] != "in_progress":  # refused by a limit: claim again, past it
+            return bool(row[0]), self.claim(types, new_token, lease, expires, runner)
+        return bool(row[0]), self.claimed(row[1:], new_token, expires)
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         row = self.fetchone(

@@ -50,7 +50,7 @@ def claim_parts(type_count: int) -> tuple[str, str]:
             token = handed.token, lease_until = now() + make_interval(secs => %(lease)s),
             host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now()
         FROM handed WHERE j.id = handed.id
-        RETURNING j.token, {RETURNED}
+        RETURNING j.token, {RETURNED}, j.status
     """
     return picked, update
 
@@ -128,9 +128,15 @@ class PostgresBatching(Batching):
     def batch_claimed(
         self, rows: Sequence[Sequence[Any]], tokens: Sequence[str], expires_monotonic: float
     ) -> list[ClaimedJob]:
-        """Rows of (token, claim columns...) as claims, in the order they were picked."""
+        """Rows of (token, claim columns..., status) as claims, in the order they were
+        picked; a row a concurrency limit refused (see limits.py) is still pending."""
         return in_picked_order(
-            ((row[0], self.claimed(row[1:], row[0], expires_monotonic)) for row in rows), tokens
+            (
+                (row[0], self.claimed(row[1:], row[0], expires_monotonic))
+                for row in rows
+                if row[-1] == "in_progress"
+            ),
+            tokens,
         )
 
     sql_held_by = (

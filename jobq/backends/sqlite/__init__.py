@@ -95,7 +95,7 @@ def claim_many_statement(type_count: int) -> str:
 
 # Positional parameters, in the order of INSERT_NAMES: SQLite looks each named parameter up
 # in a list of the statement's names, which made a chunk of 2,000 rows take half a second.
-INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?)"
+INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?, ?)"
 
 
 def path_of(dsn: str) -> str:
@@ -230,7 +230,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         ids = self.insert_chunk([job], connection, taken="ON CONFLICT DO NOTHING")
         return ids[0] if ids else None
 
-    # Thirteen parameters a row, under SQLite's limit of 32,766 a statement.
+    # Fourteen parameters a row, under SQLite's limit of 32,766 a statement.
     chunk_rows = 2000
 
     def insert_chunk(self, jobs: Sequence[NewJob], connection: Any, taken: str = "") -> list[int]:
@@ -238,7 +238,8 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         values = ", ".join([INSERT_ROW] * len(jobs))
         sql = f"""
             INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
-                max_backoff, jitter, scheduled_at, deadline, priority, unique_key)
+                max_backoff, jitter, scheduled_at, deadline, priority, unique_key,
+                limit_key)
             VALUES {values} {taken}
             RETURNING id
         """
