@@ -11,6 +11,10 @@ from typing import Any, ClassVar, NamedTuple
 
 from ..limits import CONCURRENCY
 
+# How many rows refused by a concurrency limit one claim() looks past before it reports
+# nothing ready: each refusal blocks its row, so the next probe starts beyond it.
+REFUSALS = 8
+
 
 class LimitRow(NamedTuple):
     """A limit of one job type, and how it stands."""

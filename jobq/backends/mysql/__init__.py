@@ -21,11 +21,13 @@ from ...dsn import redact
 from ...errors import ConfigurationError
 from ...records import ClaimedJob, Status
 from ..base import Backend
+from ..limits import REFUSALS
 from ..rows import NewJob, Renewal, Runner
 from ..shapes import type_params
 from .claims import MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
+from .limits import LIMITS
 from .schema import MIGRATIONS, NOW, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
@@ -92,7 +94,7 @@ def connect_args(dsn: str) -> dict[str, Any]:
 
 class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
     kind = "mysql"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS, DECLARED_AT)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS, DECLARED_AT, LIMITS)
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         super().__init__(connection, owns_connection=owns_connection)
@@ -209,6 +211,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         expires_monotonic: float,
         runner: Runner,
     ) -> ClaimedJob | None:
+        self.wake_blocked()
         with self.transaction():
             return self.claim_within(types, token, lease, expires_monotonic, runner)
 
@@ -221,9 +224,18 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         runner: Runner,
     ) -> ClaimedJob | None:
         params: dict[str, Any] = {"lease": self.seconds(lease), **type_params(types)}
-        row = self.fetchone(claim_select(len(types)), params)
-        if row is None:
-            return None
+        # A row a concurrency limit refused stays pending, now blocked (or left for the
+        # claim that holds its key): the next probe looks past it.
+        for _ in range(REFUSALS):
+            row = self.fetchone(claim_select(len(types)), params)
+            if row is None:
+                return None
+            if self.claim_row(row, token, runner):
+                return self.claimed(row, token, expires_monotonic)
+        return None
+
+    def claim_row(self, row: Sequence[Any], token: str, runner: Runner) -> bool:
+        """Claim the row a probe locked; False when its concurrency limit refused it."""
         self.execute(
             f"""
             UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
@@ -233,7 +245,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
             """,
             {"token": token, "lease_until": row[5], "id": row[0], **runner._asdict()},
         )
-        return self.claimed(row, token, expires_monotonic)
+        return row[-1] is None or bool(self.claimed_ids([row[0]]))
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         params = {"id": job_id, "token": token, "lease": self.seconds(lease)}

@@ -16,6 +16,7 @@ from psycopg.pq import TransactionStatus
 from ...records import ClaimedJob
 from ..base import Backend
 from ..leases import expiry
+from ..limits import REFUSALS
 from ..rows import INSERT_NAMES, NewJob, Renewal, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .claims import MIGRATION as BATCHES
@@ -30,10 +31,6 @@ from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 
 log = logging.getLogger("jobq")
-
-# How many rows refused by a concurrency limit one claim() looks past before it reports
-# nothing ready: each refusal blocks its row, so the next probe starts beyond it.
-REFUSALS = 8
 
 COMPLETE = """
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,

@@ -19,10 +19,12 @@ from ...errors import ConfigurationError, NoSchema
 from ...records import ClaimedJob
 from ..base import Backend
 from ..batching import in_picked_order
+from ..limits import REFUSALS
 from ..rows import NewJob, Renewal, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
+from .limits import LIMITS, SqliteLimits
 from .schema import MIGRATIONS, NOW, READY, WORKER_IDS
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
@@ -46,12 +48,13 @@ def probe(index: int | None, limit: str = "1") -> str:
     if index is None:
         return f"""
             SELECT id, priority, scheduled_at FROM jobq_jobs INDEXED BY jobq_jobs_ready
-            WHERE {READY} AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE p.type = jobq_jobs.type)
+            WHERE {READY} AND blocked_on IS NULL
+              AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE p.type = jobq_jobs.type)
             ORDER BY priority DESC, scheduled_at, id LIMIT {limit}
         """
     return f"""
         SELECT id, priority, scheduled_at FROM jobq_jobs INDEXED BY jobq_jobs_ready_by_type
-        WHERE {TYPED_READY} AND type = :type{index}
+        WHERE {TYPED_READY} AND blocked_on IS NULL AND type = :type{index}
           AND NOT EXISTS (SELECT 1 FROM jobq_paused WHERE type = :type{index})
         ORDER BY priority DESC, scheduled_at, id LIMIT {limit}
     """
@@ -108,9 +111,9 @@ def path_of(dsn: str) -> str:
     return path[3:]
 
 
-class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
+class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, Backend):
     kind = "sqlite"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS, DECLARED_AT)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS, DECLARED_AT, LIMITS)
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
         self.check_version()
@@ -259,8 +262,16 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         runner: Runner,
     ) -> ClaimedJob | None:
         params = {"token": token, "lease": lease, **runner._asdict(), **type_params(types)}
-        row = self.fetchone(claim_statement(len(types)), params)
-        return None if row is None else self.claimed(row, token, expires_monotonic)
+        # A row a concurrency limit refused is blocked by the trigger, which changes it but
+        # returns nothing: then the next probe looks past it.
+        for _ in range(REFUSALS):
+            changes = self.connection.total_changes
+            row = self.fetchone(claim_statement(len(types)), params)
+            if row is not None:
+                return self.claimed(row, token, expires_monotonic)
+            if self.connection.total_changes == changes:
+                return None
+        return None
 
     def claim_many(
         self,
