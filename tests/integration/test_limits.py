@@ -45,6 +45,8 @@ def test_a_full_key_lets_other_keys_by_and_wakes_when_a_slot_frees(queue: jobq.Q
 
 @pytest.mark.lease(1)
 def test_a_slot_is_free_once_its_lease_ends(queue: jobq.Queue) -> None:
+    """As when a master is SIGKILLed with the attempt: nothing settles it, yet once its
+    lease has ended the key takes a new attempt; settling it wakes the blocked job."""
     queue.set_limit("limited", 1)
     held = queue.enqueue(Limited("a"))
     waiting = queue.enqueue(Limited("a"))
@@ -53,10 +55,15 @@ def test_a_slot_is_free_once_its_lease_ends(queue: jobq.Queue) -> None:
     assert claim.id == held
     assert queue.claim() is None
     wait_lease_ended(queue, held)
-    queue.run_maintenance()
+    fresh = queue.enqueue(Limited("a"))
     again = queue.claim()
     assert again is not None
-    assert again.id in (held, waiting)
+    assert again.id == fresh
+    assert queue.run_maintenance()["requeued"] == 1
+    assert queue.complete(again)
+    last = queue.claim()
+    assert last is not None
+    assert last.id in (held, waiting)
 
 
 def test_an_override_is_read_at_claim_time(queue: jobq.Queue) -> None:

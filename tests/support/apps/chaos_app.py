@@ -120,3 +120,19 @@ class Raise(jobq.Job):
         journal_attempt(self.journal, "start", kind=self.kind)
         RAISERS[self.kind]()
         journal_attempt(self.journal, "end")
+
+
+class ChaosLimited(Chaos):
+    """A Chaos job of which at most two of one key run at once; its journal lines carry the
+    key, for the history checker's count."""
+
+    job_name = "ChaosLimited"
+    type = "chaos-limited"
+    concurrency = jobq.Concurrency(2, key=lambda job: job.key)
+
+    def __init__(self, seconds: float, journal: str, key: str) -> None:
+        super().__init__(seconds, journal)
+        self.key = key
+
+    def journal_fields(self) -> dict[str, object]:
+        return {"key": self.key}
