@@ -39,6 +39,7 @@ class Limits(ABC):
     sql_limits: ClassVar[str]
     sql_limit_of: ClassVar[str]
     wake_params: ClassVar[Mapping[str, str]]
+    placeholder: ClassVar[str]
 
     @abstractmethod
     def execute(self, sql: str, params: Any = None, connection: Any = None) -> int: ...
@@ -70,6 +71,16 @@ class Limits(ABC):
             LimitRow(row[0], row[1], opt_int(row[2]), opt_int(row[3]), int(row[4]), int(row[5]))
             for row in self.fetchall(self.sql_limits)
         ]
+
+    def blocked_ids(self, job_type: str | None, limit: int) -> list[int]:
+        """The newest jobs waiting on a limit, of one type or of all."""
+        which = "" if job_type is None else f" AND type = {self.placeholder.format('type')}"
+        rows = self.fetchall(
+            "SELECT id FROM jobq_jobs WHERE status = 'pending' AND blocked_on IS NOT NULL"
+            f"{which} ORDER BY id DESC LIMIT {int(limit)}",
+            {"type": job_type},
+        )
+        return [int(row[0]) for row in rows]
 
     def limit_of(self, job_id: int) -> tuple[str | None, str | None]:
         """A job's concurrency key, and the limit it waits on (None when it waits on none)."""

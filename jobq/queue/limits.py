@@ -10,6 +10,7 @@ from ..backends.limits import LimitRow
 from ..backends.rows import NewJob
 from ..job import Job, check_type_name
 from ..limits import check_count, concurrency_of
+from ..records import JobRecord
 
 
 class LimitControls:
@@ -42,6 +43,12 @@ class LimitControls:
         """Every job type's concurrency limit: declared, overridden, slots in use and jobs
         blocked on it."""
         return self.backend.limits()
+
+    def blocked(self, type: str | None = None, limit: int = 100) -> list[JobRecord]:
+        """The newest jobs waiting for a slot (pending, out of the claims' way until an
+        attempt of their key ends), of one type if given."""
+        found = (self.backend.get(job_id) for job_id in self.backend.blocked_ids(type, limit))
+        return [record for record in found if record is not None]
 
     def waits_on(self, job_id: int) -> tuple[str | None, str | None]:
         """A job's concurrency key (None: its type has no limit), and the limit it waits on

@@ -11,6 +11,8 @@ import pytest
 
 import jobq
 from jobq.limits import CONCURRENCY
+from jobq.supervisor.housekeeper import depth
+from jobq.supervisor.metrics import QueueDepth
 from tests.support.jobs import Limited, Noop
 from tests.support.waiting import wait_lease_ended
 
@@ -34,6 +36,19 @@ def test_a_full_key_lets_other_keys_by_and_wakes_when_a_slot_frees(queue: jobq.Q
     assert [(r.type, r.in_force, r.in_use, r.blocked) for r in queue.limits()] == [
         ("limited", 2, 4, 3)
     ]
+    assert [b.id for b in queue.blocked()] == high[:1:-1]
+    # What the supervisor's metrics show: per type and limit, never per key.
+    figures = QueueDepth()
+    figures.update([], {}, 0.0, limits=depth(queue).limits)
+    samples = {
+        (sample.name, tuple(sample.labels.values())): sample.value
+        for family in figures.collect_limits()
+        for sample in family.samples
+    }
+    assert samples == {
+        ("jobq_limit_slots_in_use", ("limited", CONCURRENCY)): 4,
+        ("jobq_jobs_blocked", ("limited",)): 3,
+    }
     assert queue.claim() is None
 
     done = next(c for c in first if c.id == high[0])
