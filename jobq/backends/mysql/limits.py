@@ -22,6 +22,14 @@ KEY = "limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL
 RUNNING = f"""(SELECT COUNT(*) FROM jobq_jobs r WHERE r.type = {{type}}
     AND r.limit_key = {{key}} AND r.status = 'in_progress' AND r.lease_until > {NOW})"""
 
+# The same count as a locking read, for the admitting trigger. A trigger's plain reads share
+# the read view its statement opened at its first read, before the key's row was locked, so
+# they can miss an attempt another claim committed in between (seen: 3 running at limit 2).
+# A locking read sees the newest committed rows, and waits for an ending in flight.
+LIVE = f"""SELECT COUNT(*) INTO running FROM jobq_jobs r WHERE r.type = {{type}}
+    AND r.limit_key = {{key}} AND r.status = 'in_progress' AND r.lease_until > {NOW}
+    LOCK IN SHARE MODE"""
+
 ALLOWED = f"""(SELECT COALESCE(l.override, l.declared) FROM jobq_limits l
     WHERE l.type = {{type}} AND l.name = '{CONCURRENCY}')"""
 
@@ -30,6 +38,7 @@ ADMIT = f"""
     BEGIN
         DECLARE allowed INT DEFAULT NULL;
         DECLARE held INT DEFAULT NULL;
+        DECLARE running INT DEFAULT 0;
         DECLARE CONTINUE HANDLER FOR NOT FOUND SET held = NULL;
         IF OLD.status = 'pending' AND NEW.status = 'in_progress'
            AND NEW.limit_key IS NOT NULL THEN
@@ -39,8 +48,10 @@ ADMIT = f"""
                     VALUES (NEW.type, NEW.limit_key);
                 SELECT 1 INTO held FROM jobq_limit_keys
                     WHERE type = NEW.type AND limit_key = NEW.limit_key FOR UPDATE SKIP LOCKED;
-                IF held IS NULL OR
-                   {RUNNING.format(type="NEW.type", key="NEW.limit_key")} >= allowed THEN
+                IF held IS NOT NULL THEN
+                    {LIVE.format(type="NEW.type", key="NEW.limit_key")};
+                END IF;
+                IF held IS NULL OR running >= allowed THEN
                     SET NEW.status = OLD.status, NEW.attempts = OLD.attempts,
                         NEW.token = OLD.token, NEW.lease_until = OLD.lease_until,
                         NEW.host = OLD.host, NEW.pid = OLD.pid, NEW.worker = OLD.worker,
@@ -135,11 +146,14 @@ class MysqlLimits(Limits):
                 self.wake_key({"type": job_type, "key": key})
 
     def wake_key(self, params: dict[str, Any]) -> None:
-        self.fetchall(
+        # SKIP LOCKED: a claim holding the key may wait (its locking count) on an ending
+        # whose wake-up row this transaction holds; the key's next claim wakes it instead.
+        if not self.fetchall(
             "SELECT 1 FROM jobq_limit_keys WHERE type = %(type)s AND limit_key = %(key)s "
-            "FOR UPDATE",
+            "FOR UPDATE SKIP LOCKED",
             params,
-        )
+        ):
+            return
         allowed = ALLOWED.format(type="%(type)s")
         running = RUNNING.format(type="%(type)s", key="%(key)s")
         (free,) = self.fetchone(
