@@ -34,6 +34,11 @@ def check_count(count: object, what: str = "count") -> int:
     return count
 
 
+def count_from_text(text: str, what: str) -> int:
+    """A count an operator typed (the command line, the status page), checked."""
+    return check_count(int(text) if text.strip().isdecimal() else text, what)
+
+
 @dataclass(frozen=True)
 class Concurrency:
     """At most `count` attempts of one key in progress at once, across every worker.

@@ -9,7 +9,7 @@ import argparse
 import json
 
 from ..errors import CommandError
-from ..limits import check_count
+from ..limits import count_from_text
 from ..queue import Queue
 from .controls import print_table, type_name
 
@@ -52,7 +52,7 @@ def cmd_limits(queue: Queue, args: argparse.Namespace) -> int:
 
 def concurrency(text: str) -> int:
     try:
-        return check_count(int(text), "concurrency")
+        return count_from_text(text, "concurrency")
     except ValueError as error:
         raise CommandError(f"--concurrency: {error}") from None
 
