@@ -16,6 +16,17 @@ from ..limits import CONCURRENCY
 REFUSALS = 8
 
 
+# Each limit and how it stands, with the database's current time in place of {now}.
+LIMITS_TEMPLATE = f"""
+    SELECT l.type, l.name, l.declared, l.override,
+        (SELECT count(*) FROM jobq_jobs r WHERE r.type = l.type
+           AND r.status = 'in_progress' AND r.limit_key IS NOT NULL AND r.lease_until > {{now}}),
+        (SELECT count(*) FROM jobq_jobs b WHERE b.type = l.type
+           AND b.status = 'pending' AND b.blocked_on IS NOT NULL)
+    FROM jobq_limits l WHERE l.name = '{CONCURRENCY}' ORDER BY l.type, l.name
+"""
+
+
 class LimitRow(NamedTuple):
     """A limit of one job type, and how it stands."""
 

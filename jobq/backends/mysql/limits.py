@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...limits import CONCURRENCY, MAX_COUNT
-from ..limits import Limits
+from ..limits import LIMITS_TEMPLATE, Limits
 from .schema import NOW
 
 KEY = "limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL"
@@ -121,14 +121,7 @@ class MysqlLimits(Limits):
         UPDATE jobq_jobs SET blocked_on = NULL
         WHERE type = %(type)s AND status = 'pending' AND blocked_on IS NOT NULL
     """
-    sql_limits = f"""
-        SELECT l.type, l.name, l.declared, l.override,
-            (SELECT COUNT(*) FROM jobq_jobs r WHERE r.type = l.type
-               AND r.status = 'in_progress' AND r.limit_key IS NOT NULL AND r.lease_until > {NOW}),
-            (SELECT COUNT(*) FROM jobq_jobs b WHERE b.type = l.type
-               AND b.status = 'pending' AND b.blocked_on IS NOT NULL)
-        FROM jobq_limits l WHERE l.name = '{CONCURRENCY}' ORDER BY l.type, l.name
-    """
+    sql_limits = LIMITS_TEMPLATE.format(now=NOW)
     sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = %(id)s"
 
     def wake_blocked(self) -> None:

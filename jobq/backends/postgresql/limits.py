@@ -12,7 +12,7 @@ snapshot (a plpgsql statement takes one), not the one its outer statement starte
 from __future__ import annotations
 
 from ...limits import CONCURRENCY
-from ..limits import Limits
+from ..limits import LIMITS_TEMPLATE, Limits
 from .controls import NOTIFY_CHANNEL
 from .schema import NEXT_READY, READY, SETTINGS
 
@@ -146,12 +146,5 @@ class PostgresLimits(Limits):
         )
         SELECT pg_notify(%(channel)s, %(type)s) WHERE EXISTS (SELECT FROM unblocked)
     """
-    sql_limits = f"""
-        SELECT l.type, l.name, l.declared, l.override,
-            (SELECT count(*) FROM jobq_jobs r WHERE r.type = l.type
-               AND r.status = 'in_progress' AND r.limit_key IS NOT NULL AND r.lease_until > now()),
-            (SELECT count(*) FROM jobq_jobs b WHERE b.type = l.type
-               AND b.status = 'pending' AND b.blocked_on IS NOT NULL)
-        FROM jobq_limits l WHERE l.name = '{CONCURRENCY}' ORDER BY l.type, l.name
-    """
+    sql_limits = LIMITS_TEMPLATE.format(now="now()")
     sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = %(id)s"

@@ -8,7 +8,7 @@ key needs a lock. The triggers see every claim and ending, whichever statement m
 from __future__ import annotations
 
 from ...limits import CONCURRENCY, MAX_COUNT
-from ..limits import Limits
+from ..limits import LIMITS_TEMPLATE, Limits
 from .schema import NOW
 
 ALLOWED = f"""(SELECT coalesce(l.override, l.declared) FROM jobq_limits l
@@ -71,12 +71,5 @@ class SqliteLimits(Limits):
         UPDATE jobq_jobs SET blocked_on = NULL
         WHERE type = :type AND status = 'pending' AND blocked_on IS NOT NULL
     """
-    sql_limits = f"""
-        SELECT l.type, l.name, l.declared, l.override,
-            (SELECT count(*) FROM jobq_jobs r WHERE r.type = l.type
-               AND r.status = 'in_progress' AND r.limit_key IS NOT NULL AND r.lease_until > {NOW}),
-            (SELECT count(*) FROM jobq_jobs b WHERE b.type = l.type
-               AND b.status = 'pending' AND b.blocked_on IS NOT NULL)
-        FROM jobq_limits l WHERE l.name = '{CONCURRENCY}' ORDER BY l.type, l.name
-    """
+    sql_limits = LIMITS_TEMPLATE.format(now=NOW)
     sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = :id"
