@@ -45,7 +45,7 @@ class LimitControls:
         return self.backend.limits()
 
     def blocked(self, type: str | None = None, limit: int = 100) -> list[JobRecord]:
-        """The newest jobs waiting for a slot (pending, out of the claims' way until an
+        """The newest jobs waiting for a slot (pending, stepped over by the claims until an
         attempt of their key ends), of one type if given."""
         found = (self.backend.get(job_id) for job_id in self.backend.blocked_ids(type, limit))
         return [record for record in found if record is not None]

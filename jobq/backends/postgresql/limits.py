@@ -30,7 +30,8 @@ KEY_ROW = """INSERT INTO jobq_limit_keys (type, limit_key) VALUES ({row}.type, {
 
 # A claim skips a key another claim or ending holds (SKIP LOCKED): the job stays ready,
 # unclaimed, and no claim ever waits on another's key, so batches cannot deadlock. Over the
-# limit, the job leaves the ready index (blocked_on) until an ending of its key wakes it.
+# limit, the job is marked blocked (blocked_on), which the probes step over, until an ending
+# of its key wakes it. It stays in the ready index: see docs/guides/limits.md for the cost.
 ADMIT = f"""
     CREATE FUNCTION jobq_limit_admit() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE

@@ -29,8 +29,9 @@ LIMITS: tuple[str, ...] = (
     "CREATE INDEX jobq_jobs_limit_blocked ON jobq_jobs "
     "(type, limit_key, priority DESC, scheduled_at, id) "
     "WHERE status = 'pending' AND blocked_on IS NOT NULL",
-    # Over the limit: the job leaves the ready index, and the claim leaves the row alone
-    # (RAISE(IGNORE) drops this row's update and goes on with the statement's next row).
+    # Over the limit: the job is marked blocked, which claims step over, and the claim leaves
+    # the row alone (RAISE(IGNORE) drops this row's update and goes on with the statement's
+    # next row).
     f"""
     CREATE TRIGGER jobq_limit_admit BEFORE UPDATE OF status ON jobq_jobs
     WHEN OLD.status = 'pending' AND NEW.status = 'in_progress' AND NEW.limit_key IS NOT NULL
