@@ -4,6 +4,7 @@ from .codec import Codec, JsonCodec
 from .errors import ConfigurationError, DecodeError, JobqError
 from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
+from .limits import Concurrency
 from .listener import Listener
 from .queue import Queue
 from .queue.asynchronous import AsyncQueue
@@ -19,6 +20,7 @@ __all__ = [
     "AsyncQueue",
     "ClaimedJob",
     "Codec",
+    "Concurrency",
     "ConfigurationError",
     "DecodeError",
     "HookFailed",

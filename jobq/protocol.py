@@ -226,13 +226,14 @@ class MeasureDepth:
 
 @dataclass(frozen=True)
 class Depth:
-    """Jobs by (type, status, count), per type the oldest ready job's age in seconds, and
-    the paused types."""
+    """Jobs by (type, status, count), per type the oldest ready job's age in seconds, the
+    paused types, and the concurrency limits as (type, limit, slots in use, jobs blocked)."""
 
     kind: ClassVar[str] = "depth"
     counts: list[tuple[str, str, int]]
     oldest: dict[str, float]
     paused: tuple[str, ...] = ()
+    limits: tuple[tuple[str, str, int, int], ...] = ()
 
 
 @dataclass(frozen=True)

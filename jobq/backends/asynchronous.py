@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar, TypeVar
 
-from .base import TRIES, Backend, pause_to_retry
+from .base import Backend
+from .retries import TRIES, pause_to_retry
 from .steps import Fetch, Statement, Step, Steps, drive_async, fetched_async
 
 log = logging.getLogger("jobq")

@@ -7,7 +7,6 @@ processes or workers; the queue core calls it and never asks which database it i
 from __future__ import annotations
 
 import logging
-import random
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -21,7 +20,9 @@ from .batching import Batching
 from .controls import Controls, policy_of
 from .installing import Installing
 from .leases import expiry
+from .limits import Limits
 from .reporting import Reporting
+from .retries import TRIES, pause_to_retry
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Renewal, Runner
 from .shapes import CHUNK_ROWS, chunks
 from .steps import CopyRows, Step, Steps, drive, every, fetched
@@ -31,24 +32,8 @@ log = logging.getLogger("jobq")
 
 T = TypeVar("T")
 
-TRIES = 5
 
-
-def pause_to_retry(what: str, attempt: int, error: BaseException) -> float:
-    """Log a transient error that the operation `what` will be rerun after, and return the
-    seconds to wait first: a little longer each try, with jitter so that rivals part."""
-    log.warning(
-        "%s: transient database error, try %d of %d: %s",
-        what,
-        attempt,
-        TRIES,
-        error,
-        extra={"event": "db_retry"},
-    )
-    return 0.02 * attempt + random.random() * 0.03
-
-
-class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
+class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -357,6 +342,7 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
             job.unique_key,
             job.traceparent,
             job.tracestate,
+            job.limit_key,
         )
 
     def insert_params(self, job: NewJob) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from ..retry import MAX_DELAY
 from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance
 from .batched import BatchConsuming
+from .limits import LimitControls
 from .new_jobs import Options, Schedule, new_job, seconds_of, traced
 from .producing import Producing, application_connection
 from .waiting import Waiting
@@ -27,7 +28,7 @@ from .waiting import Waiting
 T = TypeVar("T")
 
 
-class Queue(Producing[int, list[int]], BatchConsuming, Waiting):
+class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting):
     """A job queue in one database, reached through one connection.
 
     A Queue is not thread-safe: give each thread or process its own.
@@ -53,6 +54,7 @@ class Queue(Producing[int, list[int]], BatchConsuming, Waiting):
         self.hooks: JobHooks | None = None
         # What this queue's looks at the schedules keep between them (see run_schedules).
         self._watch = scheduler.Watch()
+        self._declared: set[tuple[str, int]] = set()
 
     @classmethod
     def connect(

@@ -8,7 +8,7 @@ controls.py yield (backends/steps.py), the same ones Queue runs, here awaited on
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .. import backends, tracing
@@ -17,6 +17,8 @@ from ..backends.rows import NewJob
 from ..backends.steps import Steps, listed
 from ..codec import Codec, JsonCodec
 from ..dsn import default_dsn
+from ..errors import ConfigurationError
+from ..job import Job
 from ..records import JobRecord, Status
 from . import async_waiting, controls
 from .new_jobs import traced
@@ -56,6 +58,16 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
         await self.close()
 
     # -- producing (enqueue and enqueue_many are Producing's) ----------------------------
+
+    def _declare_limits(self, jobs: Sequence[Job], rows: Sequence[NewJob]) -> None:
+        # A limit is declared by a write of its own before the rows; AsyncQueue has no
+        # statements for it yet, and a limited job written without it would run unlimited.
+        for job, row in zip(jobs, rows, strict=True):
+            if row.limit_key is not None:
+                raise ConfigurationError(
+                    f"{type(job).__name__} declares a concurrency limit, which AsyncQueue "
+                    "cannot enqueue yet: enqueue it with jobq.Queue (or in a thread)"
+                )
 
     async def _add(self, row: NewJob, connection: Any) -> int:
         add = self.backend.add_steps

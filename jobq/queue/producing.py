@@ -9,7 +9,7 @@ AsyncQueue. So `await aqueue.enqueue(job)` checks the job when it is called, as
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Generic, TypeVar
@@ -69,6 +69,7 @@ class Producing(ABC, Generic[IdT, IdsT]):
         """
         options = Options.of(type, Schedule.of(delay, scheduled_at, deadline), retry, priority)
         (row,) = new_jobs(self.codec, [job], [unique_key], options)
+        self._declare_limits([job], [row])
         return self._add(row, connection)
 
     def enqueue_many(
@@ -94,7 +95,13 @@ class Producing(ABC, Generic[IdT, IdsT]):
         options = Options.of(type, Schedule.of(delay, scheduled_at, deadline), retry, priority)
         given = list(jobs)
         rows = new_jobs(self.codec, given, unique_keys(unique_key, given), options)
+        self._declare_limits(given, rows)
         return self._add_many(rows, connection)
+
+    @abstractmethod
+    def _declare_limits(self, jobs: Sequence[Job], rows: Sequence[NewJob]) -> None:
+        """Make the concurrency limits the jobs' classes declare known to the claims, before
+        the rows are written (see jobq/limits.py)."""
 
     @abstractmethod
     def _add(self, row: NewJob, connection: Any) -> IdT:

@@ -303,7 +303,9 @@ class Helpers:
             if message.counts is not None:
                 metrics.on_maintained(message.counts)
         elif isinstance(message, protocol.Depth):
-            metrics.on_depth(message.counts, message.oldest, time.monotonic(), message.paused)
+            metrics.on_depth(
+                message.counts, message.oldest, time.monotonic(), message.paused, message.limits
+            )
             self.depth_read()
         elif isinstance(message, protocol.Settled):
             metrics.failed.labels(message.type, message.outcome).inc()

@@ -170,4 +170,5 @@ def depth(connection: Queue) -> protocol.Depth:
         [(name, status, n) for (name, status), n in counts.items()],
         connection.oldest_ready(),
         tuple(sorted(connection.paused())),
+        tuple((row.type, row.name, row.in_use, row.blocked) for row in connection.limits()),
     )

@@ -50,6 +50,8 @@ class QueueDepth(Collector):
         self.counts: dict[tuple[str, str], int] = {}
         self.oldest: dict[str, float] = {}
         self.paused: set[str] = set()
+        # (type, limit, slots in use, jobs blocked): per type, never per key, so bounded.
+        self.limits: tuple[tuple[str, str, int, int], ...] = ()
         self.read_at = float("-inf")  # monotonic: when the last figures arrived
         self.asked_at = float("-inf")
 
@@ -59,10 +61,12 @@ class QueueDepth(Collector):
         oldest: dict[str, float],
         now: float,
         paused: Iterable[str] = (),
+        limits: Iterable[tuple[str, str, int, int]] = (),
     ) -> None:
         self.counts = {(name, status): n for name, status, n in counts}
         self.oldest = dict(oldest)
         self.paused = set(paused)
+        self.limits = tuple(limits)
         self.read_at = now
 
     def stale(self, now: float) -> bool:
@@ -101,6 +105,23 @@ class QueueDepth(Collector):
         for name in sorted(types | self.paused):
             paused.add_metric([name], 1.0 if name in self.paused else 0.0)
         yield paused
+        yield from self.collect_limits()
+
+    def collect_limits(self) -> Iterator[Metric]:
+        in_use = GaugeMetricFamily(
+            "jobq_limit_slots_in_use",
+            "Attempts holding a slot of a concurrency limit (in progress, lease live), all "
+            "keys of the type together",
+            labels=["type", "limit"],
+        )
+        blocked = GaugeMetricFamily(
+            "jobq_jobs_blocked", "Pending jobs waiting for a concurrency slot", labels=["type"]
+        )
+        for name, limit, slots, waiting in sorted(self.limits):
+            in_use.add_metric([name, limit], slots)
+            blocked.add_metric([name], waiting)
+        yield in_use
+        yield blocked
 
 
 @dataclass(frozen=True)
@@ -302,8 +323,9 @@ class Metrics:
         oldest: dict[str, float],
         now: float,
         paused: Iterable[str] = (),
+        limits: Iterable[tuple[str, str, int, int]] = (),
     ) -> None:
-        self.depth.update(counts, oldest, now, paused)
+        self.depth.update(counts, oldest, now, paused, limits)
         for name, _, _ in counts:
             self.know_type(name)
 

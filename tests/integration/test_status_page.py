@@ -23,7 +23,7 @@ from jobq.options import markdown_table
 from jobq.schedules import periodic
 from jobq.web import Credentials, make_app
 from jobq.web import views as web_views
-from tests.support.jobs import Boom, Noop, Record
+from tests.support.jobs import Boom, Limited, Noop, Record
 from tests.support.paths import REPO
 
 NO_RETRY = jobq.RetryPolicy(max_attempts=1)
@@ -339,6 +339,28 @@ def test_pause_and_resume_a_type(queue: jobq.Queue, client: Client) -> None:
     resumed = text(post(client, "/resume", "/", type="noop"))
     assert "Jobs of type noop are resumed." in resumed
     assert queue.paused() == set()
+
+
+def test_the_overview_lists_limits_and_overrides_one(queue: jobq.Queue, client: Client) -> None:
+    queue.enqueue_many([Limited("a", i) for i in range(3)])
+    assert len(queue.claim_many(3)) == 2
+    limits = page(client, "/").split('<table id="limits">')[1]
+    row = re.search(r"<tr>\s*<td>limited</td>(.*?)</tr>", limits, re.S)
+    assert row, "no limits row"
+    cells = re.findall(r'<td class="n">([^<]*)</td>', row.group(1))
+    assert cells == ["2", "2", "\u2013", "2", "1"]  # in force, declared, override, in use, blocked
+
+    html = text(post(client, "/limit", "/", type="limited", concurrency="3"))
+    assert "The concurrency limit of type limited is changed on every node." in html
+    assert queue.limits()[0].override == 3
+    refused = client.post(
+        "/limit", data={"type": "limited", "concurrency": "x", "csrf": csrf_token(client, "/")}
+    )
+    assert refused.status_code == 400
+    assert "concurrency must be a whole number from 1 to 1000000, got &#39;x&#39;" in text(refused)
+    html = text(post(client, "/limit", "/", type="limited", concurrency=""))
+    assert "back to the concurrency limit its job class declares" in html
+    assert queue.limits()[0].override is None
 
 
 def test_pausing_a_type_no_job_has_says_so_and_pauses_nothing(

@@ -6,7 +6,6 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any, TypeVar
 
 import psycopg
@@ -16,15 +15,17 @@ from psycopg.pq import TransactionStatus
 from ...records import ClaimedJob
 from ..base import Backend
 from ..leases import expiry
+from ..limits import REFUSALS
 from ..rows import INSERT_NAMES, NewJob, Renewal, Runner
-from ..shapes import CLAIM_COLUMNS, earliest, type_params
+from ..shapes import type_params
 from ..steps import CopyRows, Step, Steps, fetched, one
+from .claims import COMPLETE, PostgresBatching, claim_statement, complete_and_claim_statement
 from .claims import MIGRATION as BATCHES
-from .claims import PostgresBatching
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .dsn import libpq_dsn
 from .insert import copy_steps, insert_statement, outside_transaction
+from .limits import LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
@@ -34,57 +35,16 @@ from .uniqueness import MIGRATION as UNIQUENESS
 
 log = logging.getLogger("jobq")
 
-COMPLETE = f"""
-        UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = now(), finished_at = now(), result = %(result)s, checkpoint = NULL,
-            {logged()}
-        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
-          AND cancel_requested_at IS NULL
-"""
-
 T = TypeVar("T")
 
 
-def probe(index: int | None) -> str:
-    """The next ready row of job type `index` (a parameter), or of any type for None."""
-    return (
-        f"SELECT id, priority, scheduled_at FROM jobq_next_ready(%(type{index})s::text)"
-        if (index is not None)
-        else "SELECT id, priority, scheduled_at FROM jobq_next_ready(NULL)"
-    )
-
-
-@cache
-def claim_statement(type_count: int, token_param: str = "token") -> str:
-    """The claim of the next ready job of `type_count` types (type0, type1, ...), or of any
-    type for 0."""
-    probes = [probe(i) for i in range(type_count)] or [probe(None)]
-    return f"""
-        UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
-            token = %({token_param})s, lease_until = now() + make_interval(secs => %(lease)s),
-            host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now(),
-            started_at = coalesce(started_at, now()), attempted_at = now()
-        WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
-        RETURNING {CLAIM_COLUMNS}
-    """
-
-
-@cache
-def complete_and_claim_statement(type_count: int) -> str:
-    """The acknowledgement and the next claim as one statement: one round trip and one commit
-    per job. It always returns one row: whether the acknowledgement applied, then the claimed
-    row's columns (NULL when nothing was ready). The claim cannot pick the row being
-    acknowledged: both parts read one snapshot, in which that row is still in progress."""
-    return f"""
-        WITH done AS ({COMPLETE} RETURNING id),
-        claimed AS ({claim_statement(type_count, "new_token")})
-        SELECT EXISTS (SELECT FROM done), claimed.*
-        FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
-    """
-
-
 class PostgresBackend(
-    PostgresUniqueness, PostgresControls, PostgresBatching, PostgresReporting, Backend
+    PostgresUniqueness,
+    PostgresControls,
+    PostgresBatching,
+    PostgresReporting,
+    PostgresLimits,
+    Backend,
 ):
     kind = "postgresql"
     # The last: the schedules' declarations, and the retry that never fails on a key.
@@ -98,6 +58,7 @@ class PostgresBackend(
         (*DECLARED_AT, RETRY),
         TRACE_CONTEXT,
         RESULTS,
+        LIMITS,
     )
 
     def __init__(
@@ -252,8 +213,15 @@ class PostgresBackend(
         runner: Runner,
     ) -> ClaimedJob | None:
         params = {"token": token, "lease": lease, **runner._asdict(), **type_params(types)}
-        row = self.fetchone(claim_statement(len(types)), params)
-        return None if row is None else self.claimed(row, token, expires_monotonic)
+        # A row a concurrency limit refused comes back still pending, and now blocked (or
+        # left for the claim that holds its key): the next probe looks past it.
+        for _ in range(REFUSALS):
+            row = self.fetchone(claim_statement(len(types)), params)
+            if row is None:
+                return None
+            if row[-1] == "in_progress":
+                return self.claimed(row, token, expires_monotonic)
+        return None
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -282,8 +250,11 @@ class PostgresBackend(
         }
         expires = expiry(lease)
         row = self.fetchone(complete_and_claim_statement(len(types)), params)
-        claimed = None if row[1] is None else self.claimed(row[1:], new_token, expires)
-        return bool(row[0]), claimed
+        if row[1] is None:
+            return bool(row[0]), None
+        if row[-1] != "in_progress":  # refused by a limit: claim again, past it
+            return bool(row[0]), self.claim(types, new_token, lease, expires, runner)
+        return bool(row[0]), self.claimed(row[1:], new_token, expires)
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         row = self.fetchone(

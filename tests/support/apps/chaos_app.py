@@ -178,3 +178,19 @@ class ResumableImport(jobq.Job):
             journal_attempt(self.journal, "row", row=row + 1)
         journal_attempt(self.journal, "end")
         return {"resumed": start}
+
+
+class ChaosLimited(Chaos):
+    """A Chaos job of which at most two of one key run at once; its journal lines carry the
+    key, for the history checker's count."""
+
+    job_name = "ChaosLimited"
+    type = "chaos-limited"
+    concurrency = jobq.Concurrency(2, key=lambda job: job.key)
+
+    def __init__(self, seconds: float, journal: str, key: str) -> None:
+        super().__init__(seconds, journal)
+        self.key = key
+
+    def journal_fields(self) -> dict[str, object]:
+        return {"key": self.key}
