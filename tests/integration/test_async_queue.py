@@ -86,6 +86,30 @@ def test_bad_input_raises_what_the_sync_queue_raises(queue: jobq.Queue, dsn: str
     run(dsn, scenario)
 
 
+class Synced(jobq.Job):
+    job_name = "async.Synced"
+    type = "synced"
+    concurrency = jobq.Concurrency(2, key=lambda job: "customer")
+
+    def handle(self) -> None:
+        pass
+
+
+@pytest.mark.databases("sqlite")
+def test_a_job_with_a_concurrency_limit_is_refused_whole(queue: jobq.Queue, dsn: str) -> None:
+    """AsyncQueue cannot declare a limit yet: it refuses the job, naming the fix, rather
+    than write one that would run unlimited; enqueue_many writes none of the batch."""
+
+    async def scenario(aqueue: jobq.AsyncQueue) -> None:
+        with pytest.raises(jobq.ConfigurationError, match="enqueue it with jobq.Queue"):
+            await aqueue.enqueue(Synced())
+        with pytest.raises(jobq.ConfigurationError, match="Synced declares a concurrency"):
+            await aqueue.enqueue_many([Noop(), Synced()])
+
+    run(dsn, scenario)
+    assert queue.jobs() == []
+
+
 def test_enqueue_joins_the_callers_async_transaction(
     queue: jobq.Queue, dsn: str, db_kind: str
 ) -> None:
