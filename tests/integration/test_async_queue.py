@@ -101,7 +101,7 @@ def test_a_job_with_a_concurrency_limit_is_refused_whole(queue: jobq.Queue, dsn:
     than write one that would run unlimited; enqueue_many writes none of the batch."""
 
     async def scenario(aqueue: jobq.AsyncQueue) -> None:
-        with pytest.raises(jobq.ConfigurationError, match="enqueue it with jobq.Queue"):
+        with pytest.raises(jobq.ConfigurationError, match=r"enqueue it with jobq\.Queue"):
             await aqueue.enqueue(Synced())
         with pytest.raises(jobq.ConfigurationError, match="Synced declares a concurrency"):
             await aqueue.enqueue_many([Noop(), Synced()])
