@@ -36,6 +36,7 @@ swallowed the cancel), the master kills the whole worker, before the lease's kil
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
@@ -65,6 +66,9 @@ class Attempt:
     lease_until: str
     deadline: str | None
     expires_monotonic: float
+    # A completed attempt's encoded result, for the master to store should it acknowledge
+    # the attempt for a worker that died first; None while it runs.
+    result: str | None = None
 
     @classmethod
     def of(cls, claim: ClaimedJob) -> Attempt:
@@ -78,6 +82,7 @@ class Attempt:
             lease_until=claim.lease_until.isoformat(),
             deadline=None if claim.deadline is None else claim.deadline.isoformat(),
             expires_monotonic=claim.expires_monotonic,
+            result=claim.result,
         )
 
     def claim(self) -> ClaimedJob:
@@ -93,11 +98,28 @@ class Attempt:
             retry=stored_policy(**self.retry),
             deadline=None if self.deadline is None else datetime.fromisoformat(self.deadline),
             expires_monotonic=self.expires_monotonic,
+            result=self.result,
         )
 
 
 def attempts(claims: list[ClaimedJob]) -> list[Attempt]:
     return [Attempt.of(claim) for claim in claims]
+
+
+# The largest encoded result a report carries. Its JSON form (up to six bytes a byte, for
+# control characters) must fit one part of a message (wire.limit(), about 200 KiB).
+CARRIED_RESULT = 16 * 1024
+
+
+def carried(claims: Iterable[ClaimedJob]) -> list[tuple[int, str | None]]:
+    """Completed attempts, with their encoded results, as a report carries them: those
+    whose result is too large to are left out (and so to maintenance, if the worker dies
+    before it acknowledges them)."""
+    return [
+        (claim.id, claim.result)
+        for claim in claims
+        if claim.result is None or len(claim.result) <= CARRIED_RESULT
+    ]
 
 
 @dataclass(frozen=True)
@@ -112,10 +134,13 @@ class Claimed:
 
 @dataclass(frozen=True)
 class Started:
-    """The child runs this queued attempt now; the one it started before completed."""
+    """The child runs this queued attempt now; the one it started before completed. If it is
+    in `results`, with its encoded result (see Settling), the master has it acknowledged
+    should the worker die first; if not, it is left to maintenance."""
 
     kind: ClassVar[str] = "started"
     id: int
+    results: list[tuple[int, str | None]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -133,10 +158,14 @@ class Finished:
 @dataclass(frozen=True)
 class Settling:
     """These running attempts ran their code to its end; their outcomes are being recorded.
-    Sent by a concurrent worker, before it records them."""
+    Sent by a concurrent worker, before it records them. Of those, `results` names the ones
+    that completed, with their encoded results: if the worker dies before it records them,
+    the master has those acknowledged, and leaves every other one (a failure, or a result
+    too large to carry here) to maintenance after its lease."""
 
     kind: ClassVar[str] = "settling"
     ids: list[int]
+    results: list[tuple[int, str | None]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

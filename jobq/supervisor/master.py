@@ -182,9 +182,9 @@ class Master:
         elif isinstance(message, protocol.Claimed):
             self.on_claimed(worker, message.attempts, message.at_once)
         elif isinstance(message, protocol.Started):
-            self.on_started(worker, message.id)
+            self.on_started(worker, message.id, dict(message.results))
         elif isinstance(message, protocol.Settling):
-            worker.settling(message.ids, time.monotonic())
+            worker.settling(message.ids, time.monotonic(), dict(message.results))
         elif isinstance(message, protocol.Finished):
             now = time.monotonic()
             for job_id, outcome in message.outcomes:
@@ -206,11 +206,13 @@ class Master:
         for each in attempts:
             self.metrics.on_claimed(each.type)
 
-    def on_started(self, worker: WorkerProcess, job_id: int) -> None:
+    def on_started(
+        self, worker: WorkerProcess, job_id: int, completed: dict[int, str | None]
+    ) -> None:
         """A worker started a queued attempt: fence it on it, with the master's own best
         known lease end (as after a renewal), unless a round found that lease lost."""
         now = time.monotonic()
-        lease = worker.started(job_id, now)
+        lease = worker.started(job_id, now, completed)
         if lease is not None:
             worker.vouch(lease)
         elif job_id in worker.lost and worker.stop_reason is None:

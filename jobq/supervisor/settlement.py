@@ -76,5 +76,5 @@ def left_behind(worker: WorkerProcess) -> protocol.LeftBehind:
     return protocol.LeftBehind(
         worker.worker_id,
         [protocol.Attempt.of(lease.claim) for lease in completed],
-        list(worker.running),
+        [*worker.running, *worker.unrecorded],
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from .. import protocol
@@ -54,6 +54,10 @@ class WorkerProcess:
     # Attempts it ran to completion and has not acknowledged yet: it acknowledges them
     # together, with its next claim.
     completed: dict[int, Lease] = field(default_factory=dict)
+    # Attempts whose code is done and whose end only the worker can record: failures, and
+    # completions whose result did not come with their report. Should it die first, they are
+    # left to maintenance after their leases.
+    unrecorded: dict[int, Lease] = field(default_factory=dict)
     # Queued attempts a renewal round did not extend: another attempt may own their jobs.
     lost: set[int] = field(default_factory=set)
     retiring: bool = False  # told to drain: it finishes its job, then exits
@@ -72,7 +76,7 @@ class WorkerProcess:
 
     @property
     def busy(self) -> bool:
-        return bool(self.running) or bool(self.queued) or bool(self.completed)
+        return any((self.running, self.queued, self.completed, self.unrecorded))
 
     @property
     def earliest(self) -> Lease | None:
@@ -131,6 +135,7 @@ class WorkerProcess:
             yield from self.running.values()
         yield from self.queued.values()
         yield from self.completed.values()
+        yield from self.unrecorded.values()
 
     def holding(self, job_id: int, token: str) -> Lease | None:
         """Its lease of that attempt, if it still holds it."""
@@ -138,6 +143,7 @@ class WorkerProcess:
             self.running.get(job_id),
             self.queued.get(job_id),
             self.completed.get(job_id),
+            self.unrecorded.get(job_id),
         ):
             if lease is not None and (lease.claim.id, lease.claim.token) == (job_id, token):
                 return lease
@@ -151,24 +157,30 @@ class WorkerProcess:
         self.running.update((lease.claim.id, lease) for lease in running)
         self.queued.update((lease.claim.id, lease) for lease in leases[len(running) :])
 
-    def started(self, job_id: int, now: float) -> Lease | None:
+    def started(self, job_id: int, now: float, completed: Mapping[int, str | None]) -> Lease | None:
         """It started a queued attempt: the one it ran before completed (a failed one was
         acknowledged by then). Returns the started attempt's lease, None if it was lost."""
-        self.settling(list(self.running), now)
+        self.settling(list(self.running), now, completed)
         lease = self.queued.pop(job_id, None)
         if lease is not None:
             lease.started = now
             self.running[job_id] = lease
         return lease
 
-    def settling(self, job_ids: list[int], now: float) -> None:
-        """These running attempts' code is done: their outcomes are being recorded."""
+    def settling(self, job_ids: list[int], now: float, completed: Mapping[int, str | None]) -> None:
+        """These running attempts' code is done: their outcomes are being recorded. Those in
+        `completed` completed, with these encoded results."""
         for job_id in job_ids:
             lease = self.running.pop(job_id, None)
-            if lease is not None:
-                lease.ended = now
+            if lease is None:
+                continue
+            lease.ended = now
+            if job_id in completed:
+                lease.claim = lease.claim.completed(completed[job_id])
                 self.completed[job_id] = lease
-                self.ended(lease)
+            else:
+                self.unrecorded[job_id] = lease
+            self.ended(lease)
 
     def finished(self, job_id: int) -> Lease | None:
         """It acknowledged this attempt: the lease it ends, if the master still had it."""
@@ -176,7 +188,11 @@ class WorkerProcess:
         if lease is not None:
             self.ended(lease)
             return lease
-        return self.completed.pop(job_id, None) or self.queued.pop(job_id, None)
+        return (
+            self.completed.pop(job_id, None)
+            or self.unrecorded.pop(job_id, None)
+            or self.queued.pop(job_id, None)
+        )
 
     def ended(self, lease: Lease) -> None:
         """The attempt of `lease` ended: a stop that was for it is over (its job's own SIGTERM

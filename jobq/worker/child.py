@@ -186,7 +186,9 @@ class Child:
                 if not self.may_start(claim):
                     self.release(session, batch[index:])
                     break
-                self.reports.starting(claim)
+                # The one before completed if it is the last of `completed` (a failure was
+                # reported ended already, and the master ignores an id it does not run).
+                self.reports.starting(claim, completed[-1:])
             try:
                 outcome, ran = self.run_attempt(
                     session, claim, partial(deferred, session.queue, claim)

@@ -42,10 +42,11 @@ class Reports:
             wire.send(self.sock, protocol.Claimed(protocol.attempts(claims)))
         return claims
 
-    def starting(self, claim: ClaimedJob) -> None:
-        """A queued attempt runs now: fenced on it, and the master told so."""
+    def starting(self, claim: ClaimedJob, after: Sequence[ClaimedJob]) -> None:
+        """A queued attempt runs now: fenced on it, and the master told so, and given the
+        result of the one `after` it, if that completed."""
         self.hold(claim)
-        wire.send(self.sock, protocol.Started(claim.id))
+        wire.send(self.sock, protocol.Started(claim.id, protocol.carried(after)))
 
     def releasing(self, claims: Sequence[ClaimedJob]) -> None:
         """Queued attempts go back unstarted: the master stops vouching for them first."""

@@ -3,6 +3,7 @@ still start, and the attempts the master holds for a worker as its messages arri
 
 from __future__ import annotations
 
+import socket
 from typing import cast
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from jobq import protocol, wire
 from jobq.lease_clock import startable
 from jobq.supervisor.forking import Forked
+from jobq.supervisor.settlement import left_behind
 from jobq.supervisor.states import StopReason
 from jobq.supervisor.workers import WorkerProcess
 from jobq.worker.fence import Slot
@@ -90,11 +92,13 @@ def test_a_queued_job_starts_only_with_more_than_half_its_vouched_lease_left() -
 # -- the master's view of a worker's attempts ---------------------------------------------------
 
 
+def worker_rest() -> tuple[SettlingMark, list[Slot], str, int, float]:
+    # The shared memory plays no part in the bookkeeping.
+    return cast(SettlingMark, None), [cast(Slot, None)], "w1", 0, 0.0
+
+
 def worker() -> WorkerProcess:
-    # The process and its shared memory play no part in the bookkeeping.
-    return WorkerProcess(
-        cast(Forked, None), cast(SettlingMark, None), [cast(Slot, None)], "w1", 0, 0.0
-    )
+    return WorkerProcess(cast(Forked, None), *worker_rest())
 
 
 def held(process: WorkerProcess) -> list[int]:
@@ -108,11 +112,12 @@ def test_the_master_holds_a_worker_s_running_queued_and_completed_attempts() -> 
     assert list(process.queued) == [2, 3]
     assert held(process) == [1, 2, 3]
 
-    started = process.started(2, now=5.0)
+    started = process.started(2, now=5.0, completed={1: '{"rows": 3}'})
     assert list(process.running.values()) == [started]
     assert started is not None
     assert started.started == 5.0
     assert list(process.completed) == [1], "starting 2 says 1 completed"
+    assert process.completed[1].claim.result == '{"rows": 3}', "with its result"
     assert held(process) == [2, 3, 1]
 
     assert process.finished(2) is not None  # a failure, acknowledged at once
@@ -134,7 +139,7 @@ def test_a_stopped_worker_s_running_attempt_is_no_longer_renewed_its_others_are(
 def test_a_round_finds_each_of_a_worker_s_attempts_by_its_token() -> None:
     process = worker()
     process.claimed(protocol.attempts([claim(1), claim(2)]), now=0.0)
-    process.started(2, now=1.0)
+    process.started(2, now=1.0, completed={1: None})
     for job_id in (1, 2):
         assert process.holding(job_id, f"token-{job_id}") is not None
     assert process.holding(2, "token-1") is None
@@ -143,7 +148,7 @@ def test_a_round_finds_each_of_a_worker_s_attempts_by_its_token() -> None:
 def test_claims_and_acknowledgements_cross_the_socket_whole() -> None:
     sent: list[protocol.Message] = [
         protocol.Claimed(protocol.attempts([claim(1), claim(2)])),
-        protocol.Started(2),
+        protocol.Started(2, [(1, '"ok"')]),
         protocol.Finished([(1, "completed"), (2, "completed")], protocol.attempts([claim(3)])),
         protocol.Releasing([4, 5]),
     ]
@@ -153,9 +158,29 @@ def test_claims_and_acknowledgements_cross_the_socket_whole() -> None:
             wire.send(ours, message)
         received = [wire.receive(theirs) for _ in sent]
     assert received[0] == sent[0]
-    assert received[1] == sent[1]
+    started = received[1]
+    assert isinstance(started, protocol.Started)
+    assert (started.id, dict(started.results)) == (2, {1: '"ok"'})
     assert received[3] == sent[3]
     finished = received[2]
     assert isinstance(finished, protocol.Finished)
     assert [tuple(pair) for pair in finished.outcomes] == [(1, "completed"), (2, "completed")]
     assert finished.then == protocol.attempts([claim(3)])
+
+
+def test_a_dead_worker_s_completions_are_acknowledged_with_their_results_and_no_other() -> None:
+    # A concurrent worker killed while it records its attempts' ends: the master has the
+    # completions it was told of acknowledged with their results, and leaves the failure and
+    # the completion whose result was too large to carry to maintenance, never completed.
+    process = WorkerProcess(Forked(2**22 + 3, -1, cast(socket.socket, None)), *worker_rest())
+    process.claimed(protocol.attempts([claim(i) for i in (1, 2, 3, 4)]), now=0.0, at_once=True)
+    large = "x" * (protocol.CARRIED_RESULT + 1)
+    ended = [claim(1).completed('"small"'), claim(2).completed(None), claim(3).completed(large)]
+    process.settling([1, 2, 3, 4], now=1.0, completed=dict(protocol.carried(ended)))
+    behind = left_behind(process)
+    assert {each.id: each.result for each in behind.completed} == {1: '"small"', 2: None}
+    assert sorted(behind.running) == [3, 4]
+    assert held(process) == [1, 2, 3, 4], "renewed until the worker reports their ends"
+    for job_id in (1, 2, 3, 4):
+        assert process.finished(job_id) is not None
+    assert not process.busy

@@ -273,7 +273,8 @@ class ConcurrentChild(Child):
         ended, self.ended = self.ended, []
         if ended:
             # Before their outcomes are recorded: a round that misses them kills nothing.
-            wire.send(self.sock, protocol.Settling([claim.id for claim, _, _ in ended]))
+            done = protocol.carried(claim for claim, error, _ in ended if not error)
+            wire.send(self.sock, protocol.Settling([claim.id for claim, _, _ in ended], done))
         try:
             outcomes, claims = await self.in_database(self.recorded, session, ended, size)
         except Exception as error:
