@@ -38,7 +38,10 @@ def test_tasks_run_under_supervise_and_read_back_as_djangos_results(dsn: str) ->
     assert before["add"]["kwargs"] == {"b": 3}
     assert (before["add"]["queue"], before["add"]["priority"]) == ("tasks", 10)
 
+    assert before["tomorrow"]["deferred"]
+    assert not before["add"]["deferred"]
     del ids["rolled_back"]
+    tomorrow = ids.pop("tomorrow")
     with supervise(dsn, "--type", "tasks", *FAST) as running:
 
         def finished() -> bool:
@@ -69,6 +72,8 @@ def test_tasks_run_under_supervise_and_read_back_as_djangos_results(dsn: str) ->
     # The signal receivers note each signal as an order's receipt.
     code = "import json; from orders.models import Order; "
     code += "print(json.dumps(list(Order.objects.values_list('receipt', flat=True))))"
+    assert results(dsn, {"tomorrow": tomorrow})["tomorrow"]["status"] == "READY"  # run_after
+
     notes = set(shell(dsn, code))
     for name in ids:
         assert f"enqueued {ids[name]} READY" in notes

@@ -154,7 +154,13 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
         # The attempt under way has no history entry yet, but counts as an attempt.
         running = [record.worker or ""] if record.status is Status.IN_PROGRESS else []
         result: TaskResult[Any, Any] = TaskResult(
-            task=task.using(priority=record.priority, queue_name=record.type, backend=self.alias),
+            task=task.using(
+                priority=record.priority,
+                queue_name=record.type,
+                backend=self.alias,
+                # A task enqueued to run at once is scheduled at its enqueue time.
+                run_after=record.scheduled_at if record.scheduled_at > record.created_at else None,
+            ),
             id=str(record.id),
             status=STATUSES.get(record.status, TaskResultStatus.FAILED),
             enqueued_at=record.created_at,

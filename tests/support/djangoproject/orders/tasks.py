@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 try:
     from django.tasks import TaskContext, task
@@ -68,6 +70,7 @@ def enqueue_all() -> None:
         "fails": fails.enqueue("bad input").id,
         "flaky": flaky.enqueue().id,
         "later": later.enqueue("quiet").id,
+        "tomorrow": add.using(run_after=timezone.now() + timedelta(days=1)).enqueue(0, 0).id,
     }
     try:
         with transaction.atomic():
@@ -99,5 +102,6 @@ def report(ids: dict[str, str]) -> None:
             "priority": r.task.priority,
             "started": r.started_at is not None,
             "finished": r.finished_at is not None,
+            "deferred": r.task.run_after is not None,
         }
     print(json.dumps(out))
