@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
@@ -17,30 +17,21 @@ from ...job import Job
 from ...records import JobRecord, Status
 from ...retry import RetryPolicy
 
+# Django 6's django.tasks, else the django-tasks backport (the same API under another name).
 try:
-    from django.tasks.backends.base import BaseTaskBackend  # type: ignore[import-not-found, import-untyped, unused-ignore]
-    from django.tasks.base import (  # type: ignore[attr-defined, unused-ignore]
-        Task,
-        TaskContext,
-        TaskError,  # type: ignore[import-not-found, import-untyped, unused-ignore]
-        TaskResult,
-        TaskResultStatus,
-    )
-    from django.tasks.exceptions import TaskResultDoesNotExist  # type: ignore[import-not-found, import-untyped, unused-ignore]
-    from django.tasks.signals import task_finished, task_started  # type: ignore[import-not-found, import-untyped, unused-ignore]
-    from django.tasks.utils import normalize_json  # type: ignore[import-not-found, import-untyped, unused-ignore]
-except ImportError:  # Django before 6: the backport
-    from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment, no-redef, attr-defined, unused-ignore]
-    from django_tasks.base import (  # type: ignore[assignment, no-redef, attr-defined, unused-ignore]
-        Task,
-        TaskContext,
-        TaskError,  # type: ignore[assignment, no-redef, attr-defined, unused-ignore]
-        TaskResult,
-        TaskResultStatus,
-    )
-    from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[assignment, no-redef, attr-defined, unused-ignore]
-    from django_tasks.signals import task_finished, task_started  # type: ignore[assignment, no-redef, attr-defined, unused-ignore]
-    from django_tasks.utils import normalize_json  # type: ignore[assignment, no-redef, attr-defined, unused-ignore]
+    from django.tasks import task_backends
+    from django.tasks.backends.base import BaseTaskBackend
+    from django.tasks.base import Task, TaskContext, TaskError, TaskResult, TaskResultStatus
+    from django.tasks.exceptions import TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
+except ImportError:
+    from django_tasks import task_backends  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
+    from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
+    from django_tasks.base import Task, TaskContext, TaskError, TaskResult, TaskResultStatus  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
+    from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
+    from django_tasks.signals import task_enqueued, task_finished, task_started  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
+    from django_tasks.utils import normalize_json  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
 
 from . import producer
 
@@ -111,19 +102,16 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
 
     @staticmethod
     def named(alias: str) -> JobqBackend:
-        try:
-            from django.tasks import task_backends  # type: ignore[attr-defined, unused-ignore]
-        except ImportError:
-            from django_tasks import task_backends  # type: ignore[assignment, no-redef, attr-defined, unused-ignore]
         backend = task_backends[alias]
         assert isinstance(backend, JobqBackend), f"TASKS[{alias!r}] is not a JobqBackend"
         return backend
 
     def enqueue(self, task: Task[Any, Any], args: Any, kwargs: Any) -> TaskResult[Any, Any]:
         self.validate_task(task)
-        job = TaskJob(
-            task.module_path, normalize_json(list(args)), normalize_json(dict(kwargs)), self.alias
-        )
+        # Stored as Django would hand them back: tuples as lists, lazy strings as str.
+        normal_args = cast(list[Any], normalize_json(list(args)))
+        normal_kwargs = cast(dict[str, Any], normalize_json(dict(kwargs)))
+        job = TaskJob(task.module_path, normal_args, normal_kwargs, self.alias)
         job_id = producer.queue_for(self.database).enqueue(
             job,
             type=task.queue_name,
@@ -133,7 +121,7 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
             deadline=self.deadline,
         )
         result = self.get_result(str(job_id))
-        from_signals().send(type(self), task_result=result)
+        task_enqueued.send(type(self), task_result=result)
         return result
 
     def get_result(self, result_id: str) -> TaskResult[Any, Any]:
@@ -178,11 +166,3 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
         )
         object.__setattr__(result, "_return_value", record.result)
         return result
-
-
-def from_signals() -> Any:
-    try:
-        from django.tasks.signals import task_enqueued  # type: ignore[import-not-found, import-untyped, unused-ignore]
-    except ImportError:
-        from django_tasks.signals import task_enqueued
-    return task_enqueued
