@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from datetime import datetime
 from typing import Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
@@ -138,7 +137,6 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
         assert isinstance(payload, TaskJob)
         task: Task[Any, Any] = import_string(payload.module_path)
         failed = [entry for entry in record.history if entry.error_class is not None]
-        started: datetime | None = record.started_at
         # The attempt under way has no history entry yet, but counts as an attempt.
         running = [record.worker or ""] if record.status is Status.IN_PROGRESS else []
         result: TaskResult[Any, Any] = TaskResult(
@@ -152,7 +150,7 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
             id=str(record.id),
             status=STATUSES.get(record.status, TaskResultStatus.FAILED),
             enqueued_at=record.created_at,
-            started_at=started,
+            started_at=record.started_at,
             last_attempted_at=record.attempted_at,
             finished_at=record.finished_at,
             args=payload.args,
