@@ -3,7 +3,10 @@ connection hygiene, in every process that sets Django up."""
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from django.apps import AppConfig
+from django.conf import settings
 from django.db import close_old_connections
 from django.utils.module_loading import autodiscover_modules
 
@@ -21,6 +24,9 @@ def after(claim: ClaimedJob, outcome: Outcome) -> None:
     close_old_connections()
 
 
+TASKS_BACKEND = "jobq.contrib.django.tasks.JobqBackend"
+
+
 class JobqConfig(AppConfig):
     name = "jobq.contrib.django"
     label = "jobq"
@@ -28,6 +34,9 @@ class JobqConfig(AppConfig):
 
     def ready(self) -> None:
         autodiscover_modules("jobs")
+        tasks = getattr(settings, "TASKS", {})
+        if any(b.get("BACKEND") == TASKS_BACKEND for b in tasks.values()):
+            import_module(TASKS_BACKEND.rpartition(".")[0])  # its job class, for the workers
         # Registered once, however often ready() runs (it can, in tests).
         if before not in hooks.REGISTERED.before:
             hooks.before_job(before)

@@ -11,6 +11,13 @@ USE_TZ = True
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 INSTALLED_APPS = ["jobq.contrib.django", "orders"]
 JOBQ = {"DATABASE": "default"}
+TASKS = {
+    "default": {
+        "BACKEND": "jobq.contrib.django.tasks.JobqBackend",
+        "QUEUES": ["default", "tasks"],
+        "OPTIONS": {"RETRY": {"max_attempts": 2, "backoff": 0}},
+    }
+}
 
 
 def database(dsn: str) -> dict[str, Any]:

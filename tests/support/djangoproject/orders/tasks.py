@@ -1,0 +1,107 @@
+"""Django Tasks run by jobq (TASKS in the settings names JobqBackend)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+try:
+    from django.tasks import TaskContext, task
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+except ImportError:
+    from django_tasks import TaskContext, task
+    from django_tasks.signals import task_enqueued, task_finished, task_started
+
+from jobq.contrib.django.tasks import TaskResultDoesNotExist
+
+from .models import Order
+
+
+@task(queue_name="tasks", priority=10)
+def add(a: int, b: int) -> dict[str, int]:
+    return {"sum": a + b}
+
+
+@task(queue_name="tasks")
+def fails(message: str) -> None:
+    raise ValueError(message)
+
+
+@task(queue_name="tasks", takes_context=True)
+def flaky(context: TaskContext) -> int:
+    if context.attempt == 1:
+        raise RuntimeError("first attempt fails")
+    return context.attempt
+
+
+@task(queue_name="tasks")
+async def later(value: str) -> str:
+    await asyncio.sleep(0)
+    return value.upper()
+
+
+SIGNALS: list[str] = []
+
+
+def noted(name: str) -> Any:
+    def receiver(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        Order.objects.create(number=0, receipt=f"{name} {task_result.id} {task_result.status}")
+
+    return receiver
+
+
+for _name, _signal in (
+    ("enqueued", task_enqueued),
+    ("started", task_started),
+    ("finished", task_finished),
+):
+    _signal.connect(noted(_name), weak=False)
+
+
+def enqueue_all() -> None:
+    """Prints the ids of the tasks enqueued, by name, as JSON."""
+    ids = {
+        "add": add.enqueue(2, b=3).id,
+        "fails": fails.enqueue("bad input").id,
+        "flaky": flaky.enqueue().id,
+        "later": later.enqueue("quiet").id,
+        "tomorrow": add.using(run_after=timezone.now() + timedelta(days=1)).enqueue(0, 0).id,
+    }
+    try:
+        with transaction.atomic():
+            ids["rolled_back"] = add.enqueue(1, 1).id
+            raise LookupError
+    except LookupError:
+        pass
+    print(json.dumps(ids))
+
+
+def report(ids: dict[str, str]) -> None:
+    """Prints each task's result as JSON; a missing one as null."""
+    out: dict[str, Any] = {}
+    for name, result_id in ids.items():
+        try:
+            r = add.get_backend().get_result(result_id)
+        except TaskResultDoesNotExist:
+            out[name] = None
+            continue
+        out[name] = {
+            "status": str(r.status),
+            "return_value": r.return_value if r.status == "SUCCESSFUL" else None,
+            "errors": [[e.exception_class_path, e.traceback] for e in r.errors],
+            "attempts": r.attempts,
+            "worker_ids": r.worker_ids,
+            "args": r.args,
+            "kwargs": r.kwargs,
+            "queue": r.task.queue_name,
+            "priority": r.task.priority,
+            "started": r.started_at is not None,
+            "finished": r.finished_at is not None,
+            "deferred": r.task.run_after is not None,
+        }
+    print(json.dumps(out))
