@@ -1,0 +1,63 @@
+"""The documentation site's references against the code: the option tables cover every option
+of every command, the metrics table names every metric the supervisor registers, and a marker
+the build does not know fails it. `mkdocs build --strict` (in ./scripts/test) checks the links."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from docs import hooks
+from jobq.supervisor.metrics import Metrics
+from jobq.supervisor.states import WorkerState
+from tests.support.paths import REPO
+
+DOCS = REPO / "docs"
+# Prometheus names a counter's family without the _total its samples carry.
+SUFFIXES = {"counter": "_total", "info": "_info"}
+
+
+def test_the_options_page_covers_every_option_of_every_command() -> None:
+    page = hooks.expand((DOCS / "reference" / "options.md").read_text())
+    commands = {"supervise": hooks.parser_for("supervise"), **hooks.subcommands()}
+    for name, parser in commands.items():
+        for option in parser.get_default("options"):
+            assert f"| `{option.flag}` | `{option.variable}` |" in page, (name, option.flag)
+
+
+def test_the_command_line_page_shows_every_command_s_help() -> None:
+    page = hooks.expand((DOCS / "reference" / "cli.md").read_text())
+    assert "## `jobq-supervise`" in page
+    for name in hooks.subcommands():
+        assert f"## `jobq {name}`\n\n```text\nusage: jobq {name}" in page
+
+
+def test_a_marker_the_build_does_not_know_fails_it() -> None:
+    with pytest.raises(ValueError, match="unknown marker"):
+        hooks.expand("<!-- generated: optoins supervise -->")
+
+
+def registered_metrics() -> dict[str, tuple[str, frozenset[str]]]:
+    """Each metric the supervisor exposes: its type and label names, read from a registry
+    in which every labelled series has been touched once."""
+    metrics = Metrics("sqlite", 600.0, 10.0)
+    metrics.know_type("email")
+    metrics.depth.update([("email", "pending", 1)], {"email": 0.0}, 0.0, ["email"])
+    metrics.on_scheduled([("nightly", "enqueued")])
+    metrics.on_workers({WorkerState.IDLE: 1}, [1024])
+    found = {}
+    for family in metrics.registry.collect():
+        labels = frozenset(key for sample in family.samples for key in sample.labels) - {"le"}
+        found[family.name + SUFFIXES.get(family.type, "")] = (family.type, labels)
+    return found
+
+
+def documented_metrics() -> dict[str, tuple[str, frozenset[str]]]:
+    text = (DOCS / "reference" / "metrics.md").read_text()
+    rows = re.findall(r"^\| `(jobq_\w+)` \| (\w+) \|([^|]*)\|", text, re.MULTILINE)
+    return {name: (kind, frozenset(re.findall(r"`(\w+)`", labels))) for name, kind, labels in rows}
+
+
+def test_the_metrics_table_is_what_the_supervisor_registers() -> None:
+    assert documented_metrics() == registered_metrics()
