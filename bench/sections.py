@@ -200,6 +200,12 @@ def throughput(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
                     drain.drain, bench, dsn, w, s.jobs, drain.Variant("INFO logs", log_level="INFO")
                 )
                 measure(bench, f"jobq INFO W={w}", info)
+                # Tracing off is the default drain (the API installed, no provider set): its
+                # cost against an earlier jobq is a --jobq-at run's. This is tracing on.
+                traced = drain.Variant("traced, nothing exported", tracing=True)
+                measure(
+                    bench, f"jobq traced W={w}", partial(drain.drain, bench, dsn, w, s.jobs, traced)
+                )
         if "limit" in s.sections:
             measure(bench, f"pgbench c={w}", partial(limit.drain, bench, dsn, w, s.jobs))
             two = partial(limit.drain, bench, dsn, w, s.jobs, limit.TWO_STATEMENTS)

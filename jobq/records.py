@@ -49,6 +49,9 @@ class ClaimedJob:
     retry: RetryPolicy
     deadline: datetime | None
     expires_monotonic: float
+    # The W3C trace context stored with the job by the enqueue that traced it (see tracing.py).
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     def renewed(self, lease_until: datetime, expires_monotonic: float) -> ClaimedJob:
         return dataclasses.replace(

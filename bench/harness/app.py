@@ -25,6 +25,17 @@ def record_start(index: int, sent: float) -> None:
         os.close(fd)
 
 
+@jobq.on_worker_start
+def trace_if_asked() -> None:
+    """With BENCH_TRACING set, trace every attempt as an application would, with an SDK tracer
+    provider, but export nothing: what the drain then measures is the spans' own cost."""
+    if os.environ.get("BENCH_TRACING"):
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        trace.set_tracer_provider(TracerProvider())
+
+
 class Noop(jobq.Job):
     """Does nothing: what is left is the queue's own cost per job."""
 

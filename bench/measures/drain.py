@@ -18,12 +18,14 @@ from ..harness.results import Drain
 @dataclass(frozen=True)
 class Variant:
     """What sets one jobq drain apart: its name in the tables, the supervisor's log level and
-    options, and how its jobs are enqueued (None: preloaded copies of one Noop)."""
+    options, how its jobs are enqueued (None: preloaded copies of one Noop), and whether its
+    workers trace (an SDK tracer provider that exports nothing: the cost of the spans alone)."""
 
     name: str = "default"
     log_level: str = "WARNING"
     options: Sequence[str] = ()
     load: Callable[[JobqDb], object] | None = None
+    tracing: bool = False
 
 
 DEFAULT = Variant()
@@ -52,7 +54,7 @@ def drain(bench: Bench, dsn: str, workers: int, jobs: int, variant: Variant = DE
         proc = bench.procs.spawn(
             f"jobq-{database}-w{workers}",
             supervise_cmd(dsn, workers, *variant.options, log_level=variant.log_level),
-            env=bench.env(),
+            env={**bench.env(), **({"BENCH_TRACING": "1"} if variant.tracing else {})},
             cwd=REPO,
         )
         server = bench.pg.data if bench.pg is not None and db.kind == "postgresql" else None

@@ -295,6 +295,8 @@ class Backend(Uniqueness, Controls, Installing, Batching):
             None if job.deadline_in is None else self.seconds(job.deadline_in),
             job.priority,
             job.unique_key,
+            job.traceparent,
+            job.tracestate,
         )
 
     def insert_params(self, job: NewJob) -> dict[str, Any]:
@@ -315,6 +317,8 @@ class Backend(Uniqueness, Controls, Installing, Batching):
             retry=policy_of(row[6:10]),
             deadline=self.optional_datetime(row[10]),
             expires_monotonic=expires_monotonic,
+            traceparent=row[11],
+            tracestate=row[12],
         )
 
     @abstractmethod

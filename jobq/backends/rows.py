@@ -28,6 +28,8 @@ INSERT_NAMES = (
     "deadline_in",
     "priority",
     "unique_key",
+    "traceparent",
+    "tracestate",
 )
 
 
@@ -48,6 +50,9 @@ class NewJob(NamedTuple):
     priority: int
     # At most one pending or in_progress job holds a key (see Backend.add).
     unique_key: str | None = None
+    # The W3C trace context of the enqueue that traced it (see tracing.py), else None.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 class Runner(NamedTuple):

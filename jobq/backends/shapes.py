@@ -15,7 +15,7 @@ CHUNK_BYTES = 4 * 2**20
 # What a claim reads of each job it takes, in the order the backends' row readers expect.
 CLAIM_COLUMNS = (
     "id, type, class_name, payload, attempts, lease_until, "
-    "max_attempts, backoff, max_backoff, jitter, deadline"
+    "max_attempts, backoff, max_backoff, jitter, deadline, traceparent, tracestate"
 )
 
 

@@ -3,12 +3,12 @@ read and control them. The consumer and operator sides are in consuming.py and o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, TypeVar
 
-from .. import backends
+from .. import backends, tracing
 from ..backends.base import Backend
 from ..backends.rows import NewJob
 from ..codec import Codec, JsonCodec
@@ -21,7 +21,7 @@ from ..retry import MAX_DELAY, RetryPolicy
 from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance
 from .batched import BatchConsuming
-from .new_jobs import Options, Schedule, new_job, new_jobs, seconds_of
+from .new_jobs import Options, Schedule, new_job, new_jobs, seconds_of, traced
 from .operating import Operating
 from .unique_keys import UniqueKeys, unique_keys
 
@@ -148,8 +148,9 @@ class Queue(BatchConsuming, Operating):
         connection and so belongs to its transaction: a rollback drops the job.
         """
         options = Options.of(type, Schedule.of(delay, scheduled_at, deadline), retry, priority)
-        (row,) = new_jobs(self.codec, [job], [unique_key], options)
-        return self._write("enqueue", connection, lambda target: self.backend.add(row, target))
+        rows = new_jobs(self.codec, [job], [unique_key], options)
+        add = self.backend.add
+        return self._publish("enqueue", connection, rows, lambda job, to: [add(job[0], to)])[0]
 
     def enqueue_many(
         self,
@@ -176,9 +177,23 @@ class Queue(BatchConsuming, Operating):
         rows = new_jobs(self.codec, given, unique_keys(unique_key, given), options)
         if not rows:
             return []
-        return self._write(
-            "enqueue_many", connection, lambda target: self.backend.add_many(rows, target)
-        )
+        return self._publish("enqueue_many", connection, rows, self.backend.add_many)
+
+    def _publish(
+        self,
+        what: str,
+        connection: Any,
+        rows: list[NewJob],
+        add: Callable[[list[NewJob], Any], list[int]],
+    ) -> list[int]:
+        """Write the rows with `add` (see _write), traced as one publication when tracing is
+        on: each row then carries the context of its enqueue's span."""
+
+        def write(context: Mapping[str, str]) -> list[int]:
+            stored = traced(rows, context)
+            return self._write(what, connection, lambda target: add(stored, target))
+
+        return tracing.publish(rows, write)
 
     def _write(self, what: str, connection: Any, write: Callable[[Any], T]) -> T:
         """Run `write` on the connection enqueue's `connection=` names, None meaning a
@@ -227,6 +242,8 @@ class Queue(BatchConsuming, Operating):
 
     def _periodic_row(self, periodic: Periodic, slot: datetime) -> NewJob:
         # The job is scheduled at its slot: the row records which slot it was enqueued for.
+        # It carries no trace context, whatever span is current here: each slot's job starts
+        # a trace of its own (see tracing.py).
         when = Schedule(scheduled_at=slot, delay=0.0, deadline=None, deadline_in=None)
         options = Options.of(periodic.type, when, periodic.retry, periodic.priority)
         return new_job(self.codec, periodic.job, options)

@@ -8,6 +8,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from .. import tracing
 from ..backends.base import Backend
 from ..backends.leases import expiry
 from ..backends.rows import Renewal
@@ -27,7 +28,7 @@ from ..outcomes import (
 )
 from ..records import ClaimedJob, Outcome, Status
 from . import maintenance
-from .running import runner, running, running_on
+from .running import runner, running, running_on, worker_id
 
 log = logging.getLogger("jobq")
 
@@ -150,17 +151,24 @@ class Consuming:
 
     def _run_code(self, claim: ClaimedJob) -> Outcome | None:
         """Decode, check the lease and handle: the failure's outcome, acknowledged, or None
-        once the job's code completed, its acknowledgement still to be made."""
+        once the job's code completed, its acknowledgement still to be made. All of it in
+        the attempt's span, when tracing is on."""
+        with tracing.processing(claim, worker_id()) as span:
+            outcome = self._run_traced(claim, span)
+            span.ended(outcome)
+            return outcome
+
+    def _run_traced(self, claim: ClaimedJob, span: tracing.AttemptSpan) -> Outcome | None:
         try:
             job = self.codec.decode(claim.class_name, claim.payload)
         except Exception as error:
             log.error("Could not decode job: %s", error, extra=job_extra(claim, "decode_failed"))
-            return self._failed(claim, error)
+            return self._failed(claim, error, span)
         log.info("Running job %d", claim.id, extra=job_extra(claim, "running"))
         self.listener.on_claimed(claim)
         if time.monotonic() >= claim.expires_monotonic:
             log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
-            return self._failed(claim, LEASE_EXPIRED_BEFORE_START)
+            return self._failed(claim, LEASE_EXPIRED_BEFORE_START, span)
         token, on = running.set(claim), running_on.set(self.backend)
         try:
             if self.hooks is not None:
@@ -170,9 +178,9 @@ class Consuming:
             log.warning(
                 "Job %d failed: %s", claim.id, printable(error), extra=job_extra(claim, "failed")
             )
-            return self._failed(claim, error)
+            return self._failed(claim, error, span)
         except BaseException as error:
-            self._failed(claim, error)
+            self._failed(claim, error, span)
             raise
         finally:
             running.reset(token)
@@ -180,7 +188,10 @@ class Consuming:
         self.listener.on_settling(claim)
         return None
 
-    def _failed(self, claim: ClaimedJob, error: BaseException | str) -> Outcome:
+    def _failed(
+        self, claim: ClaimedJob, error: BaseException | str, span: tracing.AttemptSpan
+    ) -> Outcome:
+        span.failed(error)
         self.listener.on_settling(claim)
         try:
             settled = self._settle_failure(claim, error)

@@ -4,7 +4,7 @@ payload size, priority and key, and when it may run and until when."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -93,6 +93,15 @@ def new_jobs(
 ) -> list[NewJob]:
     """The row of each job with its key, checked: every one before any is written."""
     return [new_job(codec, job, options, key) for job, key in zip(jobs, keys, strict=True)]
+
+
+def traced(rows: list[NewJob], context: Mapping[str, str]) -> list[NewJob]:
+    """The rows carrying the trace context of the enqueue that stores them (tracing.publish),
+    or the rows themselves when it has none."""
+    if not context:
+        return rows
+    parent, state = context["traceparent"], context.get("tracestate")
+    return [row._replace(traceparent=parent, tracestate=state) for row in rows]
 
 
 def new_job(codec: Codec, job: Job, options: Options, unique_key: str | None = None) -> NewJob:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import logs, wire
+from .. import logs, tracing, wire
 from ..worker.fence import die_with
 from .signals import HANDLED
 
@@ -147,6 +147,7 @@ def fork(
         except BaseException:
             log.exception("Process %d failed", os.getpid())
         finally:
+            tracing.flush()
             logs.flush()
             sys.stdout.flush()
             sys.stderr.flush()

@@ -125,6 +125,9 @@ def test_migrate_upgrades_every_row_unchanged(dsn: str, earlier: str) -> None:
         # The attempt claimed before the upgrade names no worker; it is still in progress.
         assert [record.worker for record in records if record.id == 3] == [None]
         assert queue.paused() == set()
+        # No row enqueued before the upgrade carries a trace context: its attempts start traces.
+        contexts = backend.fetchall("SELECT traceparent, tracestate FROM jobq_jobs")
+        assert set(map(tuple, contexts)) == {(None, None)}
         # Installing again, as every start of an application may, changes nothing.
         assert queue.install() == (latest, latest)
         assert table(backend) == before
@@ -132,6 +135,7 @@ def test_migrate_upgrades_every_row_unchanged(dsn: str, earlier: str) -> None:
         claim = queue.claim()
         assert claim is not None
         assert claim.id == 1
+        assert (claim.traceparent, claim.tracestate) == (None, None)
         claimed = queue.get(1)
         assert claimed is not None
         assert claimed.worker is not None

@@ -38,7 +38,8 @@ def probe(index: int | None, limit: str = "1") -> str:
     )
     return f"""
         SELECT id, type, class_name, payload, attempts + 1, {later("lease")}, max_attempts,
-            backoff, max_backoff, jitter, deadline, priority, scheduled_at
+            backoff, max_backoff, jitter, deadline, traceparent, tracestate, priority,
+            scheduled_at
         FROM jobq_jobs FORCE INDEX ({index_name}) WHERE {READY}{which}
           AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE {paused})
         ORDER BY priority DESC, scheduled_at, id LIMIT {limit} FOR UPDATE SKIP LOCKED

@@ -64,3 +64,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 # a dead child's rows by it; that reads only in-progress rows, through jobq_jobs_leases
 # (which leads with the status), so no index of its own weighs on claims.
 WORKER_IDS: tuple[str, ...] = ("ALTER TABLE jobq_jobs ADD COLUMN worker VARCHAR(32) NULL",)
+
+# The W3C trace context of the enqueue that traced the job (see jobq/tracing.py), which each
+# claim reads back for the attempt's span. NULL for every row enqueued untraced: no rewrite.
+# One statement (MySQL commits each DDL statement on its own). A traceparent of version 00 is
+# 55 characters; a tracestate may hold up to 32 entries of 256, so it gets a TEXT.
+TRACE_CONTEXT: tuple[str, ...] = (
+    """
+    ALTER TABLE jobq_jobs
+        ADD COLUMN traceparent VARCHAR(55) CHARACTER SET ascii NULL,
+        ADD COLUMN tracestate TEXT CHARACTER SET ascii NULL
+    """,
+)

@@ -24,7 +24,7 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .insert import copy_in, insert_statement
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
-from .schema import MIGRATIONS, NO_JIT, WORKER_IDS
+from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 
@@ -92,6 +92,7 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
         NO_JIT,
         WORKER_IDS,
         (*DECLARED_AT, RETRY),
+        TRACE_CONTEXT,
     )
 
     def __init__(

@@ -168,3 +168,9 @@ NO_JIT: tuple[str, ...] = tuple(f"ALTER FUNCTION {probe} SET jit = off" for prob
 # a dead child's rows by it; that reads only in-progress rows, through jobq_jobs_leases, so
 # no index of its own weighs on claims. A column with no default rewrites no rows.
 WORKER_IDS: tuple[str, ...] = ("ALTER TABLE jobq_jobs ADD COLUMN worker text",)
+
+# The W3C trace context of the enqueue that traced the job (see jobq/tracing.py), which each
+# claim reads back for the attempt's span. NULL for every row enqueued untraced: no rewrite.
+TRACE_CONTEXT: tuple[str, ...] = (
+    "ALTER TABLE jobq_jobs ADD COLUMN traceparent text, ADD COLUMN tracestate text",
+)

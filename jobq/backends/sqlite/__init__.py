@@ -23,7 +23,7 @@ from ..rows import NewJob, Renewal, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
-from .schema import MIGRATIONS, NOW, READY, WORKER_IDS
+from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 
@@ -95,7 +95,7 @@ def claim_many_statement(type_count: int) -> str:
 
 # Positional parameters, in the order of INSERT_NAMES: SQLite looks each named parameter up
 # in a list of the statement's names, which made a chunk of 2,000 rows take half a second.
-INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?)"
+INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?, ?, ?)"
 
 
 def path_of(dsn: str) -> str:
@@ -110,7 +110,7 @@ def path_of(dsn: str) -> str:
 
 class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     kind = "sqlite"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS, DECLARED_AT)
+    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS, DECLARED_AT, TRACE_CONTEXT)
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
         self.check_version()
@@ -230,7 +230,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         ids = self.insert_chunk([job], connection, taken="ON CONFLICT DO NOTHING")
         return ids[0] if ids else None
 
-    # Thirteen parameters a row, under SQLite's limit of 32,766 a statement.
+    # Fifteen parameters a row, under SQLite's limit of 32,766 a statement.
     chunk_rows = 2000
 
     def insert_chunk(self, jobs: Sequence[NewJob], connection: Any, taken: str = "") -> list[int]:
@@ -238,7 +238,8 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         values = ", ".join([INSERT_ROW] * len(jobs))
         sql = f"""
             INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
-                max_backoff, jitter, scheduled_at, deadline, priority, unique_key)
+                max_backoff, jitter, scheduled_at, deadline, priority, unique_key, traceparent,
+                tracestate)
             VALUES {values} {taken}
             RETURNING id
         """

@@ -95,3 +95,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 # a dead child's rows by it; that reads only in-progress rows, through jobq_jobs_leases, so
 # no index of its own weighs on claims.
 WORKER_IDS: tuple[str, ...] = ("ALTER TABLE jobq_jobs ADD COLUMN worker TEXT",)
+
+# The W3C trace context of the enqueue that traced the job (see jobq/tracing.py), which each
+# claim reads back for the attempt's span. NULL for every row enqueued untraced: no rewrite.
+TRACE_CONTEXT: tuple[str, ...] = (
+    "ALTER TABLE jobq_jobs ADD COLUMN traceparent TEXT",
+    "ALTER TABLE jobq_jobs ADD COLUMN tracestate TEXT",
+)
