@@ -1,10 +1,14 @@
 """The documentation site's references against the code: the option tables cover every option
 of every command, the metrics table names every metric the supervisor registers, and a marker
-the build does not know fails it. `mkdocs build --strict` (in ./scripts/test) checks the links."""
+the build does not know fails it, and every Python example on the site parses. The strict build
+is tests/integration/test_docs_site.py; Getting started is run whole by
+tests/system/test_getting_started.py."""
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +65,19 @@ def documented_metrics() -> dict[str, tuple[str, frozenset[str]]]:
 
 def test_the_metrics_table_is_what_the_supervisor_registers() -> None:
     assert documented_metrics() == registered_metrics()
+
+
+PYTHON_BLOCK = re.compile(r"^```python[^\n]*\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+@pytest.mark.parametrize(
+    "page",
+    sorted([REPO / "README.md", *DOCS.rglob("*.md")]),
+    ids=lambda page: str(page.relative_to(REPO)),
+)
+def test_every_python_example_parses(page: Path) -> None:
+    for number, block in enumerate(PYTHON_BLOCK.findall(page.read_text()), 1):
+        try:
+            ast.parse(block)
+        except SyntaxError as error:
+            pytest.fail(f"{page.name}: Python example {number}: {error}")
