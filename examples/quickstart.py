@@ -16,10 +16,15 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     with jobq.Queue.connect(lease_duration=60) as queue:
         queue.install()
-        for customer in ("acme", "globex", "initech"):
+        ids = [
             queue.enqueue(BuildReport(customer, "2026-11"), retry=jobq.RetryPolicy(max_attempts=3))
+            for customer in ("acme", "globex", "initech")
+        ]
         ran = queue.process_jobs(10, type="reports")
         print(f"ran {ran} job(s); the queue now holds {queue.counts()}")
+        # A worker in another process would finish them; here they are done already.
+        first = queue.wait(ids[0], timeout=30)
+        print(f"job {first.id} is {first.status}, its result: {first.result}")
 
 
 if __name__ == "__main__":

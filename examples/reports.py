@@ -13,5 +13,8 @@ class BuildReport(jobq.Job):
         self.customer = customer
         self.month = month
 
-    def handle(self) -> None:
+    def handle(self) -> dict[str, str]:
         print(f"built the {self.month} report for {self.customer}")
+        # What handle() returns is stored with the completed job: Queue.wait() and
+        # `jobq show` give it back.
+        return {"customer": self.customer, "file": f"{self.customer}-{self.month}.pdf"}

@@ -6,6 +6,7 @@ from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
 from .listener import Listener
 from .queue import Queue
+from .queue.progress import checkpoint, progress
 from .queue.running import cancel_requested, current_claim
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import RetryPolicy
@@ -32,7 +33,9 @@ __all__ = [
     "after_job",
     "before_job",
     "cancel_requested",
+    "checkpoint",
     "current_claim",
     "on_worker_start",
+    "progress",
     "schedule",
 ]

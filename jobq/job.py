@@ -39,7 +39,9 @@ class Job:
         cls.job_name = name
         _registry[name] = cls
 
-    def handle(self) -> None:
+    def handle(self) -> Any:
+        """Do the job. What it returns is stored as the job's result (see
+        docs/guides/results.md): JSON values, or what the queue's codec encodes."""
         raise NotImplementedError(f"{type(self).job_name} does not implement handle()")
 
     def to_state(self) -> dict[str, Any]:

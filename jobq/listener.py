@@ -27,7 +27,8 @@ class Listener:
         BaseException from handle(), which leaves run() with no outcome to return."""
 
     def on_completed(self, claim: ClaimedJob) -> None:
-        """The attempt was acknowledged as done."""
+        """The attempt was acknowledged as done; claim.result holds its result as stored
+        (the codec's text, JSON by default; None when handle() returned None)."""
 
     def on_failed(self, claim: ClaimedJob, error: BaseException | str) -> None:
         """The attempt was recorded as failed; its retry policy decided what follows."""

@@ -6,7 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
+from .attempt_log import AttemptEntry, Progress
 from .retry import RetryPolicy
 
 
@@ -52,11 +54,18 @@ class ClaimedJob:
     # The W3C trace context stored with the job by the enqueue that traced it (see tracing.py).
     traceparent: str | None = None
     tracestate: str | None = None
+    # What the job's last checkpoint() saved, for this attempt to resume from (JSON).
+    checkpoint: Any = None
+    # A completed attempt's result, encoded, on its way to the acknowledgement.
+    result: str | None = None
 
     def renewed(self, lease_until: datetime, expires_monotonic: float) -> ClaimedJob:
         return dataclasses.replace(
             self, lease_until=lease_until, expires_monotonic=expires_monotonic
         )
+
+    def completed(self, result: str | None) -> ClaimedJob:
+        return self if result is None else dataclasses.replace(self, result=result)
 
 
 @dataclass(frozen=True)
@@ -85,3 +94,18 @@ class JobRecord:
     # The worker incarnation that claimed it (random, one per worker process), while it is in
     # progress: its supervisor settles the job by this id if that worker dies.
     worker: str | None = None
+    # What handle() returned, decoded by the queue's codec (None: nothing, or not completed).
+    result: Any = None
+    # The class of the exception the latest failed attempt raised ("builtins.ValueError"),
+    # whose traceback is then last_error; None when it raised none (its lease ran out).
+    error_class: str | None = None
+    progress: Progress | None = None  # as the running or last attempt said (jobq.progress)
+    checkpoint: Any = None  # what jobq.checkpoint() saved last; cleared on completion
+    # The ended attempts, oldest first (the first results.HISTORY_LIMIT of them).
+    history: tuple[AttemptEntry, ...] = ()
+    started_at: datetime | None = None  # when the first attempt began
+    attempted_at: datetime | None = None  # when the latest attempt began
+
+    @property
+    def error_traceback(self) -> str | None:
+        return None if self.error_class is None else self.last_error

@@ -39,8 +39,15 @@ QUOTED = re.compile(r"'(?:[^']|'')*'")
 DEFAULT_LEASE = 600.0
 
 
-def to_pgbench(statement: str, known: set[str]) -> str:
-    """One line of pgbench SQL from a psycopg statement with named parameters."""
+# A job's result: NULL for the usual job, which returns nothing.
+NULLS = frozenset({"result"})
+
+
+def to_pgbench(statement: str, known: set[str], nulls: frozenset[str] = NULLS) -> str:
+    """One line of pgbench SQL from a psycopg statement with named parameters; those of
+    `nulls` are NULL, which a pgbench variable cannot be."""
+    for name in nulls:
+        statement = statement.replace(f"%({name})s", "NULL")
     names = set(PARAM.findall(statement))
     if names - known:
         raise ValueError(

@@ -20,6 +20,7 @@ def test_the_pgbench_script_holds_jobqs_own_statements() -> None:
         claim = claim.replace(f"%({name})s", f":{name}")
     ack = " ".join(PostgresBackend.sql_complete.split())
     ack = ack.replace("%(id)s", ":id").replace("%(token)s", ":token")
+    ack = ack.replace("%(result)s", "NULL")
     assert script[0].startswith("\\set token random(")
     assert script[1] == "\\set lease 600.0"
     assert script[2] == claim + " \\gset"
@@ -31,6 +32,7 @@ def test_the_fused_pgbench_script_holds_jobqs_own_statement() -> None:
     fused = " ".join(complete_and_claim_statement(False).split())
     for name in ("id", "token", "new_token", "lease", "host", "pid", "worker"):
         fused = fused.replace(f"%({name})s", f":{name}")
+    fused = fused.replace("%(result)s", "NULL")
     assert script[0].startswith("\\set new_token random(")
     assert script[1] == "\\set lease 600.0"
     assert script[2] == fused + " \\gset"

@@ -15,11 +15,13 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
+from ..attempt_log import loaded
 from ..records import ClaimedJob, Status
 from .batching import Batching
 from .controls import Controls, policy_of
 from .installing import Installing
 from .leases import expiry
+from .reporting import Reporting
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Renewal, Runner
 from .shapes import CHUNK_ROWS, chunks
 from .uniqueness import Uniqueness
@@ -31,7 +33,7 @@ T = TypeVar("T")
 TRIES = 5
 
 
-class Backend(Uniqueness, Controls, Installing, Batching):
+class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -177,13 +179,15 @@ class Backend(Uniqueness, Controls, Installing, Batching):
         new_token: str,
         lease: float,
         runner: Runner,
+        result: str | None = None,
     ) -> tuple[bool, ClaimedJob | None]:
-        """Complete one attempt and claim the next ready job for another, in one commit: both
-        land or neither does, so a transient error can rerun the whole. Returns whether the
-        completion applied (False: the attempt had lost the job) and the new claim, if any."""
+        """Complete one attempt, storing its encoded result, and claim the next ready job for
+        another, in one commit: both land or neither does, so a transient error can rerun the
+        whole. Returns whether the completion applied (False: the attempt had lost the job)
+        and the new claim, if any."""
         expires = expiry(lease)
         with self.transaction():
-            done = self.complete(job_id, token)
+            done = self.complete(job_id, token, result)
             return done, self.claim_within(types, new_token, lease, expires, runner)
 
     # Each backend module sets these statements; they take named parameters in its own style.
@@ -195,8 +199,11 @@ class Backend(Uniqueness, Controls, Installing, Batching):
     sql_prune: ClassVar[str]
     sql_counts: ClassVar[str]
 
-    def complete(self, job_id: int, token: str) -> bool:
-        return self.execute(self.sql_complete, {"id": job_id, "token": token}) == 1
+    def complete(self, job_id: int, token: str, result: str | None = None) -> bool:
+        """Complete an attempt that still holds its job, with its encoded result, in one
+        statement; its checkpoint goes, its history gains the attempt."""
+        params = {"id": job_id, "token": token, "result": result}
+        return self.execute(self.sql_complete, params) == 1
 
     def settle(
         self,
@@ -206,13 +213,17 @@ class Backend(Uniqueness, Controls, Installing, Batching):
         error: str,
         delay: float,
         lease_ended_only: bool,
+        error_class: str | None = None,
     ) -> Status | None:
         """End an attempt that did not complete: requeue it `delay` seconds from now when status
         is pending, else finish it with that status. A requeue that could only start after the
         job's deadline expires it instead. With lease_ended_only, this is maintenance's
-        recovery and applies only while the lease has ended. Returns the job's new status,
-        or None when the attempt no longer owned the job."""
-        params = self.settle_params(job_id, token, status, error, delay, lease_ended_only)
+        recovery and applies only while the lease has ended. The error (with its exception's
+        class, when it was one) is the job's latest, and goes into its history. Returns the
+        job's new status, or None when the attempt no longer owned the job."""
+        params = self.settle_params(
+            job_id, token, status, error, delay, lease_ended_only, error_class
+        )
         row = self.fetchone(self.sql_settle, params)
         return None if row is None else Status(row[0])
 
@@ -224,12 +235,14 @@ class Backend(Uniqueness, Controls, Installing, Batching):
         error: str,
         delay: float,
         lease_ended_only: bool,
+        error_class: str | None = None,
     ) -> dict[str, Any]:
         return {
             "id": job_id,
             "token": token,
             "status": str(status),
             "error": error,
+            "error_class": error_class,
             "delay": self.seconds(delay),
             "lease_ended_only": lease_ended_only,
             **self.wake_params,
@@ -319,6 +332,7 @@ class Backend(Uniqueness, Controls, Installing, Batching):
             expires_monotonic=expires_monotonic,
             traceparent=row[11],
             tracestate=row[12],
+            checkpoint=loaded(row[13]),
         )
 
     @abstractmethod

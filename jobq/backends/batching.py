@@ -38,7 +38,7 @@ class Batching(ABC):
     def fetchall(self, sql: str, params: Any = None) -> list[Any]: ...
 
     @abstractmethod
-    def complete(self, job_id: int, token: str) -> bool: ...
+    def complete(self, job_id: int, token: str, result: str | None = None) -> bool: ...
 
     @abstractmethod
     def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob: ...
@@ -72,17 +72,19 @@ class Batching(ABC):
 
     def complete_many_and_claim(
         self,
-        done: Sequence[tuple[int, str]],
+        done: Sequence[tuple[int, str, str | None]],
         types: Sequence[str],
         tokens: Sequence[str],
         lease: float,
         runner: Runner,
     ) -> tuple[set[int], list[ClaimedJob]]:
-        """Complete every (id, token) attempt still owned, and claim the next batch, in one
-        commit. Returns the ids whose completion applied, and the new claims."""
+        """Complete every (id, token, encoded result) attempt still owned, and claim the next
+        batch, in one commit. Returns the ids whose completion applied, and the new claims."""
         expires = expiry(lease)
         with self.transaction():
-            completed = {job_id for job_id, token in done if self.complete(job_id, token)}
+            completed = {
+                job_id for job_id, token, result in done if self.complete(job_id, token, result)
+            }
             return completed, self.claim_many_within(types, tokens, lease, expires, runner)
 
     def release(self, claims: Sequence[tuple[int, str]]) -> set[int]:

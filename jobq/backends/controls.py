@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
+from ..attempt_log import Progress, history, loaded
 from ..records import JobRecord, Status
 from ..retry import RetryPolicy, stored_policy
 
@@ -18,7 +19,8 @@ from ..retry import RetryPolicy, stored_policy
 RECORD_COLUMNS = (
     "id, type, class_name, payload, status, attempts, max_attempts, backoff, max_backoff, "
     "jitter, last_error, scheduled_at, deadline, lease_until, created_at, updated_at, "
-    "finished_at, priority, host, pid, cancel_requested_at, unique_key, worker"
+    "finished_at, priority, host, pid, cancel_requested_at, unique_key, worker, "
+    "result, error_class, progress, checkpoint, attempt_log, started_at, attempted_at"
 )
 
 # The first part of every backend's sql_recent_counts: the unfinished jobs by type, each
@@ -189,6 +191,14 @@ class Controls(ABC):
             cancel_requested_at=optional(row[20]),
             unique_key=row[21],
             worker=row[22] if running else None,
+            # As stored: the queue decodes it with its codec.
+            result=row[23],
+            error_class=row[24],
+            progress=Progress.of(row[25]),
+            checkpoint=loaded(row[26]),
+            history=history(row[27]),
+            started_at=optional(row[28]),
+            attempted_at=optional(row[29]),
         )
 
     def get(self, job_id: int) -> JobRecord | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from ..attempt_log import HISTORY_LIMIT
 from .rows import NewJob
 
 # enqueue_many writes rows in statements of at most this many rows and payload bytes: few
@@ -15,7 +16,7 @@ CHUNK_BYTES = 4 * 2**20
 # What a claim reads of each job it takes, in the order the backends' row readers expect.
 CLAIM_COLUMNS = (
     "id, type, class_name, payload, attempts, lease_until, "
-    "max_attempts, backoff, max_backoff, jitter, deadline, traceparent, tracestate"
+    "max_attempts, backoff, max_backoff, jitter, deadline, traceparent, tracestate, checkpoint"
 )
 
 
@@ -69,3 +70,23 @@ def chunks(jobs: Sequence[NewJob], rows: int) -> Iterator[Sequence[NewJob]]:
 def type_params(types: Sequence[str]) -> dict[str, str]:
     """The named parameters of a claim's per-type probes: type0, type1, ..."""
     return {f"type{i}": name for i, name in enumerate(types)}
+
+
+def attempt_entry(build: str, started: str, finished: str, error: str, error_class: str) -> str:
+    """One entry of a job's attempt history (results.AttemptEntry), built in SQL by `build`
+    (each database's JSON object function) from the row as the attempt ends: its number,
+    its worker, when it began and ended (Unix seconds), and how it failed, if it did."""
+    return (
+        f"{build}('attempt', attempts, 'worker', worker, 'started_at', {started}, "
+        f"'finished_at', {finished}, 'error', {error}, 'error_class', {error_class})"
+    )
+
+
+def history_appended(log: str, length: str, append: str, entry: str) -> str:
+    """The SET of attempt_log that appends `entry` while the history holds fewer than
+    HISTORY_LIMIT entries: `log` reads the history as JSON ([] when empty), `length` and
+    `append` are the database's functions around {log} (and {entry})."""
+    return (
+        f"attempt_log = CASE WHEN {length.format(log=log)} < {HISTORY_LIMIT} "
+        f"THEN {append.format(log=log, entry=entry)} ELSE attempt_log END"
+    )

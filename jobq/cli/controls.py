@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from ..attempt_log import AttemptEntry
 from ..errors import CommandError
 from ..job import check_type_name
 from ..options import Option
@@ -47,6 +48,13 @@ RECORD_KEYS = (
     "cancel_requested_at",
     "unique_key",
     "worker",
+    "result",
+    "error_class",
+    "progress",
+    "checkpoint",
+    "history",
+    "started_at",
+    "attempted_at",
 )
 STATUS = Option(
     "status",
@@ -134,11 +142,34 @@ def as_json(record: JobRecord) -> dict[str, Any]:
         "worker": record.worker,
         "cancel_requested_at": record.cancel_requested_at,
         "unique_key": record.unique_key,
+        "result": record.result,
+        "error_class": record.error_class,
+        "progress": None if record.progress is None else record.progress._asdict(),
+        "checkpoint": record.checkpoint,
+        "history": [timed(vars(entry)) for entry in record.history],
+        "started_at": record.started_at,
+        "attempted_at": record.attempted_at,
     }
+    return timed({key: values[key] for key in RECORD_KEYS})
+
+
+def timed(values: dict[str, Any]) -> dict[str, Any]:
+    """The values with their times in ISO 8601."""
     return {
         key: value.isoformat() if isinstance(value, datetime) else value
-        for key, value in ((key, values[key]) for key in RECORD_KEYS)
+        for key, value in values.items()
     }
+
+
+def printed(value: Any) -> str:
+    """A result as --json writes it: JSON, unless a codec decoded it into something else."""
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+def attempt_line(entry: AttemptEntry) -> str:
+    ended = entry.error_class or ("failed" if entry.error else "completed")
+    began = "?" if entry.started_at is None else entry.started_at.isoformat(timespec="seconds")
+    return f"attempt {entry.attempt} on worker {entry.worker or '?'} from {began}: {ended}"
 
 
 def where(record: JobRecord) -> str:
@@ -154,9 +185,11 @@ def cancelling(record: JobRecord) -> bool:
 def cmd_jobs(queue: Queue, args: argparse.Namespace) -> int:
     records = queue.jobs(status=args.status, type=args.job_type, limit=args.limit)
     if args.json:
-        print(json.dumps([as_json(record) for record in records], indent=2))
+        print(json.dumps([as_json(record) for record in records], indent=2, default=repr))
         return 0
-    header = ("id", "type", "status", "priority", "attempts", "scheduled_at", "running on")
+    header = (
+        "id", "type", "status", "priority", "attempts", "scheduled_at", "running on", "progress"
+    )  # fmt: skip
     rows = [
         (
             str(r.id),
@@ -166,6 +199,7 @@ def cmd_jobs(queue: Queue, args: argparse.Namespace) -> int:
             f"{r.attempts}/{r.retry.max_attempts}",
             r.scheduled_at.isoformat(timespec="seconds"),
             where(r),
+            "" if r.progress is None else str(r.progress),
         )
         for r in records
     ]
@@ -183,9 +217,13 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
         raise CommandError(f"no job with id {args.id}")
     shown = as_json(record)
     if args.json:
-        print(json.dumps(shown, indent=2))
+        print(json.dumps(shown, indent=2, default=repr))
         return 0
     shown["payload"] = record.payload  # as stored: one line, whatever the codec
+    shown["result"] = None if record.result is None else printed(record.result)
+    shown["progress"] = record.progress
+    shown["checkpoint"] = None if record.checkpoint is None else printed(record.checkpoint)
+    shown["history"] = "; ".join(map(attempt_line, record.history)) or None
     width = max(map(len, shown))
     for key, value in shown.items():
         text = "" if value is None else str(value)

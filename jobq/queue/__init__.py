@@ -22,8 +22,8 @@ from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance
 from .batched import BatchConsuming
 from .new_jobs import Options, Schedule, new_job, new_jobs, seconds_of, traced
-from .operating import Operating
 from .unique_keys import UniqueKeys, unique_keys
+from .waiting import Waiting
 
 T = TypeVar("T")
 
@@ -42,7 +42,7 @@ def application_connection(connection: Any) -> Any:
     return None if connection is OWN_CONNECTION else backends.unwrap(connection)
 
 
-class Queue(BatchConsuming, Operating):
+class Queue(BatchConsuming, Waiting):
     """A job queue in one database, reached through one connection.
 
     A Queue is not thread-safe: give each thread or process its own.

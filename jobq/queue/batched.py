@@ -39,14 +39,14 @@ class BatchConsuming(Consuming):
 
         return backend.retrying("claim", attempt)
 
-    def run_unacknowledged(self, claim: ClaimedJob) -> Outcome | None:
-        """run(), except that a completed attempt is not acknowledged: None then, for
-        complete_many_and_claim() to acknowledge with others. A failed attempt is
-        acknowledged at once, as run() does, and its outcome returned."""
-        failed = self._run_code(claim)
-        if failed is not None and self.hooks is not None:
-            self.hooks.after_job(claim, failed)
-        return failed
+    def run_unacknowledged(self, claim: ClaimedJob) -> Outcome | ClaimedJob:
+        """run(), except that a completed attempt is not acknowledged: its claim comes back,
+        carrying its result, for complete_many_and_claim() to acknowledge with others. A
+        failed attempt is acknowledged at once, as run() does, and its outcome returned."""
+        ran = self._run_code(claim)
+        if isinstance(ran, Outcome) and self.hooks is not None:
+            self.hooks.after_job(claim, ran)
+        return ran
 
     def complete_many_and_claim(
         self, claims: Sequence[ClaimedJob], n: int, type: Types = None
@@ -58,7 +58,7 @@ class BatchConsuming(Consuming):
         fresh = tokens(n, 0)
         types = type_list(type)
         backend = self._consumer("complete")
-        done = [(claim.id, claim.token) for claim in claims]
+        done = [(claim.id, claim.token, claim.result) for claim in claims]
         completed, next_claims = backend.retrying(
             "complete",
             lambda: backend.complete_many_and_claim(

@@ -27,7 +27,9 @@ from ..outcomes import (
     printable,
 )
 from ..records import ClaimedJob, Outcome, Status
+from ..results import encode_result, error_class
 from . import maintenance
+from .progress import reporting
 from .running import runner, running, running_on, worker_id
 
 log = logging.getLogger("jobq")
@@ -128,17 +130,20 @@ class Consuming:
         job's code is done: False acknowledges alone. Returns the outcome and the new claim,
         if any.
         """
-        outcome, next_claim = self._attempt(claim, type_list(type), more)
+        outcome, next_claim, ended = self._attempt(claim, type_list(type), more)
         if self.hooks is not None:
-            self.hooks.after_job(claim, outcome)
+            self.hooks.after_job(ended, outcome)
         return outcome, next_claim
 
     def _attempt(
         self, claim: ClaimedJob, types: tuple[str, ...], more: Callable[[], bool] | None
-    ) -> tuple[Outcome, ClaimedJob | None]:
-        failed = self._run_code(claim)
-        if failed is not None:
-            return failed, None
+    ) -> tuple[Outcome, ClaimedJob | None, ClaimedJob]:
+        """The attempt's outcome, the next claim, and the attempt as it ended (a completed
+        one carries its result)."""
+        ran = self._run_code(claim)
+        if isinstance(ran, Outcome):
+            return ran, None, claim
+        claim = ran
         try:
             if more is None or more():
                 outcome, next_claim = self._complete_and_claim(claim, types)
@@ -147,18 +152,19 @@ class Consuming:
         except Exception as failure:
             raise Unacknowledged(claim, None) from failure
         self.listener.on_settled(claim, outcome)
-        return outcome, next_claim
+        return outcome, next_claim, claim
 
-    def _run_code(self, claim: ClaimedJob) -> Outcome | None:
-        """Decode, check the lease and handle: the failure's outcome, acknowledged, or None
-        once the job's code completed, its acknowledgement still to be made. All of it in
-        the attempt's span, when tracing is on."""
+    def _run_code(self, claim: ClaimedJob) -> Outcome | ClaimedJob:
+        """Decode, check the lease and handle: the failure's outcome, acknowledged, or once
+        the job's code completed, the claim carrying its encoded result, for the
+        acknowledgement still to be made. A result that cannot be stored fails the attempt.
+        All of it in the attempt's span, when tracing is on."""
         with tracing.processing(claim, worker_id()) as span:
-            outcome = self._run_traced(claim, span)
-            span.ended(outcome)
-            return outcome
+            ran = self._run_traced(claim, span)
+            span.ended(ran if isinstance(ran, Outcome) else None)
+            return ran
 
-    def _run_traced(self, claim: ClaimedJob, span: tracing.AttemptSpan) -> Outcome | None:
+    def _run_traced(self, claim: ClaimedJob, span: tracing.AttemptSpan) -> Outcome | ClaimedJob:
         try:
             job = self.codec.decode(claim.class_name, claim.payload)
         except Exception as error:
@@ -173,7 +179,7 @@ class Consuming:
         try:
             if self.hooks is not None:
                 self.hooks.before_job(claim)
-            job.handle()
+            result = encode_result(self.codec, reporting(job.handle))
         except Exception as error:
             log.warning(
                 "Job %d failed: %s", claim.id, printable(error), extra=job_extra(claim, "failed")
@@ -186,7 +192,7 @@ class Consuming:
             running.reset(token)
             running_on.reset(on)
         self.listener.on_settling(claim)
-        return None
+        return claim.completed(result)
 
     def _failed(
         self, claim: ClaimedJob, error: BaseException | str, span: tracing.AttemptSpan
@@ -216,7 +222,9 @@ class Consuming:
 
     def _complete(self, claim: ClaimedJob) -> Outcome:
         backend = self._consumer("complete")
-        done = backend.retrying("complete", lambda: backend.complete(claim.id, claim.token))
+        done = backend.retrying(
+            "complete", lambda: backend.complete(claim.id, claim.token, claim.result)
+        )
         return self._completed(claim, done)
 
     def complete_and_claim(
@@ -238,7 +246,7 @@ class Consuming:
         done, next_claim = backend.retrying(
             "complete",
             lambda: backend.complete_and_claim(
-                claim.id, claim.token, types, token, self.lease_duration, runner()
+                claim.id, claim.token, types, token, self.lease_duration, runner(), claim.result
             ),
         )
         return self._completed(claim, done), next_claim
@@ -275,10 +283,10 @@ class Consuming:
         """fail(), returning the job's new status (None when ownership was lost)."""
         backend = self._consumer("fail")
         status, delay = next_step(claim.retry, claim.attempt)
-        message = describe(error)
+        message, kind = describe(error), error_class(error)
         settled = backend.retrying(
             "fail",
-            lambda: backend.settle(claim.id, claim.token, status, message, delay, False),
+            lambda: backend.settle(claim.id, claim.token, status, message, delay, False, kind),
         )
         if settled is None and self._end_cancelled(claim, message):
             settled = Status.CANCELLED

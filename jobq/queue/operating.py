@@ -3,8 +3,12 @@ its jobs (the rules are in controls.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..backends.base import Backend
+from ..codec import Codec
 from ..records import JobRecord, Status
+from ..results import decode_result
 from . import controls
 
 MINUTES_A_DAY = 24 * 60
@@ -33,13 +37,26 @@ class Operating:
     the backend."""
 
     backend: Backend
+    codec: Codec
+
+    def _decoded(self, record: JobRecord) -> JobRecord:
+        """The record with its result decoded by this queue's codec (the backend reads it as
+        stored); a result this codec cannot decode stays the text it is."""
+        if record.result is None:
+            return record
+        try:
+            result = decode_result(self.codec, record.result)
+        except Exception:
+            return record
+        return dataclasses.replace(record, result=result)
 
     def _depth(self) -> dict[tuple[str, str], int]:
         """{(type, status): number of jobs}, for the supervisor's metrics."""
         return {(name, str(status)): n for (name, status), n in self.backend.counts(None).items()}
 
     def get(self, job_id: int) -> JobRecord | None:
-        return self.backend.get(job_id)
+        record = self.backend.get(job_id)
+        return None if record is None else self._decoded(record)
 
     # -- operating (the rules are in controls.py) ---------------------------------------------
 
@@ -52,7 +69,10 @@ class Operating:
     ) -> list[JobRecord]:
         """Jobs newest first, of one status and type if given; the next page starts below
         the last id of this one (before_id)."""
-        return controls.jobs(self.backend, status, type, limit, before_id)
+        return [
+            self._decoded(record)
+            for record in controls.jobs(self.backend, status, type, limit, before_id)
+        ]
 
     def cancel(self, job_id: int) -> bool:
         """Cancel a pending job at once; a job in progress has its attempt stopped and ends

@@ -27,6 +27,9 @@ NOTHING = "\N{EN DASH}"
 
 # Rows on one page of the jobs list.
 PAGE_SIZE = 50
+# Seconds between reloads of a running job's page: progress is written at most once a
+# second (queue/progress.py), and nobody reads it faster.
+REFRESH = 5
 # The overview counts the jobs that finished in this many minutes (every unfinished one),
 # and charts completions over as many.
 RECENT_MINUTES = 60
@@ -159,6 +162,9 @@ def job(page: Page, job_id: int) -> Response:
         notice=job_notice(page, page.request.args.get("done", ""), record),
         job=record,
         payload=pretty(record.payload),
+        result=shown_value(record.result),
+        checkpoint=shown_value(record.checkpoint),
+        refresh=REFRESH,
         lease_left=lease_left(record),
         can_retry=record.status in RETRYABLE,
         can_cancel=record.status in UNFINISHED and record.cancel_requested_at is None,
@@ -228,6 +234,17 @@ def pretty(payload: str) -> str:
         return json.dumps(json.loads(payload), indent=2, ensure_ascii=False, sort_keys=True)
     except ValueError:
         return payload
+
+
+def shown_value(value: object) -> str | None:
+    """A result or checkpoint, as JSON indented where it is JSON (a result another codec
+    decoded into something else, as its repr)."""
+    if value is None:
+        return None
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def lease_left(record: JobRecord) -> float | None:

@@ -183,7 +183,7 @@ class Child:
                     break
                 self.reports.starting(claim)
             try:
-                outcome, _ = self.run_attempt(
+                outcome, ran = self.run_attempt(
                     session, claim, partial(deferred, session.queue, claim)
                 )
             except DatabaseLost:
@@ -194,7 +194,7 @@ class Child:
                 raise
             self.done += 1
             if outcome is None:
-                completed.append(claim)
+                completed.extend(ran)
             else:
                 self.reports.ended([(claim, outcome)])
         return self.acknowledge(session, completed)
@@ -348,7 +348,10 @@ class Child:
 
 
 def deferred(queue: Queue, claim: ClaimedJob) -> tuple[Outcome | None, list[ClaimedJob]]:
-    return queue.run_unacknowledged(claim), []
+    """A batch's attempt: its outcome once acknowledged, or None and the completed claim,
+    carrying its result, for the batch's acknowledgement."""
+    ran = queue.run_unacknowledged(claim)
+    return (None, [ran]) if isinstance(ran, ClaimedJob) else (ran, [])
 
 
 def listed(ran: tuple[Outcome, ClaimedJob | None]) -> tuple[Outcome | None, list[ClaimedJob]]:

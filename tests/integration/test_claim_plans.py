@@ -78,6 +78,7 @@ def crowded(request: pytest.FixtureRequest, dsn: str, db_kind: str) -> Iterator[
 def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple[str, ...]) -> None:
     params = {"id": 1, "token": "t", "new_token": "u", "lease": 60.0, **HERE, **type_params(types)}
     params |= {"n": 3, "tokens": ["a", "b", "c"], "ids": [1, 2], "done_tokens": ["x", "y"]}
+    params |= {"result": None, "results": [None, None]}
     for statement, function in (
         (postgresql.claim_statement(len(types)), "jobq_next_ready"),
         (postgresql.complete_and_claim_statement(len(types)), "jobq_next_ready"),

@@ -128,6 +128,11 @@ def test_migrate_upgrades_every_row_unchanged(dsn: str, earlier: str) -> None:
         # No row enqueued before the upgrade carries a trace context: its attempts start traces.
         contexts = backend.fetchall("SELECT traceparent, tracestate FROM jobq_jobs")
         assert set(map(tuple, contexts)) == {(None, None)}
+        # No row has a result, progress, checkpoint or history yet: the completed ones
+        # finished before jobq kept any.
+        assert all(record.result is None and record.progress is None for record in records)
+        assert all(record.checkpoint is None and record.history == () for record in records)
+        assert all(record.started_at is None for record in records)
         # Installing again, as every start of an application may, changes nothing.
         assert queue.install() == (latest, latest)
         assert table(backend) == before
@@ -139,4 +144,11 @@ def test_migrate_upgrades_every_row_unchanged(dsn: str, earlier: str) -> None:
         claimed = queue.get(1)
         assert claimed is not None
         assert claimed.worker is not None
+        assert claimed.started_at is not None
         assert queue.enqueue(Noop(), priority=5) > 7
+        # The attempt claimed before the upgrade completes: its history starts with it, and
+        # knows no start for it.
+        assert backend.complete(3, "t" * 32, '"answer"')
+        completed = queue.wait(3, timeout=0)
+        assert completed.result == "answer"
+        assert [(entry.attempt, entry.started_at) for entry in completed.history] == [(1, None)]

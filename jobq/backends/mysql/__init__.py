@@ -26,6 +26,7 @@ from ..shapes import type_params
 from .claims import MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
+from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
@@ -92,7 +93,15 @@ def connect_args(dsn: str) -> dict[str, Any]:
 
 class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
     kind = "mysql"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS, DECLARED_AT, TRACE_CONTEXT)
+    migrations = (
+        *MIGRATIONS,
+        UNIQUENESS,
+        STATUS_PAGE,
+        WORKER_IDS,
+        DECLARED_AT,
+        TRACE_CONTEXT,
+        RESULTS,
+    )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         super().__init__(connection, owns_connection=owns_connection)
@@ -228,7 +237,8 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
             f"""
             UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
                 token = %(token)s, lease_until = %(lease_until)s, host = %(host)s,
-                pid = %(pid)s, worker = %(worker)s, updated_at = {NOW}
+                pid = %(pid)s, worker = %(worker)s, updated_at = {NOW},
+                started_at = coalesce(started_at, {NOW}), attempted_at = {NOW}
             WHERE id = %(id)s
             """,
             {"token": token, "lease_until": row[5], "id": row[0], **runner._asdict()},
@@ -295,10 +305,13 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         error: str,
         delay: float,
         lease_ended_only: bool,
+        error_class: str | None = None,
     ) -> Status | None:
         """The UPDATE, then a read of the status it set, in one transaction: the row stays
         locked in between, so no other worker's claim can change it first."""
-        params = self.settle_params(job_id, token, status, error, delay, lease_ended_only)
+        params = self.settle_params(
+            job_id, token, status, error, delay, lease_ended_only, error_class
+        )
         self.connection.begin()
         try:
             row = None
@@ -312,15 +325,20 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
 
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = {NOW}, finished_at = {NOW}
+            updated_at = {NOW}, finished_at = {NOW}, result = %(result)s, checkpoint = NULL,
+            {logged()}
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND cancel_requested_at IS NULL
     """
 
     # MySQL assigns SET columns left to right, each seeing the ones before: nothing below
     # reads a column that an earlier assignment changed.
+    sql_attempt_write = ATTEMPT_WRITE
+
     sql_settle = f"""
         UPDATE jobq_jobs SET
+            {logged("%(error)s", "%(error_class)s")},
+            error_class = %(error_class)s,
             finished_at = CASE
                 WHEN %(status)s = 'pending' AND (deadline IS NULL OR deadline > {later("delay")})
                 THEN NULL ELSE {NOW} END,

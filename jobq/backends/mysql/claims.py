@@ -38,8 +38,8 @@ def probe(index: int | None, limit: str = "1") -> str:
     )
     return f"""
         SELECT id, type, class_name, payload, attempts + 1, {later("lease")}, max_attempts,
-            backoff, max_backoff, jitter, deadline, traceparent, tracestate, priority,
-            scheduled_at
+            backoff, max_backoff, jitter, deadline, traceparent, tracestate, checkpoint,
+            priority, scheduled_at
         FROM jobq_jobs FORCE INDEX ({index_name}) WHERE {READY}{which}
           AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE {paused})
         ORDER BY priority DESC, scheduled_at, id LIMIT {limit} FOR UPDATE SKIP LOCKED
@@ -103,7 +103,8 @@ class MysqlBatching(Batching):
             UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
                 token = {handing("token", len(rows))},
                 lease_until = {handing("lease_until", len(rows))},
-                host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = {NOW}
+                host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = {NOW},
+                started_at = coalesce(started_at, {NOW}), attempted_at = {NOW}
             WHERE id IN ({ids})
             """,
             handed | runner._asdict(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..controls import LAST_ID, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls, oldest_ready_probes
 from .claims import READY
+from .results import logged
 from .schema import NOW
 
 # The status page's schema version: the index filtered lists of jobs walk in id order (see
@@ -39,7 +40,8 @@ class MysqlControls(Controls):
 
     sql_end_cancelled = f"""
         UPDATE jobq_jobs SET status = 'cancelled', token = NULL, lease_until = NULL,
-            last_error = %(error)s, updated_at = {NOW}, finished_at = {NOW}
+            last_error = %(error)s, updated_at = {NOW}, finished_at = {NOW},
+            {logged("%(error)s")}
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND cancel_requested_at IS NOT NULL
     """

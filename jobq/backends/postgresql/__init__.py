@@ -24,15 +24,17 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .insert import copy_in, insert_statement
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
+from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 
 log = logging.getLogger("jobq")
 
-COMPLETE = """
+COMPLETE = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = now(), finished_at = now()
+            updated_at = now(), finished_at = now(), result = %(result)s, checkpoint = NULL,
+            {logged()}
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND cancel_requested_at IS NULL
 """
@@ -55,7 +57,8 @@ def claim_statement(type_count: int, token_param: str = "token") -> str:
     return f"""
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = %({token_param})s, lease_until = now() + make_interval(secs => %(lease)s),
-            host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now()
+            host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now(),
+            started_at = coalesce(started_at, now()), attempted_at = now()
         WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
         RETURNING {CLAIM_COLUMNS}
     """
@@ -81,7 +84,9 @@ def libpq_dsn(dsn: str) -> str:
     return f"postgresql://{rest}" if scheme.lower() in ("postgres", "postgresql") else dsn
 
 
-class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Backend):
+class PostgresBackend(
+    PostgresUniqueness, PostgresControls, PostgresBatching, PostgresReporting, Backend
+):
     kind = "postgresql"
     # The last: the schedules' declarations, and the retry that never fails on a key.
     migrations = (
@@ -93,6 +98,7 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
         WORKER_IDS,
         (*DECLARED_AT, RETRY),
         TRACE_CONTEXT,
+        RESULTS,
     )
 
     def __init__(
@@ -249,11 +255,13 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
         new_token: str,
         lease: float,
         runner: Runner,
+        result: str | None = None,
     ) -> tuple[bool, ClaimedJob | None]:
         # Both parts in one statement: one round trip instead of a transaction's four.
         params = {
             "id": job_id,
             "token": token,
+            "result": result,
             "new_token": new_token,
             "lease": lease,
             **runner._asdict(),
@@ -327,7 +335,7 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
 
     # A job requeued ready now (a recovery or failure without backoff) wakes idle workers,
     # as an enqueue does; one requeued for later would find them nothing to claim.
-    sql_settle = """
+    sql_settle = f"""
         WITH settled AS (
             UPDATE jobq_jobs SET
                 status = CASE
@@ -339,7 +347,8 @@ class PostgresBackend(PostgresUniqueness, PostgresControls, PostgresBatching, Ba
                          OR deadline > now() + make_interval(secs => %(delay)s))
                     THEN NULL ELSE now() END,
                 scheduled_at = now() + make_interval(secs => %(delay)s),
-                token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now()
+                token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now(),
+                error_class = %(error_class)s, {logged("%(error)s", "%(error_class)s")}
             WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
               AND (NOT %(lease_ended_only)s OR lease_until <= now()) AND cancel_requested_at IS NULL
             RETURNING status, type, scheduled_at <= now() AS ready

@@ -12,6 +12,7 @@ from ..batching import Batching, in_picked_order
 from ..leases import expiry
 from ..rows import Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
+from .results import logged
 from .schema import NEXT_READY
 
 RETURNED = ", ".join(f"j.{column}" for column in CLAIM_COLUMNS.split(", "))
@@ -48,7 +49,8 @@ def claim_parts(type_count: int) -> tuple[str, str]:
     update = f"""
         UPDATE jobq_jobs AS j SET status = 'in_progress', attempts = j.attempts + 1,
             token = handed.token, lease_until = now() + make_interval(secs => %(lease)s),
-            host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now()
+            host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now(),
+            started_at = coalesce(j.started_at, now()), attempted_at = now()
         FROM handed WHERE j.id = handed.id
         RETURNING j.token, {RETURNED}
     """
@@ -70,8 +72,10 @@ def complete_many_and_claim_statement(type_count: int) -> str:
     return f"""
         WITH done AS (
             UPDATE jobq_jobs AS d SET status = 'completed', token = NULL, lease_until = NULL,
-                updated_at = now(), finished_at = now()
-            FROM unnest(%(ids)s::bigint[], %(done_tokens)s::text[]) AS a(id, token)
+                updated_at = now(), finished_at = now(), result = a.result, checkpoint = NULL,
+                {logged()}
+            FROM unnest(%(ids)s::bigint[], %(done_tokens)s::text[], %(results)s::text[])
+                AS a(id, token, result)
             WHERE d.id = a.id AND d.token = a.token AND d.status = 'in_progress'
               AND d.cancel_requested_at IS NULL
             RETURNING d.id
@@ -98,15 +102,16 @@ class PostgresBatching(Batching):
 
     def complete_many_and_claim(
         self,
-        done: Sequence[tuple[int, str]],
+        done: Sequence[tuple[int, str, str | None]],
         types: Sequence[str],
         tokens: Sequence[str],
         lease: float,
         runner: Runner,
     ) -> tuple[set[int], list[ClaimedJob]]:
         params = self.batch_params(types, tokens, lease, runner) | {
-            "ids": [job_id for job_id, _ in done],
-            "done_tokens": [token for _, token in done],
+            "ids": [job_id for job_id, _, _ in done],
+            "done_tokens": [token for _, token, _ in done],
+            "results": [result for _, _, result in done],
         }
         expires = expiry(lease)
         rows = self.fetchall(complete_many_and_claim_statement(len(types)), params)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from ..controls import LAST_ID, NO_ACTIVE_HOLDER, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
+from .results import logged
 from .schema import READY, SETTINGS
 
 # Wakes idle workers: the payload is the job's type.
@@ -156,9 +157,10 @@ class PostgresControls(Controls):
         WHERE id = %(id)s AND status IN ('pending', 'in_progress')
     """
 
-    sql_end_cancelled = """
+    sql_end_cancelled = f"""
         UPDATE jobq_jobs SET status = 'cancelled', token = NULL, lease_until = NULL,
-            last_error = %(error)s, updated_at = now(), finished_at = now()
+            last_error = %(error)s, updated_at = now(), finished_at = now(),
+            {logged("%(error)s")}
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND cancel_requested_at IS NOT NULL
     """

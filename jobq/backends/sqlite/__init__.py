@@ -23,9 +23,13 @@ from ..rows import NewJob, Renewal, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
+from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
+
+# What a claim sets besides the attempt: when the job's first and this attempt began.
+STARTED = f"started_at = coalesce(started_at, {NOW}), attempted_at = {NOW}"
 
 TYPED_READY = READY.replace("scheduled_at <=", "+scheduled_at <=", 1)
 
@@ -65,7 +69,7 @@ def claim_statement(type_count: int) -> str:
     return f"""
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = :token, lease_until = {NOW} + :lease, host = :host, pid = :pid,
-            worker = :worker, updated_at = {NOW}
+            worker = :worker, updated_at = {NOW}, {STARTED}
         WHERE id = (SELECT id FROM ({earliest(probes)}))
         RETURNING {CLAIM_COLUMNS}
     """
@@ -87,7 +91,7 @@ def claim_many_statement(type_count: int) -> str:
         )
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = handed.token, lease_until = {NOW} + :lease, host = :host, pid = :pid,
-            worker = :worker, updated_at = {NOW}
+            worker = :worker, updated_at = {NOW}, {STARTED}
         FROM handed WHERE jobq_jobs.id = handed.id
         RETURNING token, {CLAIM_COLUMNS}
     """
@@ -110,7 +114,15 @@ def path_of(dsn: str) -> str:
 
 class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     kind = "sqlite"
-    migrations = (*MIGRATIONS, UNIQUENESS, STATUS_PAGE, WORKER_IDS, DECLARED_AT, TRACE_CONTEXT)
+    migrations = (
+        *MIGRATIONS,
+        UNIQUENESS,
+        STATUS_PAGE,
+        WORKER_IDS,
+        DECLARED_AT,
+        TRACE_CONTEXT,
+        RESULTS,
+    )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
         self.check_version()
@@ -328,10 +340,13 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
 
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = {NOW}, finished_at = {NOW}
+            updated_at = {NOW}, finished_at = {NOW}, result = :result, checkpoint = NULL,
+            {logged()}
         WHERE id = :id AND token = :token AND status = 'in_progress'
           AND cancel_requested_at IS NULL
     """
+
+    sql_attempt_write = ATTEMPT_WRITE
 
     sql_settle = f"""
         UPDATE jobq_jobs SET
@@ -343,7 +358,8 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
                 WHEN :status = 'pending' AND (deadline IS NULL OR deadline > {NOW} + :delay)
                 THEN NULL ELSE {NOW} END,
             scheduled_at = {NOW} + :delay,
-            token = NULL, lease_until = NULL, last_error = :error, updated_at = {NOW}
+            token = NULL, lease_until = NULL, last_error = :error, updated_at = {NOW},
+            error_class = :error_class, {logged(":error", ":error_class")}
         WHERE id = :id AND token = :token AND status = 'in_progress'
           AND (NOT :lease_ended_only OR lease_until <= {NOW}) AND cancel_requested_at IS NULL
         RETURNING status

@@ -10,6 +10,7 @@ from ..controls import (
     Controls,
     oldest_ready_probes,
 )
+from .results import logged
 from .schema import NOW, READY
 
 # The status page's schema version: the index filtered lists of jobs walk in id order (see
@@ -44,7 +45,8 @@ class SqliteControls(Controls):
 
     sql_end_cancelled = f"""
         UPDATE jobq_jobs SET status = 'cancelled', token = NULL, lease_until = NULL,
-            last_error = :error, updated_at = {NOW}, finished_at = {NOW}
+            last_error = :error, updated_at = {NOW}, finished_at = {NOW},
+            {logged(":error")}
         WHERE id = :id AND token = :token AND status = 'in_progress'
           AND cancel_requested_at IS NOT NULL
     """

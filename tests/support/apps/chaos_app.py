@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -120,3 +121,32 @@ class Raise(jobq.Job):
         journal_attempt(self.journal, "start", kind=self.kind)
         RAISERS[self.kind]()
         journal_attempt(self.journal, "end")
+
+
+class ResumableImport(jobq.Job):
+    """Imports `rows` rows of `step` seconds each, from the row its last attempt's checkpoint
+    reached: each row is journaled ("row") once its checkpoint is saved."""
+
+    job_name = "ResumableImport"
+    type = "chaos"
+    retry = CHAOS_RETRY
+
+    def __init__(self, rows: int, step: float, journal: str) -> None:
+        self.rows = rows
+        self.step = step
+        self.journal = journal
+
+    def handle(self) -> dict[str, int]:
+        claim = jobq.current_claim()
+        assert claim is not None
+        start = (claim.checkpoint or {"row": 0})["row"]
+        left = (self.rows - start) * self.step
+        journal_attempt(self.journal, "start", seconds=left, resumed=start)
+        for row in range(start, self.rows):
+            time.sleep(self.step)
+            if not jobq.checkpoint({"row": row + 1}):
+                raise RuntimeError("this attempt no longer holds the job")
+            jobq.progress(row + 1, self.rows)
+            journal_attempt(self.journal, "row", row=row + 1)
+        journal_attempt(self.journal, "end")
+        return {"resumed": start}

@@ -1,0 +1,45 @@
+"""SQLite's statements for what an attempt leaves besides its outcome: the result and error
+columns, the attempt history, progress and checkpoints."""
+
+from __future__ import annotations
+
+from ..shapes import attempt_entry, history_appended
+from .schema import NOW
+
+# SQLite adds one column a statement; the install's one transaction holds them together.
+RESULTS: tuple[str, ...] = tuple(
+    f"ALTER TABLE jobq_jobs ADD COLUMN {column}"
+    for column in (
+        "result TEXT",
+        "error_class TEXT",
+        "progress TEXT",
+        "checkpoint TEXT",
+        "attempt_log TEXT",
+        "started_at REAL",
+        "attempted_at REAL",
+    )
+)
+
+
+def logged(error: str = "NULL", error_class: str = "NULL") -> str:
+    """The SET of attempt_log that appends the ending attempt (see shapes.attempt_entry)."""
+    entry = attempt_entry(
+        "json_object",
+        started="attempted_at",
+        finished=NOW,
+        error=error,
+        error_class=error_class,
+    )
+    log, length, append = (
+        "coalesce(attempt_log, '[]')",
+        "json_array_length({log})",
+        ("json_insert({log}, '$[#]', {entry})"),
+    )
+    return history_appended(log, length, append, entry)
+
+
+# The attempt, while it still holds its job and its lease: {column} is progress or checkpoint.
+ATTEMPT_WRITE = f"""
+    UPDATE jobq_jobs SET {{column}} = :value
+    WHERE id = :id AND token = :token AND status = 'in_progress' AND lease_until > {NOW}
+"""
