@@ -1,6 +1,7 @@
 """The documentation site's references against the code: the option tables cover every option
-of every command, the metrics table names every metric the supervisor registers, and a marker
-the build does not know fails it, and every Python example on the site parses. The strict build
+of every command, the metrics table names every metric the supervisor registers, the API page
+every public name of jobq, a marker the build does not know fails it, and every Python example
+on the site parses. The strict build
 is tests/integration/test_docs_site.py; Getting started is run whole by
 tests/system/test_getting_started.py."""
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import jobq
 from docs import hooks
 from jobq.supervisor.metrics import Metrics
 from jobq.supervisor.states import WorkerState
@@ -81,3 +83,9 @@ def test_every_python_example_parses(page: Path) -> None:
             ast.parse(block)
         except SyntaxError as error:
             pytest.fail(f"{page.name}: Python example {number}: {error}")
+
+
+def test_the_api_page_documents_every_public_name() -> None:
+    page = (DOCS / "reference" / "api.md").read_text()
+    public = [name for name in jobq.__all__ if not name.startswith("__")]
+    assert [name for name in public if f"::: jobq.{name}\n" not in page] == []
