@@ -152,7 +152,8 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     """Guides left out of the nav join its Guides section, after those listed: a guide
     added beside the others is on the site without an edit to mkdocs.yml."""
     guides: list[Any] = next(item["Guides"] for item in config.nav or () if "Guides" in item)
-    listed = {next(iter(entry.values())) for entry in guides}
+    # An entry is `Title: path`, or a bare path whose page names itself.
+    listed = {entry if isinstance(entry, str) else next(iter(entry.values())) for entry in guides}
     for path in sorted(Path(config.docs_dir, "guides").glob("*.md")):
         if f"guides/{path.name}" not in listed:
             guides.append(f"guides/{path.name}")
