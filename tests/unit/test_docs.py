@@ -8,7 +8,10 @@ tests/system/test_getting_started.py."""
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -16,11 +19,15 @@ from mkdocs.config import load_config
 
 import jobq
 from docs import hooks
+from jobq.cli.commands import build_parser
+from jobq.cli.supervise import supervise_parser
 from jobq.supervisor.metrics import Metrics
 from jobq.supervisor.states import WorkerState
 from tests.support.paths import REPO
 
 DOCS = REPO / "docs"
+# Every page of the site, and the two READMEs it serves.
+PAGES = sorted([REPO / "README.md", REPO / "deploy" / "README.md", *DOCS.rglob("*.md")])
 # Prometheus names a counter's family without the _total its samples carry.
 SUFFIXES = {"counter": "_total", "info": "_info"}
 
@@ -73,11 +80,7 @@ def test_the_metrics_table_is_what_the_supervisor_registers() -> None:
 PYTHON_BLOCK = re.compile(r"^```python[^\n]*\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
-@pytest.mark.parametrize(
-    "page",
-    sorted([REPO / "README.md", *DOCS.rglob("*.md")]),
-    ids=lambda page: str(page.relative_to(REPO)),
-)
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(REPO)))
 def test_every_python_example_parses(page: Path) -> None:
     for number, block in enumerate(PYTHON_BLOCK.findall(page.read_text()), 1):
         try:
@@ -100,3 +103,33 @@ def test_a_guide_left_out_of_the_nav_still_joins_its_guides_section() -> None:
     left_out = next(iter(guides.pop(0).values()))
     hooks.on_config(config)
     assert guides[-1] == left_out
+
+
+SHELL_BLOCK = re.compile(r"^```(console|sh)[^\n]*\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def shown_commands(page: Path) -> list[str]:
+    """The jobq and jobq-supervise commands a page shows: every line of an sh block, the
+    `$ ` lines of a console block (the rest is output), without comments or a leading cd."""
+    found = []
+    for language, body in SHELL_BLOCK.findall(page.read_text()):
+        for line in body.replace("\\\n", " ").splitlines():
+            if language == "console" and not line.startswith("$ "):
+                continue
+            command = line.removeprefix("$ ").split(" #")[0].split("&&")[-1].strip()
+            if re.match(r"jobq(-supervise)? ", command):
+                found.append(command)
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(REPO)))
+def test_every_command_shown_is_one_the_parsers_accept(page: Path) -> None:
+    for command in shown_commands(page):
+        program, *args = shlex.split(command)
+        parser = supervise_parser() if program == "jobq-supervise" else build_parser()
+        refusal = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(refusal):
+                parser.parse_args(args)
+        except SystemExit:
+            pytest.fail(f"{page.name}: {command!r}: {refusal.getvalue().strip()}")
