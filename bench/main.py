@@ -101,6 +101,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         scale_enqueue_jobs=20_000 if quick else 100_000,
         prefetch_jobs=3000 if quick else 20_000,
         prefetch_kills=1 if quick else 3,
+        io_jobs=3000 if quick else 10_000,
         jobq_at=args.jobq_at,
     )
 

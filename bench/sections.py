@@ -18,7 +18,7 @@ from .harness.context import REPO, Bench
 from .harness.jobqdb import JobqDb
 from .harness.results import Drain
 from .harness.servers import MariadbServer, PostgresServer
-from .measures import drain, floor, latency, limit, prefetch, profiling, renewal, scale
+from .measures import drain, floor, iobound, latency, limit, prefetch, profiling, renewal, scale
 from .peers.peer import Peer, installed
 from .peers.pgq import Pgqueuer
 from .peers.proc import Procrastinate
@@ -129,7 +129,7 @@ def sweep(bench: Bench, peer: Peer) -> int:
 
 def wanted_peers(sections: set[str]) -> tuple[type[Peer], ...]:
     """The peers to set up: all for their own sections, pgqueuer alone for prefetch's."""
-    if sections & {"peers", "latency"}:
+    if sections & {"peers", "latency", "iobound"}:
         return PEERS
     return (Pgqueuer,) if "prefetch" in sections else ()
 
@@ -144,6 +144,9 @@ def run(bench: Bench) -> None:
         throughput(bench, dsn, peers)
         if "prefetch" in s.sections:
             prefetched(bench, dsn, peers)
+        if "iobound" in s.sections:
+            found = iobound.section(bench, dsn, [p for p, _ in peers], partial(attempt, bench))
+            bench.io_drains = found
         if "latency" in s.sections:
             latencies(bench, dsn, peers)
     finally:

@@ -12,4 +12,5 @@ def test_the_prefetch_section_sets_up_pgqueuer_alone() -> None:
     assert settings.sections == {"prefetch"}
     assert wanted_peers(settings.sections) == (Pgqueuer,)
     assert wanted_peers({"prefetch", "peers"}) == PEERS
+    assert wanted_peers({"iobound"}) == PEERS, "the I/O section compares with both"
     assert wanted_peers({"drain"}) == ()

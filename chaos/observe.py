@@ -48,6 +48,8 @@ class Deaths:
         self._by_pid: dict[int, int] = {}  # pid -> pidfd, while alive
         self._seen: set[tuple[int, float]] = set()  # (pid, create time): never watched twice
         self.exits: dict[int, list[float]] = defaultdict(list)
+        # pid -> when kill() last sent it SIGKILL: it ran none of its own code after that.
+        self.killed: dict[int, float] = {}
         self._stopping = threading.Event()
         # Wakes the watching thread when a pidfd is added, so it is polled from then on.
         self._wake_read, self._wake_write = os.pipe()
@@ -117,10 +119,13 @@ class Deaths:
             fd = self._by_pid.get(pid)
         if fd is None:
             return False
+        sent = time.monotonic()
         try:
             signal.pidfd_send_signal(fd, signum)
         except ProcessLookupError:
             return False
+        if signum == signal.SIGKILL:
+            self.killed[pid] = sent
         return True
 
     def alive(self, pid: int) -> bool:

@@ -16,6 +16,10 @@ LEASE = 6.0
 DRAIN_GRACE = 2 * LONGEST
 # This share of the jobs does its work in a subprocess, which must die with its attempt.
 SUBPROCESS_SHARE = 0.1
+# Each worker runs this many attempts at once (--concurrency), and this share of the jobs
+# are coroutines on its event loop; the rest run in its threads.
+CONCURRENCY = 4
+COROUTINE_SHARE = 0.45
 # Jobs are enqueued this many to a transaction.
 BATCH = 20
 # Shares of the jobs longer than two leases, and of a second or two (the rest: milliseconds).

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import jobq
 from jobq.testing.history import Report, check, read_journal
-from tests.support.apps.chaos_app import Chaos, ChaosSubprocess
+from tests.support.apps.chaos_app import Chaos, ChaosAsync, ChaosSubprocess
 from tests.support.proxy import Proxy, address_of, proxied_dsn
 from tests.support.servers import PostgresqlServer, fresh_postgresql_database, started_postgresql
 from tests.support.supervising import FAST, Supervisor
@@ -41,6 +41,8 @@ from .faults import Faults
 from .observe import DATABASE_ERRORS, Deaths, Observer
 from .plan import (
     BATCH,
+    CONCURRENCY,
+    COROUTINE_SHARE,
     DRAIN_GRACE,
     LONGEST,
     SUBPROCESS_SHARE,
@@ -51,6 +53,13 @@ from .plan import (
     parse,
 )
 from .report import Outcome, print_report
+
+
+def kind_of(draw: float) -> type[Chaos]:
+    """A job's kind from a draw in [0, 1): a subprocess's, a coroutine or a thread."""
+    if draw < SUBPROCESS_SHARE:
+        return ChaosSubprocess
+    return ChaosAsync if draw < SUBPROCESS_SHARE + COROUTINE_SHARE else Chaos
 
 
 @dataclass
@@ -120,12 +129,7 @@ class Soak:
         """Enqueue every job at a steady pace over the fault phase, in small transactions,
         reconnecting (and resending the batch) when the database goes away."""
         kinds = random.Random(f"kinds {self.options.seed}")
-        jobs = [
-            (ChaosSubprocess if kinds.random() < SUBPROCESS_SHARE else Chaos)(
-                seconds, str(self.journal)
-            )
-            for seconds in self.lengths
-        ]
+        jobs = [kind_of(kinds.random())(seconds, str(self.journal)) for seconds in self.lengths]
         window = (self.faults_end - self.started) * 0.9
         queue: jobq.Queue | None = None
         for first in range(0, len(jobs), BATCH):
@@ -155,7 +159,8 @@ class Soak:
 
     def start_supervisor(self) -> Running:
         name = f"supervisor-{len(self.supervisors) + 1}"
-        args = ("--workers", str(WORKERS), "--app", "chaos_app", *FAST)
+        args = ["--workers", str(WORKERS), "--concurrency", str(CONCURRENCY)]
+        args += ["--app", "chaos_app", *FAST]
         supervisor = Supervisor(proxied_dsn(self.dsn, self.proxy), args)
         running = Running(supervisor, name)
         self.supervisors.append(running)

@@ -4,8 +4,10 @@ from .codec import Codec, JsonCodec
 from .errors import ConfigurationError, DecodeError, JobqError
 from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
+from .limits import Concurrency
 from .listener import Listener
 from .queue import Queue
+from .queue.asynchronous import AsyncQueue
 from .queue.progress import checkpoint, progress
 from .queue.running import cancel_requested, current_claim
 from .records import ClaimedJob, JobRecord, Outcome, Status
@@ -15,8 +17,10 @@ from .schedules import schedule
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncQueue",
     "ClaimedJob",
     "Codec",
+    "Concurrency",
     "ConfigurationError",
     "DecodeError",
     "HookFailed",

@@ -6,6 +6,8 @@ import os
 import re
 from urllib.parse import unquote, urlsplit
 
+from .errors import ConfigurationError
+
 DEFAULT_DSN = "sqlite:///jobq.sqlite3"
 
 
@@ -20,8 +22,9 @@ def scheme_of(dsn: str) -> str:
 
 def redact(dsn: str) -> str:
     """The DSN with any password replaced, safe for logs and error messages."""
-    # Up to the last @ before the path: a password may itself contain an @.
-    dsn = re.sub(r"(://[^/@:]*:)[^/]*@", r"\1***@", dsn)
+    # Up to the last @ before the path: a password may itself contain an @ (a DSN jobq
+    # refuses, but shows in refusing it), and so may a user name.
+    dsn = re.sub(r"(://[^/:]*:)[^/]*@", r"\1***@", dsn)
     return re.sub(r"(?i)(password=)('(?:[^'\\]|\\.)*'|[^&\s]*)", r"\1***", dsn)
 
 
@@ -33,13 +36,25 @@ def secrets_in(dsn: str) -> list[str]:
     except ValueError:
         password = None
     candidates = [password] if password else []
-    candidates += re.findall(r"://[^/@:]*:([^@/]*)@", dsn)
+    # Up to the last "@", as redact() reads it, where urlsplit cannot parse the DSN.
+    candidates += re.findall(r"://[^/:]*:([^/]*)@", dsn)
     candidates += re.findall(r"(?i)password=([^&\s]*)", dsn)
     for candidate in candidates:
-        for value in (candidate, unquote(candidate)):
-            # libpq ends the password at its first "@" and reports the rest as a host name.
-            found.update(part for part in (value, *value.split("@")) if part)
+        found.update(value for value in (candidate, unquote(candidate)) if value)
     return sorted(found, key=len, reverse=True)
+
+
+def refuse_bare_at(dsn: str) -> None:
+    """Refuse a URL whose user name or password holds a bare "@". libpq ends the credentials
+    at the first "@" and takes the rest for a host name, which its errors then quote, while
+    Python's parsers end them at the last: the two would read different servers, and
+    neither part of the password could be told from the text around it."""
+    _, slashes, rest = dsn.partition("://")
+    if slashes and re.split(r"[/?#]", rest, maxsplit=1)[0].count("@") > 1:
+        raise ConfigurationError(
+            f"the user name or password of DSN {redact(dsn)!r} holds an '@': "
+            "percent-encode it, writing each '@' in them as %40"
+        )
 
 
 def scrub(text: str, dsn: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, ClassVar
 
+from .limits import Concurrency
 from .retry import RetryPolicy
 
 _registry: dict[str, type[Job]] = {}
@@ -22,6 +23,8 @@ class Job:
 
     type: ClassVar[str] = "default"
     retry: ClassVar[RetryPolicy | None] = None
+    # At most so many attempts of one key at once (see jobq/limits.py).
+    concurrency: ClassVar[Concurrency | None] = None
     job_name: ClassVar[str]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -29,6 +29,9 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # while the jobs ahead of them run. (Its messages are split to fit the socket whatever the
 # size: see wire.parts.)
 MAX_PREFETCH = 1000
+# The most attempts one worker runs at once (--concurrency): each takes a row of the fence
+# table (8192 rows in all), and a thread job that must be stopped takes them all down with it.
+MAX_CONCURRENCY = 1000
 # What a switch's environment variable may say.
 SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False,
           "no": False, "off": False}  # fmt: skip
@@ -272,6 +275,16 @@ SUPERVISOR = (
         shown_default="adaptive, up to 10",
         maximum=MAX_PREFETCH,
         beyond="a longer claim saves no more round trips; give a smaller --prefetch",
+    ),
+    Option(
+        "concurrency",
+        1,
+        "attempts a worker runs at once: async def jobs on its event loop, others in as "
+        "many threads (see docs/guides/concurrency.md); 1: one at a time, in the process",
+        unit="count",
+        minimum=1,
+        maximum=MAX_CONCURRENCY,
+        beyond="run more worker processes (--workers) instead",
     ),
     Option("poll_interval", 1.0, "longest idle wait between polls"),
     Option("maintenance_interval", 10.0, "time between maintenance runs"),

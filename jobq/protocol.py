@@ -4,8 +4,8 @@ They travel over a SOCK_SEQPACKET socket pair (see wire.py): the kernel keeps me
 boundaries and order, and a closed end reads as end-of-file, so neither side needs a
 handshake.
 
-worker -> master: ready, claimed, started, finished, releasing.
-master -> worker: drain.
+worker -> master: ready, claimed, started, settling, finished, releasing.
+master -> worker: drain, stop (a concurrent worker's one attempt).
 (Extensions reach a worker's fence through the fence table, not as messages.)
 master -> renewer: renew.                         renewer -> master: renewed.
 master -> housekeeper: fail_attempt, left_behind, measure_depth, drain.
@@ -23,6 +23,15 @@ ones never started, and which completed ones await their acknowledgement (comple
 housekeeper if the worker dies). Every row a worker claims names it (its worker id, chosen
 by the master before the fork), so when it dies the housekeeper also releases the claims it
 made and never got to report.
+
+A concurrent worker (--concurrency N) runs up to N attempts at once and queues none: its
+`claimed` and `finished`'s `then` say `at_once`, every attempt they carry runs now, each fenced
+in a fence row of its own. `settling(ids)` says that those running attempts' code is done and
+their outcomes are being recorded (they run no code any more: a round that misses them kills
+nothing); a `finished` then ends them. It never sends `started`. When one of its attempts must
+stop, the master sends `stop(id)`: a coroutine attempt is cancelled and failed with the
+error given; if the attempt still runs a kill grace later (a thread, or a coroutine that
+swallowed the cancel), the master kills the whole worker, before the lease's kill point.
 """
 
 from __future__ import annotations
@@ -98,6 +107,7 @@ class Claimed:
 
     kind: ClassVar[str] = "claimed"
     attempts: list[Attempt]
+    at_once: bool = False  # they all run now (a concurrent worker), none is queued
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,16 @@ class Finished:
     kind: ClassVar[str] = "finished"
     outcomes: list[tuple[int, str]]
     then: list[Attempt] = field(default_factory=list)
+    at_once: bool = False  # as in Claimed: every attempt of `then` runs now
+
+
+@dataclass(frozen=True)
+class Settling:
+    """These running attempts ran their code to its end; their outcomes are being recorded.
+    Sent by a concurrent worker, before it records them."""
+
+    kind: ClassVar[str] = "settling"
+    ids: list[int]
 
 
 @dataclass(frozen=True)
@@ -132,6 +152,17 @@ class Drain:
     """Finish the current job, claim no more, and exit."""
 
     kind: ClassVar[str] = "drain"
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Stop this running attempt (a concurrent worker's): cancel it if it is a coroutine, and
+    fail it with `error`. The master kills the whole worker if it still runs after the kill
+    grace."""
+
+    kind: ClassVar[str] = "stop"
+    id: int
+    error: str
 
 
 @dataclass(frozen=True)
@@ -168,13 +199,13 @@ class FailAttempt:
 class LeftBehind:
     """A dead worker's attempts: acknowledge those it completed and had not acknowledged,
     then put back to pending every other attempt its claims named it in (by its worker id,
-    reported or not), but the one it ran (`running`), which is failed or left to maintenance
+    reported or not), but those it ran (`running`), each failed or left to maintenance
     on its own."""
 
     kind: ClassVar[str] = "left_behind"
     worker: str
     completed: list[Attempt]
-    running: int | None = None
+    running: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -195,13 +226,14 @@ class MeasureDepth:
 
 @dataclass(frozen=True)
 class Depth:
-    """Jobs by (type, status, count), per type the oldest ready job's age in seconds, and
-    the paused types."""
+    """Jobs by (type, status, count), per type the oldest ready job's age in seconds, the
+    paused types, and the concurrency limits as (type, limit, slots in use, jobs blocked)."""
 
     kind: ClassVar[str] = "depth"
     counts: list[tuple[str, str, int]]
     oldest: dict[str, float]
     paused: tuple[str, ...] = ()
+    limits: tuple[tuple[str, str, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -246,9 +278,11 @@ Message = (
     Ready
     | Claimed
     | Started
+    | Settling
     | Finished
     | Releasing
     | Drain
+    | Stop
     | Renew
     | Renewed
     | FailAttempt
@@ -268,9 +302,11 @@ KINDS: dict[str, type[Message]] = {
         Ready,
         Claimed,
         Started,
+        Settling,
         Finished,
         Releasing,
         Drain,
+        Stop,
         Renew,
         Renewed,
         FailAttempt,

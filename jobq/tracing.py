@@ -18,7 +18,7 @@ tracing was off) starts a trace of its own, never one borrowed from the worker's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from importlib.metadata import version
 from typing import Any, Protocol
@@ -38,9 +38,6 @@ SYSTEM = "jobq"
 # The row's columns are W3C's fields whatever propagator the application configured globally:
 # what a job carries must not change meaning with another process's settings.
 W3C = TraceContextTextMapPropagator() if trace is not None else None
-
-# What publish() hands a write when tracing is off: the rows keep their empty context.
-NO_CONTEXT: Mapping[str, str] = {}
 
 # The last tracer provider seen, and jobq's tracer from it (None: it traces nothing). Setting
 # the global provider is allowed once, so this is looked up again only when it changes.
@@ -76,15 +73,52 @@ class Message(Protocol):
     def type(self) -> str: ...
 
 
-def publish(
-    messages: Sequence[Message], write: Callable[[Mapping[str, str]], list[int]]
-) -> list[int]:
-    """Store `messages` with `write`, which is given the trace context each row must carry
-    (`traceparent`, and `tracestate` if any) and returns the ids: inside a PRODUCER span
-    `<type> publish` when tracing is on; at once, with NO_CONTEXT, when it is off."""
+class Publication(Protocol):
+    """What the code storing one enqueue's rows learns from, and tells, its span."""
+
+    @property
+    def context(self) -> Mapping[str, str]:
+        """The trace context each row must carry: `traceparent`, and `tracestate` if any
+        (empty while tracing is off: the rows keep no context)."""
+
+    def stored(self, ids: Sequence[int]) -> None:
+        """The rows are stored, with these ids."""
+
+
+class Unpublished:
+    context: Mapping[str, str] = {}
+
+    def stored(self, ids: Sequence[int]) -> None:
+        pass
+
+
+# Shared by every enqueue while tracing is off, as UNTRACED by every attempt.
+UNPUBLISHED: AbstractContextManager[Publication] = nullcontext(Unpublished())
+
+
+class Published:
+    def __init__(self, span: trace.Span, context: Mapping[str, str]) -> None:
+        self.span = span
+        self.context = context
+
+    def stored(self, ids: Sequence[int]) -> None:
+        if len(ids) == 1:
+            self.span.set_attribute("messaging.message.id", str(ids[0]))
+
+
+def publishing(messages: Sequence[Message]) -> AbstractContextManager[Publication]:
+    """The PRODUCER span `<type> publish` of one enqueue or enqueue_many, current for the code
+    inside the `with`, which stores `messages` with its context. One entry point for Queue's
+    blocking write and AsyncQueue's awaited one: the span lives in the caller's context, so
+    an awaited write keeps it current in its own task until the rows are stored."""
     found = tracer()
     if found is None:
-        return write(NO_CONTEXT)
+        return UNPUBLISHED
+    return _publishing(found, messages)
+
+
+@contextmanager
+def _publishing(found: trace.Tracer, messages: Sequence[Message]) -> Iterator[Publication]:
     types = {message.type for message in messages}
     destination = types.pop() if len(types) == 1 else None
     attributes: dict[str, Any] = {
@@ -103,10 +137,7 @@ def publish(
         carrier: dict[str, str] = {}
         assert W3C is not None
         W3C.inject(carrier)
-        ids = write(carrier)
-        if len(ids) == 1:
-            span.set_attribute("messaging.message.id", str(ids[0]))
-        return ids
+        yield Published(span, carrier)
 
 
 class AttemptSpan(Protocol):

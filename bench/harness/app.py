@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
 import jobq
+
+# What each job of the I/O section waits (bench/measures/iobound.py): an HTTP call's time.
+IO_WAIT = 0.1
 
 
 def record_start(index: int, sent: float) -> None:
@@ -71,3 +75,24 @@ class Sleep(jobq.Job):
 
     def handle(self) -> None:
         time.sleep(self.seconds)
+
+
+class Wait(jobq.Job):
+    """Blocks for IO_WAIT as a blocking client library would: a process of its own, or a
+    thread of a worker's pool with --concurrency."""
+
+    job_name = "bench.Wait"
+    type = "wait"
+
+    def handle(self) -> None:
+        time.sleep(IO_WAIT)
+
+
+class AsyncWait(jobq.Job):
+    """Awaits IO_WAIT on the worker's event loop, as pgqueuer's and procrastinate's do."""
+
+    job_name = "bench.AsyncWait"
+    type = "wait"
+
+    async def handle(self) -> None:
+        await asyncio.sleep(IO_WAIT)

@@ -25,7 +25,8 @@ from .servers import MariadbServer, PostgresServer
 REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parents[2])
 
 SECTIONS = (
-    "drain", "limit", "peers", "prefetch", "latency", "renewal", "other-dbs", "profile", "scale",
+    "drain", "limit", "peers", "prefetch", "iobound", "latency", "renewal", "other-dbs", "profile",
+    "scale",
 )  # fmt: skip
 
 
@@ -57,6 +58,7 @@ class Settings:
     # recovery test.
     prefetch_jobs: int = 20_000
     prefetch_kills: int = 3
+    io_jobs: int = 10_000  # jobs per drain of the I/O section (bench/measures/iobound.py)
     jobq_at: str | None = None  # the commit whose jobq/ is measured, if not the work tree's
 
 
@@ -82,6 +84,7 @@ class Bench:
     scale_drains: list[Drain] = field(default_factory=list)
     enqueue_rates: list[EnqueueRate] = field(default_factory=list)
     recoveries: list[Recovery] = field(default_factory=list)
+    io_drains: list[Drain] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     server_settings: dict[str, dict[str, str]] = field(default_factory=dict)

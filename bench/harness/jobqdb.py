@@ -74,11 +74,17 @@ class JobqDb:
             return
         self.copy(self.queue.enqueue(job), count)
 
-    def burst(self, count: int, job_type: str, scheduled_at: datetime | None) -> None:
-        """`count` Noop jobs of one type in one transaction, as a producer writes a burst:
-        enqueue_many, or in code from before it existed (measured with --jobq-at) one
-        enqueue() and copies of its row, as preload() makes them."""
-        jobs = [Noop() for _ in range(count)]
+    def burst(
+        self,
+        count: int,
+        job_type: str,
+        scheduled_at: datetime | None,
+        job: Callable[[], jobq.Job] = Noop,
+    ) -> None:
+        """`count` jobs made by `job` (Noop), of one type, in one transaction, as a producer
+        writes a burst: enqueue_many, or in code from before it existed (measured with
+        --jobq-at) one enqueue() and copies of its row, as preload() makes them."""
+        jobs = [job() for _ in range(count)]
         if hasattr(self.queue, "enqueue_many"):
             self.queue.enqueue_many(jobs, type=job_type, scheduled_at=scheduled_at)
             return

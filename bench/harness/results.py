@@ -5,6 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+@dataclass(frozen=True)
+class Footprint:
+    """Memory of every process of a system at one moment: the sums over them, in bytes
+    (see harness/memory.py)."""
+
+    processes: int
+    rss: int
+    pss: int
+
+
 @dataclass
 class Drain:
     """One drain of `jobs` preloaded no-op jobs by `workers` processes (or pgbench clients).
@@ -33,6 +43,7 @@ class Drain:
     client_cpu: float | None = None  # every process of the system under test
     master_cpu: float | None = None  # jobq-supervise's master alone
     db_cpu: float | None = None  # the database server (PostgreSQL only)
+    memory: Footprint | None = None  # the system's largest summed RSS while it ran
 
     def per_job_ms(self, seconds: float | None) -> str:
         if seconds is None or self.window_jobs == 0:

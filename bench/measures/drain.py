@@ -12,6 +12,7 @@ from ..harness.app import Noop
 from ..harness.context import REPO, Bench
 from ..harness.cpu import Meter
 from ..harness.jobqdb import DATABASE_NAMES, JobqDb, exited, supervise_cmd, wait_drained
+from ..harness.memory import PeakMemory
 from ..harness.results import Drain
 
 
@@ -59,9 +60,11 @@ def drain(bench: Bench, dsn: str, workers: int, jobs: int, variant: Variant = DE
         )
         server = bench.pg.data if bench.pg is not None and db.kind == "postgresql" else None
         meter = Meter([proc.pid], server, master=proc.pid)
-        result.wall, result.note, result.window_jobs = wait_drained(
-            db.unfinished, jobs, exited(bench, proc), meter
-        )
+        with PeakMemory([proc.pid]) as memory:
+            result.wall, result.note, result.window_jobs = wait_drained(
+                db.unfinished, jobs, exited(bench, proc), meter
+            )
+        result.memory = memory.peak
         result.client_cpu, result.master_cpu, result.db_cpu = meter.results()
         code = bench.procs.stop(proc, signal.SIGTERM, grace=45.0)
         if code not in (0, -signal.SIGTERM) and not result.note:

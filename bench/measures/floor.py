@@ -18,7 +18,7 @@ import time
 
 import psycopg
 
-from jobq.backends.postgresql import complete_and_claim_statement
+from jobq.backends.postgresql.claims import complete_and_claim_statement
 
 from ..harness.context import PYTHON, Bench
 from ..harness.results import Drain

@@ -20,11 +20,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from jobq.backends.postgresql import (
-    PostgresBackend,
-    claim_statement,
-    complete_and_claim_statement,
-)
+from jobq.backends.postgresql import PostgresBackend
+from jobq.backends.postgresql.claims import claim_statement, complete_and_claim_statement
 
 from ..harness.app import Noop
 from ..harness.context import Bench, drain_timeout

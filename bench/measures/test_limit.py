@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobq.backends.postgresql import (
-    PostgresBackend,
-    claim_statement,
-    complete_and_claim_statement,
-)
+from jobq.backends.postgresql import PostgresBackend
+from jobq.backends.postgresql.claims import claim_statement, complete_and_claim_statement
 
 from . import limit
 

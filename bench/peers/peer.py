@@ -21,6 +21,7 @@ import psycopg
 from ..harness.context import REPO, Bench
 from ..harness.cpu import Meter
 from ..harness.jobqdb import wait_drained
+from ..harness.memory import PeakMemory
 from ..harness.results import Drain
 
 CHUNK = 1000  # jobs per enqueue statement while preloading
@@ -78,7 +79,8 @@ class Peer(ABC):
     def install(self) -> None: ...
 
     @abstractmethod
-    async def preload(self, jobs: int) -> None: ...
+    async def preload(self, jobs: int, work: str) -> None:
+        """`jobs` jobs of the app's task `work`: "noop", or "wait" (the I/O section's)."""
 
     @abstractmethod
     def remaining(self) -> int: ...
@@ -94,11 +96,14 @@ class Peer(ABC):
         """A query of the completed jobs' completion times, one row each, as `at`."""
 
     @abstractmethod
-    def worker_cmd(self, setting: int, drain: bool) -> tuple[list[str], dict[str, str]]:
-        """The command of one worker process with this setting, and its extra environment."""
+    def worker_cmd(
+        self, setting: int, drain: bool, concurrency: int | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        """The command of one worker process with this setting, and its extra environment;
+        `concurrency` caps the jobs it runs at once where the setting itself does not."""
 
     @abstractmethod
-    def describe(self, setting: int) -> str: ...
+    def describe(self, setting: int, concurrency: int | None = None) -> str: ...
 
     @abstractmethod
     def default_setting(self) -> int: ...
@@ -120,17 +125,25 @@ class Peer(ABC):
     @abstractmethod
     async def close_producer(self, producer: Any) -> None: ...
 
-    def drain(self, workers: int, jobs: int, setting: int, variant: str) -> Drain:
+    def drain(
+        self,
+        workers: int,
+        jobs: int,
+        setting: int,
+        variant: str,
+        work: str = "noop",
+        concurrency: int | None = None,
+    ) -> Drain:
         result = Drain(self.name, variant, "postgresql", workers, jobs)
-        result.settings = f"{workers} processes, {self.describe(setting)}"
+        result.settings = f"{workers} processes, {self.describe(setting, concurrency)}"
         self.reset()
-        asyncio.run(self.preload(jobs))
+        asyncio.run(self.preload(jobs, work))
         self.settle()
         result.load = os.getloadavg()[0]
         started = time.monotonic()
         procs = []
         for i in range(workers):
-            cmd, extra = self.worker_cmd(setting, drain=True)
+            cmd, extra = self.worker_cmd(setting, drain=True, concurrency=concurrency)
             procs.append(
                 self.bench.procs.spawn(
                     f"{self.name}-{variant}-w{workers}-{i}", cmd, env=self.bench.env(**extra),
@@ -145,7 +158,9 @@ class Peer(ABC):
 
         assert self.bench.pg is not None
         meter = Meter([p.pid for p in procs], self.bench.pg.data)
-        _, result.note, result.window_jobs = wait_drained(self.remaining, jobs, gone, meter)
+        with PeakMemory([p.pid for p in procs]) as memory:
+            _, result.note, result.window_jobs = wait_drained(self.remaining, jobs, gone, meter)
+        result.memory = memory.peak
         result.client_cpu, _, result.db_cpu = meter.results()
         result.wall = time.monotonic() - started
         # Drain mode ends each worker once the queue is empty; acknowledgements still

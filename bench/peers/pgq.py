@@ -32,7 +32,7 @@ class Pgqueuer(Peer):
 
         asyncio.run(go())
 
-    async def preload(self, jobs: int) -> None:
+    async def preload(self, jobs: int, work: str) -> None:
         import asyncpg
         from pgqueuer import AsyncpgDriver, Queries
 
@@ -42,7 +42,7 @@ class Pgqueuer(Peer):
             left = jobs
             while left > 0:
                 n = min(CHUNK, left)
-                await queries.enqueue(["noop"] * n, [None] * n, [0] * n)
+                await queries.enqueue([work] * n, [None] * n, [0] * n)
                 left -= n
         finally:
             await connection.close()
@@ -54,14 +54,20 @@ class Pgqueuer(Peer):
         # One log row per job, written when the acknowledgement buffer is flushed.
         return "SELECT created AS at FROM pgqueuer_log WHERE status = 'successful'"
 
-    def worker_cmd(self, setting: int, drain: bool) -> tuple[list[str], dict[str, str]]:
+    def worker_cmd(
+        self, setting: int, drain: bool, concurrency: int | None = None
+    ) -> tuple[list[str], dict[str, str]]:
         # `pgq run` itself fails to start in pgqueuer 1.6.0: see pgq_worker.py.
         mode = "drain" if drain else "continuous"
         cmd = [PYTHON, "-m", "bench.peers.pgq_worker", str(setting), mode]
+        if concurrency is not None:
+            cmd.append(str(concurrency))
         return cmd, {"BENCH_PGQ_DSN": self.dsn}
 
-    def describe(self, setting: int) -> str:
-        return f"batch_size={setting} (pgqueuer.run, asyncpg driver)"
+    def describe(self, setting: int, concurrency: int | None = None) -> str:
+        # Without max_concurrent_tasks a pgqueuer worker runs every job it has picked at once.
+        most = "" if concurrency is None else f", max_concurrent_tasks={concurrency}"
+        return f"batch_size={setting}{most} (pgqueuer.run, asyncpg driver)"
 
     def default_setting(self) -> int:
         return 10

@@ -16,7 +16,7 @@ import asyncpg
 from pgqueuer import AsyncpgDriver, PgQueuer
 from pgqueuer.models import Job
 
-from ..harness.app import record_start
+from ..harness.app import IO_WAIT, record_start
 
 
 @asynccontextmanager
@@ -32,6 +32,10 @@ async def factory() -> AsyncIterator[PgQueuer]:
     async def stamp(job: Job) -> None:
         data = json.loads(job.payload or b"{}")
         record_start(int(data["index"]), float(data["sent"]))
+
+    @pgq.entrypoint("wait")
+    async def wait(job: Job) -> None:
+        await asyncio.sleep(IO_WAIT)  # the I/O section's job (bench/measures/iobound.py)
 
     @pgq.entrypoint("sleep")
     async def sleep(job: Job) -> None:

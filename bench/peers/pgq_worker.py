@@ -6,7 +6,7 @@ setup_fancy_logger as a str, not a LogLevel: AttributeError 'str' object has no 
 default INFO level, pgqueuer.run() (the documented programmatic entry point that the command
 wraps), and the command's own event loop runner (uvloop when installed).
 
-Usage: python -m bench.peers.pgq_worker BATCH_SIZE drain|continuous
+Usage: python -m bench.peers.pgq_worker BATCH_SIZE drain|continuous [MAX_CONCURRENT_TASKS]
 """
 
 from __future__ import annotations
@@ -20,9 +20,17 @@ from pgqueuer.domain.types import QueueExecutionMode
 
 
 def main(argv: list[str]) -> int:
-    batch_size, mode = int(argv[0]), QueueExecutionMode(argv[1])
+    batch_size, mode, *rest = argv
+    most = int(rest[0]) if rest else None
     setup_fancy_logger(LogLevel.INFO)
-    asyncio_run(pgqueuer.run("bench.peers.pgq_app:factory", batch_size=batch_size, mode=mode))
+    asyncio_run(
+        pgqueuer.run(
+            "bench.peers.pgq_app:factory",
+            batch_size=int(batch_size),
+            mode=QueueExecutionMode(mode),
+            max_concurrent_tasks=most,
+        )
+    )
     return 0
 
 

@@ -34,10 +34,10 @@ class Procrastinate(Peer):
 
         asyncio.run(go())
 
-    async def preload(self, jobs: int) -> None:
+    async def preload(self, jobs: int, work: str) -> None:
         app = self.app()
         async with app.open_async():
-            task = app.tasks["noop"]
+            task = app.tasks[work]
             left = jobs
             while left > 0:
                 n = min(CHUNK, left)
@@ -52,7 +52,10 @@ class Procrastinate(Peer):
     def done(self) -> str:
         return "SELECT at FROM procrastinate_events WHERE type = 'succeeded'"
 
-    def worker_cmd(self, setting: int, drain: bool) -> tuple[list[str], dict[str, str]]:
+    def worker_cmd(
+        self, setting: int, drain: bool, concurrency: int | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        # The setting is its concurrency: `concurrency` adds nothing.
         cmd = [
             PYTHON, "-m", "procrastinate", "--app", "bench.peers.proc_app.app", "worker",
             "--concurrency", str(setting), "--one-shot" if drain else "--wait",
@@ -63,7 +66,7 @@ class Procrastinate(Peer):
             extra["BENCH_PROC_POOL"] = str(setting + 2)
         return cmd, extra
 
-    def describe(self, setting: int) -> str:
+    def describe(self, setting: int, concurrency: int | None = None) -> str:
         pool = "default pool" if setting == self.default_setting() else f"pool {setting + 2}"
         return f"procrastinate worker --concurrency {setting} ({pool}, async task)"
 

@@ -8,12 +8,13 @@ runs (the pool must hold one connection per concurrent job, plus the listener's)
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
 import procrastinate
 
-from ..harness.app import record_start
+from ..harness.app import IO_WAIT, record_start
 
 pool: dict[str, Any] = {}
 if os.environ.get("BENCH_PROC_POOL"):
@@ -30,6 +31,11 @@ app = procrastinate.App(
 @app.task(name="noop")
 async def noop() -> None:
     return None
+
+
+@app.task(name="wait")
+async def wait() -> None:
+    await asyncio.sleep(IO_WAIT)  # the I/O section's job (bench/measures/iobound.py)
 
 
 @app.task(name="stamp")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..harness.context import Bench
 from ..harness.results import Drain
-from ..measures import prefetch, scale
+from ..measures import iobound, prefetch, scale
 from ..measures.latency import percentile
 from .chart import plot
 from .tables import fmt_rate, markdown_table, ms, table_rows
@@ -42,6 +42,7 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
         *other_databases(bench.drains),
         *profiles(bench),
         *prefetch.markdown(bench.drains, bench.recoveries, s.prefetch_jobs, s.workers),
+        *iobound.markdown(bench.io_drains, s.io_jobs),
         *at_scale(bench),
         # Earlier runs, kept by hand: the before and after of each change a profile led to.
         BEFORE_AFTER.read_text().strip(),

@@ -6,10 +6,12 @@ so an SQLite user needs neither psycopg nor PyMySQL.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from ..dsn import redact, scheme_of
+from ..dsn import redact, refuse_bare_at, scheme_of
 from ..errors import ConfigurationError
+from .asynchronous import AsyncDriver
 from .base import Backend
 
 SCHEMES = {
@@ -25,6 +27,17 @@ SCHEMES = {
 EXTRAS = {"postgresql": ("psycopg", "postgresql"), "mysql": ("pymysql", "mysql")}
 
 
+def missing(error: ModuleNotFoundError, needed: tuple[str, str], who: str) -> Exception:
+    """What to raise for a module that failed to import: where it was the driver `needed`
+    names, an error that says which extra installs it; any other, the error itself."""
+    driver, extra = needed
+    if error.name != driver:
+        return error
+    return ConfigurationError(
+        f"{who} need the {driver} driver, which is not installed: pip install 'jobq[{extra}]'"
+    )
+
+
 def backend_class(kind: str) -> type[Backend]:
     try:
         if kind == "postgresql":
@@ -36,13 +49,7 @@ def backend_class(kind: str) -> type[Backend]:
 
             return MysqlBackend
     except ModuleNotFoundError as error:
-        driver, extra = EXTRAS[kind]
-        if error.name != driver:
-            raise
-        raise ConfigurationError(
-            f"{kind} DSNs need the {driver} driver, which is not installed: "
-            f"pip install 'jobq[{extra}]'"
-        ) from None
+        raise missing(error, EXTRAS[kind], f"{kind} DSNs") from None
     from .sqlite import SqliteBackend
 
     return SqliteBackend
@@ -57,6 +64,7 @@ def for_dsn(dsn: str) -> type[Backend]:
             f"unsupported DSN {redact(dsn)!r}: the scheme must be one of "
             f"{', '.join(sorted(SCHEMES))}"
         )
+    refuse_bare_at(dsn)
     return backend_class(kind)
 
 
@@ -73,6 +81,25 @@ def connect(dsn: str, listen_dsn: str | None = None, create: bool = True) -> Bac
             "a listen DSN is for wake-ups from PostgreSQL: both DSNs must be postgresql://"
         )
     return backend.connect(dsn, listen_dsn=listen_dsn)  # type: ignore[attr-defined, no-any-return]
+
+
+# The extra that installs each database's asyncio driver, for jobq.AsyncQueue.
+ASYNC_EXTRAS = {
+    "postgresql": ("psycopg", "async-postgresql"),
+    "mysql": ("aiomysql", "async-mysql"),
+    "sqlite": ("aiosqlite", "async-sqlite"),
+}
+
+
+async def connect_async(dsn: str) -> AsyncDriver:
+    """An async driver on a connection of its own, for the database the DSN names."""
+    kind = for_dsn(dsn).kind  # a bad scheme or a missing sync driver is said as for Queue
+    try:
+        module = importlib.import_module(f".{kind}.asynchronous", __name__)
+    except ModuleNotFoundError as error:
+        raise missing(error, ASYNC_EXTRAS[kind], f"jobq.AsyncQueue's {kind} DSNs") from None
+    driver: AsyncDriver = await module.connect(dsn)
+    return driver
 
 
 def unwrap(connection: Any) -> Any:

@@ -7,13 +7,12 @@ processes or workers; the queue core calls it and never asks which database it i
 from __future__ import annotations
 
 import logging
-import random
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from ..attempt_log import loaded
 from ..records import ClaimedJob, Status
@@ -21,24 +20,35 @@ from .batching import Batching
 from .controls import Controls, policy_of
 from .installing import Installing
 from .leases import expiry
+from .limits import Limits
 from .reporting import Reporting
+from .retries import TRIES, pause_to_retry
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Renewal, Runner
 from .shapes import CHUNK_ROWS, chunks
+from .steps import CopyRows, Step, Steps, drive, every, fetched
 from .uniqueness import Uniqueness
 
 log = logging.getLogger("jobq")
 
 T = TypeVar("T")
 
-TRIES = 5
 
-
-class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
+class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
         self.connection = connection
         self.owns_connection = owns_connection
+
+    @classmethod
+    def detached(cls, **facts: Any) -> Self:
+        """This backend's statements and row shaping without a connection, for a driver that
+        runs them elsewhere (jobq.AsyncQueue's). `facts`: what __init__ would have read from
+        a connection (MySQL's `returning`); nothing here runs a statement."""
+        backend = cls.__new__(cls)
+        Backend.__init__(backend, None, owns_connection=False)
+        vars(backend).update(facts)
+        return backend
 
     def close(self) -> None:
         if self.owns_connection:
@@ -53,6 +63,11 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
     @abstractmethod
     def is_transient(self, error: BaseException) -> bool:
         """A deadlock, lock-wait timeout or busy database: the statement may simply be rerun."""
+
+    def failover_risk(self) -> str | None:
+        """Why a failover of this database could lose commits it confirmed (asynchronous
+        replication), or None when it cannot, or this backend cannot tell."""
+        return None
 
     def recovered(self, error: BaseException) -> bool:
         """Whether this connection was set right after `error`, so that the operation that
@@ -86,18 +101,24 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
                 if attempt == TRIES or not (self.is_transient(error) or self.recovered(error)):
                     raise
                 self.rollback_quietly()
-                log.warning(
-                    "%s: transient database error, try %d of %d: %s",
-                    what,
-                    attempt,
-                    TRIES,
-                    error,
-                    extra={"event": "db_retry"},
-                )
-                time.sleep(0.02 * attempt + random.random() * 0.03)
+                time.sleep(pause_to_retry(what, attempt, error))
         raise AssertionError("unreachable")
 
     # -- plain DB-API helpers --------------------------------------------------------------
+
+    def run(self, steps: Steps[T], connection: Any = None) -> T:
+        """Run an operation's statements (see steps.py) on `connection`, else on this
+        backend's own, in whatever transaction it has open."""
+        target = connection or self.connection
+        return drive(steps, lambda step: self.perform(step, target))
+
+    def perform(self, step: Step, connection: Any) -> Any:
+        """Run one statement and give what it asks for; a driver whose cursors differ overrides."""
+        if isinstance(step, CopyRows):
+            raise NotImplementedError("only PostgreSQL copies rows")
+        with connection.cursor() as cursor:
+            cursor.execute(step.sql, step.params)
+            return fetched(cursor, step.fetch)
 
     def execute(self, sql: str, params: Any = None, connection: Any = None) -> int:
         with (connection or self.connection).cursor() as cursor:
@@ -114,30 +135,27 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
             cursor.execute(sql, params)
             return list(cursor.fetchall())
 
+    def run_together(self, steps: Steps[T], connection: Any) -> T:
+        """run() on the application's connection, for statements that must land together:
+        in its transaction (a driver that could run them apart there overrides)."""
+        return self.run(steps, connection)
+
     # -- the queue's operations ------------------------------------------------------------
 
     @abstractmethod
-    def insert(self, job: NewJob, connection: Any = None) -> int: ...
+    def insert_steps(self, job: NewJob) -> Steps[int]: ...
 
-    def insert_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[int]:
-        """Insert every row, on `connection` in its transaction, or else in a transaction of
-        this backend's own; returns the ids in the order given."""
-        if connection is not None:
-            return self.insert_chunks(jobs, connection)
-        with self.transaction():
-            return self.insert_chunks(jobs, self.connection)
-
-    def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+    def insert_chunks_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
         ids: list[int] = []
         for chunk in chunks(jobs, self.chunk_rows):
-            ids += self.insert_chunk(chunk, connection)
+            ids += yield from self.insert_chunk_steps(chunk)
         return ids
 
-    # The most rows one insert_chunk statement takes.
+    # The most rows one insert_chunk_steps statement takes.
     chunk_rows: ClassVar[int] = CHUNK_ROWS
 
     @abstractmethod
-    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+    def insert_chunk_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
         """Insert the rows with one statement; returns their ids in the order given."""
 
     @abstractmethod
@@ -204,6 +222,17 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
         statement; its checkpoint goes, its history gains the attempt."""
         params = {"id": job_id, "token": token, "result": result}
         return self.execute(self.sql_complete, params) == 1
+
+    def completed_by(self, job_id: int, attempt: int, worker: str) -> bool:
+        """Whether this attempt, claimed by `worker`, is the one that completed the job: a
+        completion keeps the claim's attempt count and worker, though not its token."""
+        mark = self.placeholder.format
+        sql = (
+            f"SELECT 1 FROM jobq_jobs WHERE id = {mark('id')} AND status = 'completed'"
+            f" AND attempts = {mark('attempt')} AND worker = {mark('worker')}"
+        )
+        params = {"id": job_id, "attempt": attempt, "worker": worker}
+        return self.fetchone(sql, params) is not None
 
     def settle(
         self,
@@ -277,8 +306,11 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
         return self.execute(self.sql_prune.format(statuses=marks), params)
 
     def counts(self, job_type: str | None) -> dict[tuple[str, Status], int]:
+        return self.run(self.counts_steps(job_type))
+
+    def counts_steps(self, job_type: str | None) -> Steps[dict[tuple[str, Status], int]]:
         """Jobs by (type, status), of one type or of all."""
-        rows = self.fetchall(self.sql_counts, {"type": job_type})
+        rows = yield from every(self.sql_counts, {"type": job_type})
         return {(name, Status(status)): int(n) for name, status, n in rows}
 
     def seconds(self, value: float) -> Any:
@@ -310,6 +342,7 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting):
             job.unique_key,
             job.traceparent,
             job.tracestate,
+            job.limit_key,
         )
 
     def insert_params(self, job: NewJob) -> dict[str, Any]:

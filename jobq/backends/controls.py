@@ -9,11 +9,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ..attempt_log import Progress, history, loaded
 from ..records import JobRecord, Status
 from ..retry import RetryPolicy, stored_policy
+from .steps import Steps, count, every, one, value
+
+T = TypeVar("T")
 
 # What a JobRecord is read from, in this order, by every statement that reads records.
 RECORD_COLUMNS = (
@@ -149,13 +152,7 @@ class Controls(ABC):
     wake_params: ClassVar[Mapping[str, str]] = {}
 
     @abstractmethod
-    def execute(self, sql: str, params: Any = None, connection: Any = None) -> int: ...
-
-    @abstractmethod
-    def fetchone(self, sql: str, params: Any = None) -> Any: ...
-
-    @abstractmethod
-    def fetchall(self, sql: str, params: Any = None) -> list[Any]: ...
+    def run(self, steps: Steps[T], connection: Any = None) -> T: ...
 
     @abstractmethod
     def to_datetime(self, value: Any) -> datetime:
@@ -201,13 +198,24 @@ class Controls(ABC):
             attempted_at=optional(row[29]),
         )
 
+    # Each operation below is written once, as its statements (see steps.py): the sync
+    # method runs them on this backend's connection, jobq.AsyncQueue on an async driver's.
+
     def get(self, job_id: int) -> JobRecord | None:
-        row = self.fetchone(self.sql_get, {"id": job_id})
+        return self.run(self.get_steps(job_id))
+
+    def get_steps(self, job_id: int) -> Steps[JobRecord | None]:
+        row = yield from one(self.sql_get, {"id": job_id})
         return None if row is None else self.record(row)
 
     def jobs(
         self, status: Status | None, job_type: str | None, limit: int, before_id: int | None
     ) -> list[JobRecord]:
+        return self.run(self.jobs_steps(status, job_type, limit, before_id))
+
+    def jobs_steps(
+        self, status: Status | None, job_type: str | None, limit: int, before_id: int | None
+    ) -> Steps[list[JobRecord]]:
         """The newest `limit` jobs below `before_id`, optionally of one status and type.
 
         A filter that matches few jobs must not read the table until it has a page, so a
@@ -218,16 +226,20 @@ class Controls(ABC):
         if job_type is not None:
             pairs = [(each, job_type) for each in ([status] if status else list(Status))]
         elif status is not None:
-            pairs = [(status, name) for name in self.types_of(status)]
+            pairs = [(status, name) for name in (yield from self.types_of(status))]
         else:
-            rows = self.fetchall(self.sql_jobs, {"before": before_id, "limit": limit})
+            rows = yield from every(self.sql_jobs, {"before": before_id, "limit": limit})
             return [self.record(row) for row in rows]
         ids: list[int] = []
         for start in range(0, len(pairs), PROBES_PER_STATEMENT):
             chunk = pairs[start : start + PROBES_PER_STATEMENT]
-            ids += (int(row[0]) for row in self.fetchall(*self.newest(chunk, limit, before_id)))
+            ids += (
+                int(row[0]) for row in (yield from every(*self.newest(chunk, limit, before_id)))
+            )
         ids = sorted(ids, reverse=True)[:limit]
-        return [self.record(row) for row in self.fetchall(*self.by_ids(ids))] if ids else []
+        if not ids:
+            return []
+        return [self.record(row) for row in (yield from every(*self.by_ids(ids)))]
 
     def by_ids(self, ids: Sequence[int]) -> tuple[str, dict[str, Any]]:
         """The statement reading these jobs' records, newest first, and its parameters."""
@@ -238,11 +250,11 @@ class Controls(ABC):
         )
         return sql, {f"id{i}": each for i, each in enumerate(ids)}
 
-    def types_of(self, status: Status) -> list[str]:
+    def types_of(self, status: Status) -> Steps[list[str]]:
         """The types that have jobs of this status, one index probe each."""
         found: list[str] = []
         params = {"status": str(status), "after": BELOW_ANY_TYPE}
-        while (name := self.next_value(self.next_type_of(), params)) is not None:
+        while (name := (yield from value(self.next_type_of(), params))) is not None:
             found.append(name)
             params["after"] = name
         return found
@@ -283,45 +295,66 @@ class Controls(ABC):
         return f"{merged} ORDER BY id DESC LIMIT {mark('limit')}", params
 
     def cancel(self, job_id: int) -> bool:
+        return self.run(self.cancel_steps(job_id))
+
+    def cancel_steps(self, job_id: int) -> Steps[bool]:
         """Cancel a pending job, or mark one in progress for its attempt to stop; False when
         it was neither."""
-        return self.execute(self.sql_cancel, {"id": job_id}) == 1
+        return (yield from count(self.sql_cancel, {"id": job_id})) == 1
 
     def end_cancelled(self, job_id: int, token: str, error: str) -> bool:
         """End an attempt whose job was cancelled while it ran: the job is cancelled, and not
         retried. False if that attempt no longer held the job, or no cancel was asked."""
         params = {"id": job_id, "token": token, "error": error}
-        return self.execute(self.sql_end_cancelled, params) == 1
+        return self.run(count(self.sql_end_cancelled, params)) == 1
 
     def cancel_requested(self, job_id: int, token: str) -> bool:
         """Whether an operator asked to cancel this attempt's job."""
-        row = self.fetchone(self.sql_cancel_requested, {"id": job_id, "token": token})
+        row = self.run(one(self.sql_cancel_requested, {"id": job_id, "token": token}))
         return row is not None and bool(row[0])
 
     def retry(self, job_id: int) -> bool:
+        return self.run(self.retry_steps(job_id))
+
+    def retry_steps(self, job_id: int) -> Steps[bool]:
         """A failed, expired or cancelled job whose deadline has not passed, and whose
         unique_key no active job holds, is made pending now, with at least one attempt left;
         False for any other."""
-        return self.execute(self.sql_retry, {"id": job_id, **self.wake_params}) == 1
+        return (yield from count(self.sql_retry, {"id": job_id, **self.wake_params})) == 1
 
     def pause(self, job_type: str) -> bool:
+        return self.run(self.pause_steps(job_type))
+
+    def pause_steps(self, job_type: str) -> Steps[bool]:
         """Stop claims of this type; False if it was paused already."""
-        return self.execute(self.sql_pause, {"type": job_type}) == 1
+        return (yield from count(self.sql_pause, {"type": job_type})) == 1
 
     def resume(self, job_type: str) -> bool:
+        return self.run(self.resume_steps(job_type))
+
+    def resume_steps(self, job_type: str) -> Steps[bool]:
         """Let claims of this type go on, waking idle workers where the database can; False
         if it was not paused."""
-        return self.execute(self.sql_resume, {"type": job_type}) == 1
+        return (yield from count(self.sql_resume, {"type": job_type})) == 1
 
     def paused(self) -> set[str]:
-        return {row[0] for row in self.fetchall(self.sql_paused)}
+        return self.run(self.paused_steps())
+
+    def paused_steps(self) -> Steps[set[str]]:
+        return {row[0] for row in (yield from every(self.sql_paused))}
 
     def completions(self, minutes: int) -> dict[int, int]:
+        return self.run(self.completions_steps(minutes))
+
+    def completions_steps(self, minutes: int) -> Steps[dict[int, int]]:
         """{minutes ago: jobs completed then}, over the last `minutes` minutes."""
-        rows = self.fetchall(self.sql_completions, {"minutes": minutes})
+        rows = yield from every(self.sql_completions, {"minutes": minutes})
         return {int(ago): int(n) for ago, n in rows}
 
     def oldest_ready(self) -> dict[str, float]:
+        return self.run(self.oldest_ready_steps())
+
+    def oldest_ready_steps(self) -> Steps[dict[str, float]]:
         """Per type, how many seconds the oldest ready job has been ready.
 
         The typed ready index leads with (type, priority), so one min(scheduled_at) by type
@@ -330,31 +363,29 @@ class Controls(ABC):
         priorities, then to the first ready row of that (type, priority) in schedule order;
         the oldest of those is the type's. Round trips: about two per (type, priority)."""
         ages: dict[str, float] = {}
-        job_type = self.next_value(self.sql_next_pending_type, {"after": BELOW_ANY_TYPE})
+        job_type = yield from value(self.sql_next_pending_type, {"after": BELOW_ANY_TYPE})
         while job_type is not None:
-            age = self.oldest_ready_of(job_type)
+            age = yield from self.oldest_ready_of(job_type)
             if age is not None:
                 ages[job_type] = age
-            job_type = self.next_value(self.sql_next_pending_type, {"after": job_type})
+            job_type = yield from value(self.sql_next_pending_type, {"after": job_type})
         return ages
 
-    def oldest_ready_of(self, job_type: str) -> float | None:
+    def oldest_ready_of(self, job_type: str) -> Steps[float | None]:
         """The age of the oldest ready job of one type, from the first ready one of each of
         its priorities; None if none is ready."""
         ages = []
         params = {"type": job_type, "below": ABOVE_ANY_PRIORITY}
-        while (priority := self.next_value(self.sql_next_pending_priority, params)) is not None:
-            age = self.next_value(self.sql_ready_age, {"type": job_type, "priority": priority})
+        while (priority := (yield from value(self.sql_next_pending_priority, params))) is not None:
+            age = yield from value(self.sql_ready_age, {"type": job_type, "priority": priority})
             if age is not None:
                 ages.append(float(age))
             params["below"] = priority
         return max(ages, default=None)
 
-    def next_value(self, sql: str, params: dict[str, Any]) -> Any:
-        """The one value a probe finds, or None when it finds no row."""
-        row = self.fetchone(sql, params)
-        return None if row is None else row[0]
-
     def recent_counts(self, minutes: int) -> dict[tuple[str, Status], int]:
-        rows = self.fetchall(self.sql_recent_counts, {"minutes": minutes})
+        return self.run(self.recent_counts_steps(minutes))
+
+    def recent_counts_steps(self, minutes: int) -> Steps[dict[tuple[str, Status], int]]:
+        rows = yield from every(self.sql_recent_counts, {"minutes": minutes})
         return {(name, Status(status)): int(n) for name, status, n in rows}

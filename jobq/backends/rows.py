@@ -30,6 +30,7 @@ INSERT_NAMES = (
     "unique_key",
     "traceparent",
     "tracestate",
+    "limit_key",
 )
 
 
@@ -53,6 +54,8 @@ class NewJob(NamedTuple):
     # The W3C trace context of the enqueue that traced it (see tracing.py), else None.
     traceparent: str | None = None
     tracestate: str | None = None
+    # The key a concurrency limit counts the job under (None: the type has no limit).
+    limit_key: str | None = None
 
 
 class Runner(NamedTuple):

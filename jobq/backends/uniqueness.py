@@ -14,9 +14,12 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from itertools import groupby
-from typing import Any, ClassVar, NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
 
 from .rows import NewJob
+from .steps import Steps, one
+
+T = TypeVar("T")
 
 # How often add() inserts again when the key's holder finished before it could be read.
 KEY_TRIES = 5
@@ -52,18 +55,22 @@ class Rows(Protocol):
     def optional_datetime(self, value: Any) -> datetime | None: ...
     def moment(self, value: datetime) -> Any: ...
     def transaction(self) -> AbstractContextManager[None]: ...
-    def insert(self, job: NewJob, connection: Any = None) -> int: ...
-    def insert_many(self, jobs: Sequence[NewJob], connection: Any = None) -> list[int]: ...
-    def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]: ...
-    def insert_unique(self, job: NewJob, connection: Any) -> int | None: ...
-    def unique_holder(self, key: str, connection: Any) -> int | None: ...
+    def run(self, steps: Steps[T], connection: Any = None) -> T: ...
+    def run_together(self, steps: Steps[T], connection: Any) -> T: ...
+    def insert_steps(self, job: NewJob) -> Steps[int]: ...
+    def insert_chunks_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]: ...
+    def insert_unique_steps(self, job: NewJob) -> Steps[int | None]: ...
+    def unique_holder_steps(self, key: str) -> Steps[int | None]: ...
     def key_params(self, key: str) -> dict[str, Any]: ...
-    def add(self, job: NewJob, connection: Any = None) -> int: ...
-    def add_runs(self, jobs: Sequence[NewJob], connection: Any) -> list[int]: ...
+    def add_steps(self, job: NewJob) -> Steps[int]: ...
+    def add_many_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]: ...
 
 
 class Uniqueness:
     def add(self: Rows, job: NewJob, connection: Any = None) -> int:
+        return self.run(self.add_steps(job), connection)
+
+    def add_steps(self: Rows, job: NewJob) -> Steps[int]:
         """Insert a job, or with a unique_key that an active job holds, return that job's id.
 
         Never a read-then-write: the insert itself defers to the unique index, and only when
@@ -72,37 +79,38 @@ class Uniqueness:
         """
         key = job.unique_key
         if key is None:
-            return self.insert(job, connection)
+            return (yield from self.insert_steps(job))
         for _ in range(KEY_TRIES):
-            found = self.insert_unique(job, connection)
+            found = yield from self.insert_unique_steps(job)
             if found is None:
-                found = self.unique_holder(key, connection)
+                found = yield from self.unique_holder_steps(key)
             if found is not None:
                 return found
         raise RuntimeError(f"unique_key {key!r}: its holder kept finishing; enqueue again")
 
     def add_many(self: Rows, jobs: Sequence[NewJob], connection: Any = None) -> list[int]:
-        """insert_many(), where rows with a unique_key are each added as add() does, in the
-        order given: a key repeated in the batch gives its first row's id."""
-        if all(job.unique_key is None for job in jobs):
-            return self.insert_many(jobs, connection)
+        """Insert every row, on `connection` in its transaction, or else in a transaction of
+        this backend's own; returns the ids in the order given."""
         if connection is not None:
-            return self.add_runs(jobs, connection)
+            return self.run_together(self.add_many_steps(jobs), connection)
         with self.transaction():
-            return self.add_runs(jobs, self.connection)
+            return self.run(self.add_many_steps(jobs))
 
-    def add_runs(self: Rows, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+    def add_many_steps(self: Rows, jobs: Sequence[NewJob]) -> Steps[list[int]]:
+        """The rows in chunks, where rows with a unique_key are each added as add() does, in
+        the order given: a key repeated in the batch gives its first row's id."""
         ids: list[int] = []
         for keyed, run in groupby(jobs, key=lambda job: job.unique_key is not None):
             rows = list(run)
             if keyed:
-                ids += [self.add(job, connection) for job in rows]
+                for job in rows:
+                    ids.append((yield from self.add_steps(job)))
             else:
-                ids += self.insert_chunks(rows, connection)
+                ids += yield from self.insert_chunks_steps(rows)
         return ids
 
     @abstractmethod
-    def insert_unique(self: Rows, job: NewJob, connection: Any) -> int | None:
+    def insert_unique_steps(self: Rows, job: NewJob) -> Steps[int | None]:
         """Insert a job with a unique_key unless an active job holds the key, without ever
         failing on it (a failed statement would abort a PostgreSQL caller's transaction).
         Returns the new job's id, or the holder's where the statement tells it, else None."""
@@ -110,13 +118,11 @@ class Uniqueness:
     # The active job holding the key %(key)s / :key.
     sql_unique_holder: ClassVar[str]
 
-    def unique_holder(self: Rows, key: str, connection: Any) -> int | None:
-        cursor = (connection or self.connection).cursor()
-        try:
-            cursor.execute(self.sql_unique_holder, self.key_params(key))
-            row = cursor.fetchone()
-        finally:
-            cursor.close()
+    def unique_holder(self: Rows, key: str, connection: Any = None) -> int | None:
+        return self.run(self.unique_holder_steps(key), connection)
+
+    def unique_holder_steps(self: Rows, key: str) -> Steps[int | None]:
+        row = yield from one(self.sql_unique_holder, self.key_params(key))
         return None if row is None else int(row[0])
 
     def key_params(self: Rows, key: str) -> dict[str, Any]:

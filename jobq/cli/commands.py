@@ -18,6 +18,7 @@ from ..queue.maintenance import FINISHED
 from ..schedules import REGISTERED
 from ..worker.plain import PlainWorker
 from . import controls as cli_controls
+from . import limits as cli_limits
 from . import reports
 from .closed_stdout import quiet_on_closed_stdout
 
@@ -255,6 +256,20 @@ def add_controls(command: Callable[..., argparse.ArgumentParser]) -> None:
         controls.LIMIT,
     )
     jobs.add_argument("--json", action="store_true", help=json_help)
+    jobs.add_argument(
+        "--blocked", action="store_true", help="only pending jobs waiting on a concurrency limit"
+    )
+    listed = command(
+        "limits", on_queue(cli_limits.cmd_limits), "List concurrency limits.", options.APP
+    )
+    listed.add_argument("--json", action="store_true", help=json_help)
+    limit = command(
+        "limit",
+        on_queue(cli_limits.cmd_limit),
+        "Override a job type's concurrency limit at run time, on every node.",
+        options.APP,
+    )
+    cli_limits.add_limits(limit)
     show = command("show", on_queue(controls.cmd_show), "Show one job.", options.APP)
     show.add_argument("id", metavar="ID", help="the job's id")
     show.add_argument("--json", action="store_true", help=json_help)
@@ -314,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jobq: {error}", file=sys.stderr)
         return 1
     except JobqError as error:
-        # Scrubbed again: redact() alone misses part of a password with an unencoded "@".
+        # Scrubbed again: an error may quote the password outside a DSN.
         print(f"jobq: {scrub(str(error), args.dsn or default_dsn())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

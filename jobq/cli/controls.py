@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -56,6 +56,9 @@ RECORD_KEYS = (
     "started_at",
     "attempted_at",
 )
+# `jobq show --json` adds the job's concurrency key and the limit it waits on (both null
+# when none): reading them is one more query, worth it for one job, not for a listing.
+SHOW_KEYS = (*RECORD_KEYS, "concurrency_key", "waits_on")
 STATUS = Option(
     "status",
     None,
@@ -183,7 +186,13 @@ def cancelling(record: JobRecord) -> bool:
 
 
 def cmd_jobs(queue: Queue, args: argparse.Namespace) -> int:
-    records = queue.jobs(status=args.status, type=args.job_type, limit=args.limit)
+    if args.blocked and args.status not in (None, Status.PENDING):
+        raise CommandError("--blocked jobs are pending: give no other --status")
+    records = (
+        queue.blocked(type=args.job_type, limit=args.limit)
+        if args.blocked
+        else queue.jobs(status=args.status, type=args.job_type, limit=args.limit)
+    )
     if args.json:
         print(json.dumps([as_json(record) for record in records], indent=2, default=repr))
         return 0
@@ -203,12 +212,17 @@ def cmd_jobs(queue: Queue, args: argparse.Namespace) -> int:
         )
         for r in records
     ]
+    print_table(header, rows)
+    return 0
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Columns as wide as their widest cell, two spaces apart."""
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
-    return 0
 
 
 def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
@@ -216,6 +230,7 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     if record is None:
         raise CommandError(f"no job with id {args.id}")
     shown = as_json(record)
+    shown["concurrency_key"], shown["waits_on"] = queue.waits_on(record.id)
     if args.json:
         print(json.dumps(shown, indent=2, default=repr))
         return 0

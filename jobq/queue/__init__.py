@@ -1,11 +1,11 @@
 """The Queue: producers enqueue jobs, consumers claim, run and acknowledge them, operators
-read and control them. The consumer and operator sides are in consuming.py and operating.py."""
+read and control them. The producer, consumer and operator sides are in producing.py,
+consuming.py and operating.py; asynchronous.py is the AsyncQueue, for asyncio apps."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from enum import Enum
 from typing import Any, TypeVar
 
 from .. import backends, tracing
@@ -14,35 +14,21 @@ from ..backends.rows import NewJob
 from ..codec import Codec, JsonCodec
 from ..dsn import default_dsn
 from ..hooks import JobHooks
-from ..job import Job
 from ..listener import Listener
 from ..records import Status
-from ..retry import MAX_DELAY, RetryPolicy
+from ..retry import MAX_DELAY
 from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance
 from .batched import BatchConsuming
-from .new_jobs import Options, Schedule, new_job, new_jobs, seconds_of, traced
-from .unique_keys import UniqueKeys, unique_keys
+from .limits import LimitControls
+from .new_jobs import Options, Schedule, new_job, seconds_of, traced
+from .producing import Producing, application_connection
 from .waiting import Waiting
 
 T = TypeVar("T")
 
 
-class Own(Enum):
-    CONNECTION = "the queue's own connection"
-
-
-# enqueue()'s default: write on the queue's own connection. A sentinel, not None, because an
-# ORM's wrapper holds None while it is not connected, and that must not quietly mean "ours".
-OWN_CONNECTION = Own.CONNECTION
-
-
-def application_connection(connection: Any) -> Any:
-    """The driver connection to write on for `connection=`, or None for the queue's own."""
-    return None if connection is OWN_CONNECTION else backends.unwrap(connection)
-
-
-class Queue(BatchConsuming, Waiting):
+class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting):
     """A job queue in one database, reached through one connection.
 
     A Queue is not thread-safe: give each thread or process its own.
@@ -68,6 +54,7 @@ class Queue(BatchConsuming, Waiting):
         self.hooks: JobHooks | None = None
         # What this queue's looks at the schedules keep between them (see run_schedules).
         self._watch = scheduler.Watch()
+        self._declared: set[tuple[str, int]] = set()
 
     @classmethod
     def connect(
@@ -122,59 +109,13 @@ class Queue(BatchConsuming, Waiting):
         Returns the schema's version before and after (0 before: it was created)."""
         return self.backend.install()
 
-    # -- producing -------------------------------------------------------------------------
+    # -- producing (enqueue and enqueue_many are Producing's) ----------------------------
 
-    def enqueue(
-        self,
-        job: Job,
-        type: str | None = None,
-        delay: float | timedelta | None = None,
-        scheduled_at: datetime | None = None,
-        deadline: datetime | float | timedelta | None = None,
-        retry: RetryPolicy | None = None,
-        connection: Any = OWN_CONNECTION,
-        priority: int = 0,
-        unique_key: str | None = None,
-    ) -> int:
-        """Store a job and return its id. Of the jobs ready to run, those of the highest
-        `priority` (-1000 to 1000) run first, in schedule order among equals.
-
-        With `unique_key`, while a job with that key is pending or in progress, store
-        nothing and return that job's id instead (race-free: the database's unique index
-        decides). Up to 255 characters.
-
-        With `connection` (a psycopg 3, PyMySQL or sqlite3 connection, or Django's
-        `connection`/`connections[alias]`), the row is written on the application's own
-        connection and so belongs to its transaction: a rollback drops the job.
-        """
-        options = Options.of(type, Schedule.of(delay, scheduled_at, deadline), retry, priority)
-        rows = new_jobs(self.codec, [job], [unique_key], options)
+    def _add(self, row: NewJob, connection: Any) -> int:
         add = self.backend.add
-        return self._publish("enqueue", connection, rows, lambda job, to: [add(job[0], to)])[0]
+        return self._publish("enqueue", connection, [row], lambda job, to: [add(job[0], to)])[0]
 
-    def enqueue_many(
-        self,
-        jobs: Iterable[Job],
-        type: str | None = None,
-        delay: float | timedelta | None = None,
-        scheduled_at: datetime | None = None,
-        deadline: datetime | float | timedelta | None = None,
-        retry: RetryPolicy | None = None,
-        connection: Any = OWN_CONNECTION,
-        priority: int = 0,
-        unique_key: UniqueKeys = None,
-    ) -> list[int]:
-        """Store many jobs, each as enqueue() would with these options, and return their ids
-        in the order given: one round trip per chunk of rows, and one wake-up per type.
-
-        Every job is checked before any is written. Without `connection` all are written in
-        one transaction; with it, on the application's connection and in its transaction.
-        `unique_key`: a function giving each job's key (or None), or a key (or None) per
-        job; each keyed job is stored as enqueue(unique_key=...) stores it.
-        """
-        options = Options.of(type, Schedule.of(delay, scheduled_at, deadline), retry, priority)
-        given = list(jobs)
-        rows = new_jobs(self.codec, given, unique_keys(unique_key, given), options)
+    def _add_many(self, rows: list[NewJob], connection: Any) -> list[int]:
         if not rows:
             return []
         return self._publish("enqueue_many", connection, rows, self.backend.add_many)
@@ -186,14 +127,13 @@ class Queue(BatchConsuming, Waiting):
         rows: list[NewJob],
         add: Callable[[list[NewJob], Any], list[int]],
     ) -> list[int]:
-        """Write the rows with `add` (see _write), traced as one publication when tracing is
-        on: each row then carries the context of its enqueue's span."""
-
-        def write(context: Mapping[str, str]) -> list[int]:
-            stored = traced(rows, context)
-            return self._write(what, connection, lambda target: add(stored, target))
-
-        return tracing.publish(rows, write)
+        """Write the rows with `add` (see _write) in their enqueue's span, which each row's
+        trace context names while tracing is on."""
+        with tracing.publishing(rows) as publication:
+            stored = traced(rows, publication.context)
+            ids = self._write(what, connection, lambda target: add(stored, target))
+            publication.stored(ids)
+            return ids
 
     def _write(self, what: str, connection: Any, write: Callable[[Any], T]) -> T:
         """Run `write` on the connection enqueue's `connection=` names, None meaning a

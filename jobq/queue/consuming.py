@@ -15,7 +15,7 @@ from ..backends.rows import Renewal
 from ..codec import Codec
 from ..errors import Unacknowledged
 from ..hooks import JobHooks
-from ..job import check_type_name
+from ..job import Job, check_type_name
 from ..listener import Listener
 from ..outcomes import (
     CANCELLED_WHILE_RUNNING,
@@ -29,7 +29,7 @@ from ..outcomes import (
 from ..records import ClaimedJob, Outcome, Status
 from ..results import encode_result, error_class
 from . import maintenance
-from .progress import reporting
+from .progress import flush
 from .running import runner, running, running_on, worker_id
 
 log = logging.getLogger("jobq")
@@ -39,6 +39,52 @@ Types = str | Iterable[str] | None
 
 def never() -> bool:
     return False
+
+
+class Handling:
+    """The frame around an attempt's code, in whichever thread or task runs it: there,
+    current_claim() and cancel_requested() answer for this attempt; begin() runs the
+    before_job hooks; an Exception from the code is logged and kept as `error`, which fails
+    the attempt; anything else (SystemExit, a task's CancelledError) goes through. The
+    attempt's last progress is written as it leaves, before its outcome is."""
+
+    def __init__(
+        self, claim: ClaimedJob, backend: Backend, hooks: JobHooks | None, codec: Codec
+    ) -> None:
+        self.claim = claim
+        self.backend = backend
+        self.hooks = hooks
+        self.codec = codec
+        self.error: Exception | None = None
+        self.result: str | None = None
+
+    def __enter__(self) -> Handling:
+        self.tokens = running.set(self.claim), running_on.set(self.backend)
+        return self
+
+    def begin(self) -> None:
+        if self.hooks is not None:
+            self.hooks.before_job(self.claim)
+
+    def returned(self, value: object) -> None:
+        """Keep what handle() returned, encoded: a value that cannot be stored raises here,
+        inside the frame, and fails the attempt."""
+        self.result = encode_result(self.codec, value)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: object
+    ) -> bool:
+        flush()
+        running.reset(self.tokens[0])
+        running_on.reset(self.tokens[1])
+        if not isinstance(error, Exception):
+            return False
+        claim = self.claim
+        log.warning(
+            "Job %d failed: %s", claim.id, printable(error), extra=job_extra(claim, "failed")
+        )
+        self.error = error
+        return True
 
 
 def type_list(types: Types) -> tuple[str, ...]:
@@ -165,34 +211,44 @@ class Consuming:
             return ran
 
     def _run_traced(self, claim: ClaimedJob, span: tracing.AttemptSpan) -> Outcome | ClaimedJob:
+        job = self._startable(claim)
+        if not isinstance(job, Job):
+            return self._failed(claim, job, span)
+        try:
+            handling = self._handled(claim, job)
+        except BaseException as escaped:
+            self._failed(claim, escaped, span)
+            raise
+        if handling.error is not None:
+            return self._failed(claim, handling.error, span)
+        self.listener.on_settling(claim)
+        return claim.completed(handling.result)
+
+    def _startable(self, claim: ClaimedJob) -> Job | Exception | str:
+        """Decode the job and check its lease: the job to run, or why its attempt fails."""
         try:
             job = self.codec.decode(claim.class_name, claim.payload)
         except Exception as error:
             log.error("Could not decode job: %s", error, extra=job_extra(claim, "decode_failed"))
-            return self._failed(claim, error, span)
+            return error
         log.info("Running job %d", claim.id, extra=job_extra(claim, "running"))
         self.listener.on_claimed(claim)
         if time.monotonic() >= claim.expires_monotonic:
             log.warning(LEASE_EXPIRED_BEFORE_START, extra=job_extra(claim, "lease_expired"))
-            return self._failed(claim, LEASE_EXPIRED_BEFORE_START, span)
-        token, on = running.set(claim), running_on.set(self.backend)
-        try:
-            if self.hooks is not None:
-                self.hooks.before_job(claim)
-            result = encode_result(self.codec, reporting(job.handle))
-        except Exception as error:
-            log.warning(
-                "Job %d failed: %s", claim.id, printable(error), extra=job_extra(claim, "failed")
-            )
-            return self._failed(claim, error, span)
-        except BaseException as error:
-            self._failed(claim, error, span)
-            raise
-        finally:
-            running.reset(token)
-            running_on.reset(on)
-        self.listener.on_settling(claim)
-        return claim.completed(result)
+            return LEASE_EXPIRED_BEFORE_START
+        return job
+
+    def _handled(self, claim: ClaimedJob, job: Job, backend: Backend | None = None) -> Handling:
+        """The before_job hooks and handle(), its result kept or its error."""
+        with self._handling(claim, backend) as handling:
+            handling.begin()
+            handling.returned(job.handle())
+        return handling
+
+    def _handling(self, claim: ClaimedJob, backend: Backend | None = None) -> Handling:
+        """The frame of an attempt's code, sync or async: see Handling. Its progress and
+        checkpoints are written through `backend` (the queue's own by default)."""
+        return Handling(claim, backend or self.backend, self.hooks, self.codec)
 
     def _failed(
         self, claim: ClaimedJob, error: BaseException | str, span: tracing.AttemptSpan
@@ -211,7 +267,7 @@ class Consuming:
         """Record, on this queue's connection, an outcome another connection could not."""
         claim, error = unacknowledged.claim, unacknowledged.error
         if error is None:
-            outcome = self._complete(claim)
+            outcome = self._complete(claim, sent_before=True)
         else:
             outcome = FAILURE_OUTCOMES[self._settle_failure(claim, error)]
         self.listener.on_settled(claim, outcome)
@@ -220,12 +276,12 @@ class Consuming:
     def complete(self, claim: ClaimedJob) -> bool:
         return self._complete(claim) is Outcome.COMPLETED
 
-    def _complete(self, claim: ClaimedJob) -> Outcome:
+    def _complete(self, claim: ClaimedJob, sent_before: bool = False) -> Outcome:
         backend = self._consumer("complete")
         done = backend.retrying(
             "complete", lambda: backend.complete(claim.id, claim.token, claim.result)
         )
-        return self._completed(claim, done)
+        return self._completed(claim, done, sent_before)
 
     def complete_and_claim(
         self, claim: ClaimedJob, type: Types = None
@@ -251,10 +307,13 @@ class Consuming:
         )
         return self._completed(claim, done), next_claim
 
-    def _completed(self, claim: ClaimedJob, done: bool) -> Outcome:
+    def _completed(self, claim: ClaimedJob, done: bool, sent_before: bool = False) -> Outcome:
         """Log and tell the listener how a completion went. A completion refused because the
-        job was cancelled as it ran ends the job cancelled: the cancel committed first."""
-        if done:
+        job was cancelled as it ran ends the job cancelled: the cancel committed first. One
+        `sent_before` on a connection that failed, and refused now because it had landed
+        then (its reply lost in a failover), ends it completed."""
+        landed = sent_before and self.backend.completed_by(claim.id, claim.attempt, runner().worker)
+        if done or landed:
             log.info("Job %d completed", claim.id, extra=job_extra(claim, "completed"))
             self.listener.on_completed(claim)
             return Outcome.COMPLETED

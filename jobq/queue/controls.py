@@ -14,6 +14,7 @@ from typing import Protocol
 
 from ..backends.base import Backend
 from ..backends.controls import RETRYABLE
+from ..backends.steps import Steps, done
 from ..job import check_type_name, registered_types
 from ..records import JobRecord, Status
 
@@ -42,6 +43,17 @@ def jobs(
     limit: int,
     before_id: int | None,
 ) -> list[JobRecord]:
+    return backend.run(jobs_steps(backend, status, job_type, limit, before_id))
+
+
+def jobs_steps(
+    backend: Backend,
+    status: Status | str | None,
+    job_type: str | None,
+    limit: int,
+    before_id: int | None,
+) -> Steps[list[JobRecord]]:
+    """The listing, its arguments checked when it is made (before any statement runs)."""
     chosen = None
     if status is not None:
         if status not in set(Status):
@@ -54,15 +66,27 @@ def jobs(
         raise ValueError(f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
     if before_id is not None and not is_id(before_id):
         raise ValueError(f"before_id must be a job id (a positive int), got {before_id!r}")
-    return backend.jobs(chosen, job_type, limit, before_id)
+    return backend.jobs_steps(chosen, job_type, limit, before_id)
+
+
+# Each control is made as its statements (see backends/steps.py), its input checked as it is
+# made; Queue runs them here, AsyncQueue on its async driver.
 
 
 def cancel(backend: Backend, job_id: int) -> bool:
-    return is_id(job_id) and backend.retrying("cancel", lambda: backend.cancel(job_id))
+    return backend.retrying("cancel", lambda: backend.run(cancel_steps(backend, job_id)))
+
+
+def cancel_steps(backend: Backend, job_id: int) -> Steps[bool]:
+    return backend.cancel_steps(job_id) if is_id(job_id) else done(False)
 
 
 def retry(backend: Backend, job_id: int) -> bool:
-    return is_id(job_id) and backend.retrying("retry", lambda: backend.retry(job_id))
+    return backend.retrying("retry", lambda: backend.run(retry_steps(backend, job_id)))
+
+
+def retry_steps(backend: Backend, job_id: int) -> Steps[bool]:
+    return backend.retry_steps(job_id) if is_id(job_id) else done(False)
 
 
 class Holders(Protocol):
@@ -94,16 +118,29 @@ def why_not_retried(job_id: object, record: JobRecord | None, queue: Holders | N
 
 
 def pause(backend: Backend, job_type: str) -> bool:
+    return backend.retrying("pause", lambda: backend.run(pause_steps(backend, job_type)))
+
+
+def pause_steps(backend: Backend, job_type: str) -> Steps[bool]:
     check_type_name(job_type)
-    return backend.retrying("pause", lambda: backend.pause(job_type))
+    return backend.pause_steps(job_type)
 
 
 def knows_type(backend: Backend, job_type: str) -> bool:
-    if job_type in registered_types():
+    return backend.run(knows_type_steps(backend, job_type))
+
+
+def knows_type_steps(backend: Backend, job_type: str) -> Steps[bool]:
+    listing = jobs_steps(backend, None, job_type, 1, None)
+    if job_type in registered_types() or (yield from listing):
         return True
-    return bool(jobs(backend, None, job_type, 1, None)) or job_type in backend.paused()
+    return job_type in (yield from backend.paused_steps())
 
 
 def resume(backend: Backend, job_type: str) -> bool:
+    return backend.retrying("resume", lambda: backend.run(resume_steps(backend, job_type)))
+
+
+def resume_steps(backend: Backend, job_type: str) -> Steps[bool]:
     check_type_name(job_type)
-    return backend.retrying("resume", lambda: backend.resume(job_type))
+    return backend.resume_steps(job_type)

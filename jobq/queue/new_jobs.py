@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from ..backends.rows import NewJob
 from ..codec import Codec
 from ..job import Job, check_runnable_elsewhere, check_type_name
+from ..limits import concurrency_of
 from ..retry import MAX_DELAY, RetryPolicy
 from .controls import checked_priority
 from .unique_keys import check_unique_key
@@ -96,7 +97,7 @@ def new_jobs(
 
 
 def traced(rows: list[NewJob], context: Mapping[str, str]) -> list[NewJob]:
-    """The rows carrying the trace context of the enqueue that stores them (tracing.publish),
+    """The rows carrying the trace context of the enqueue that stores them (tracing.publishing),
     or the rows themselves when it has none."""
     if not context:
         return rows
@@ -114,6 +115,7 @@ def new_job(codec: Codec, job: Job, options: Options, unique_key: str | None = N
     policy = options.retry or job.retry or DEFAULT_RETRY
     if not isinstance(policy, RetryPolicy):
         raise TypeError(f"retry must be a jobq.RetryPolicy, got {policy!r}")
+    limit = concurrency_of(job)
     class_name, payload = codec.encode(job)
     size = len(payload) if payload.isascii() else len(payload.encode("utf-8", "surrogatepass"))
     if size > MAX_PAYLOAD_BYTES:
@@ -133,4 +135,5 @@ def new_job(codec: Codec, job: Job, options: Options, unique_key: str | None = N
         deadline_in=options.when.deadline_in,
         priority=options.priority,
         unique_key=check_unique_key(unique_key),
+        limit_key=None if limit is None else limit.key_of(job),
     )

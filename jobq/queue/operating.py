@@ -25,11 +25,37 @@ def check_minutes(minutes: object) -> int:
     return minutes
 
 
+def totals(counts: dict[tuple[str, Status], int]) -> dict[str, int]:
+    """{status: number of jobs} from the backend's counts by (type, status)."""
+    found: dict[str, int] = {}
+    for (_, status), n in counts.items():
+        found[str(status)] = found.get(str(status), 0) + n
+    return found
+
+
+def per_minute(by_age: dict[int, int], minutes: int) -> list[int]:
+    """The backend's completions by minutes ago as a list, oldest first."""
+    return [by_age.get(ago, 0) for ago in reversed(range(minutes))]
+
+
 def by_type(counts: dict[tuple[str, Status], int]) -> dict[str, dict[str, int]]:
     table: dict[str, dict[str, int]] = {}
     for (name, status), n in counts.items():
         table.setdefault(name, {})[str(status)] = n
     return table
+
+
+def decoded(codec: Codec, record: JobRecord) -> JobRecord:
+    """The record with its result decoded by the queue's codec (the backend reads it as
+    stored), for Queue and AsyncQueue alike; a result the codec cannot decode stays the text
+    it is."""
+    if record.result is None:
+        return record
+    try:
+        result = decode_result(codec, record.result)
+    except Exception:
+        return record
+    return dataclasses.replace(record, result=result)
 
 
 class Operating:
@@ -39,24 +65,13 @@ class Operating:
     backend: Backend
     codec: Codec
 
-    def _decoded(self, record: JobRecord) -> JobRecord:
-        """The record with its result decoded by this queue's codec (the backend reads it as
-        stored); a result this codec cannot decode stays the text it is."""
-        if record.result is None:
-            return record
-        try:
-            result = decode_result(self.codec, record.result)
-        except Exception:
-            return record
-        return dataclasses.replace(record, result=result)
-
     def _depth(self) -> dict[tuple[str, str], int]:
         """{(type, status): number of jobs}, for the supervisor's metrics."""
         return {(name, str(status)): n for (name, status), n in self.backend.counts(None).items()}
 
     def get(self, job_id: int) -> JobRecord | None:
         record = self.backend.get(job_id)
-        return None if record is None else self._decoded(record)
+        return None if record is None else decoded(self.codec, record)
 
     # -- operating (the rules are in controls.py) ---------------------------------------------
 
@@ -70,7 +85,7 @@ class Operating:
         """Jobs newest first, of one status and type if given; the next page starts below
         the last id of this one (before_id)."""
         return [
-            self._decoded(record)
+            decoded(self.codec, record)
             for record in controls.jobs(self.backend, status, type, limit, before_id)
         ]
 
@@ -109,10 +124,7 @@ class Operating:
 
     def counts(self, type: str | None = None) -> dict[str, int]:
         """{status: number of jobs}, of one type or of all."""
-        totals: dict[str, int] = {}
-        for (_, status), n in self.backend.counts(type).items():
-            totals[str(status)] = totals.get(str(status), 0) + n
-        return totals
+        return totals(self.backend.counts(type))
 
     def oldest_ready(self) -> dict[str, float]:
         """{type: seconds the oldest ready job of that type has been waiting}."""
@@ -121,8 +133,7 @@ class Operating:
     def completions_per_minute(self, minutes: int = 60) -> list[int]:
         """Jobs completed in each of the last `minutes` minutes by the database's clock,
         oldest first: the last entry is the minute now ending."""
-        by_age = self.backend.completions(check_minutes(minutes))
-        return [by_age.get(ago, 0) for ago in reversed(range(minutes))]
+        return per_minute(self.backend.completions(check_minutes(minutes)), minutes)
 
     def recent_counts_by_type(self, minutes: int = 60) -> dict[str, dict[str, int]]:
         """{type: {status: number of jobs}}: every pending and in_progress job, and of the

@@ -7,10 +7,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from ..attempt_log import NOTE_LIMIT, Progress
 from ..backends.base import Backend
@@ -20,7 +19,6 @@ from .running import running, running_on
 
 log = logging.getLogger("jobq")
 
-T = TypeVar("T")
 
 # At most one progress write per attempt this often (seconds): a call in a tight loop only
 # keeps its value in memory, for the next write or the last one before the outcome.
@@ -96,17 +94,9 @@ def write(state: Reported, claim: ClaimedJob, backend: Backend) -> None:
         )
 
 
-def reporting(handle: Callable[[], T]) -> T:
-    """handle(), with the attempt's last progress written once it returns or raises, before
-    its outcome is."""
-    try:
-        return handle()
-    finally:
-        flush()
-
-
 def flush() -> None:
-    """Write the running attempt's pending progress. A failure is logged: the outcome,
+    """Write the running attempt's pending progress, once its handle() returned or raised.
+    A failure is logged: the outcome,
     recorded next, matters more."""
     state, claim, backend = reported.get(), running.get(), running_on.get()
     reported.set(None)

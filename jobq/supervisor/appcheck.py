@@ -30,6 +30,7 @@ import socket
 from collections.abc import Callable
 from types import FrameType
 
+from .. import backends
 from ..app import load_app
 from ..errors import ConfigurationError, NoSchema
 from ..job import registered_types
@@ -88,6 +89,7 @@ def prepare_database(dsn: str, migrate: bool) -> bool:
             log.info("--migrate: %s", schema.migrate(dsn), extra={"event": "migrated"})
         else:
             schema.require(dsn)
+        warn_of_failover_risk(dsn)
         return True
     except NoSchema as error:
         raise NoSchema(f"{error}, or start with --migrate") from None
@@ -102,6 +104,28 @@ def prepare_database(dsn: str, migrate: bool) -> bool:
         return False
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def warn_of_failover_risk(dsn: str) -> None:
+    """Say so at start when the database replicates asynchronously: across a failover,
+    jobq's promise holds on synchronous replication only (see docs/guides/failover.md)."""
+    try:
+        backend = backends.connect(dsn, create=False)
+        try:
+            risk = backend.failover_risk()
+        finally:
+            backend.close()
+    except Exception as error:
+        log.debug("Could not read the database's replication settings: %s", error)
+        return
+    if risk is not None:
+        log.warning(
+            "The database may lose commits in a failover: %s. A standby promoted then can lack "
+            "leases, claims and acknowledgements, and two attempts of one job could overlap; "
+            "jobq's promise across a failover needs synchronous replication",
+            risk,
+            extra={"event": "failover_risk"},
+        )
 
 
 def too_slow(signum: int, frame: FrameType | None) -> None:

@@ -58,6 +58,7 @@ class SupervisorConfig:
     max_jobs_per_child: int | None = declared("max_jobs_per_child")
     max_memory_per_child: float | None = declared("max_memory_per_child")
     prefetch: int | None = declared("prefetch")
+    concurrency: int = declared("concurrency")
     poll_interval: float = declared("poll_interval")
     maintenance_interval: float = declared("maintenance_interval")
     metrics_address: str = declared("metrics_address")
@@ -117,4 +118,5 @@ class SupervisorConfig:
             app=self.app,
             listen_dsn=self.listen_dsn,
             prefetch=self.prefetch,
+            concurrency=self.concurrency,
         )

@@ -289,15 +289,23 @@ class Helpers:
                 else:
                     self.on_housekeeping(message)
 
+    def saw_database(self, problem: str | None) -> None:
+        """What the last of the helpers' database work found (None: it worked), for /readyz:
+        whichever helper reached the database last, so a failover's end shows as soon as
+        the renewer or the housekeeper works on the new primary."""
+        self.database_problem = problem
+        self.database_seen |= problem is None
+
     def on_housekeeping(self, message: protocol.Message) -> None:
         metrics = self.shared.metrics
         if isinstance(message, protocol.Maintained):
-            self.database_problem = message.error
-            self.database_seen |= message.error is None
+            self.saw_database(message.error)
             if message.counts is not None:
                 metrics.on_maintained(message.counts)
         elif isinstance(message, protocol.Depth):
-            metrics.on_depth(message.counts, message.oldest, time.monotonic(), message.paused)
+            metrics.on_depth(
+                message.counts, message.oldest, time.monotonic(), message.paused, message.limits
+            )
             self.depth_read()
         elif isinstance(message, protocol.Settled):
             metrics.failed.labels(message.type, message.outcome).inc()

@@ -30,6 +30,11 @@ log = logging.getLogger("jobq")
 
 # The master's messages that ask for work; any other one (drain) ends the housekeeper.
 WORK = protocol.FailAttempt | protocol.LeftBehind | protocol.MeasureDepth
+# After a failed maintenance run the next comes this soon, doubling up to the interval: the
+# master's /readyz learns from these runs that the database is back (after a failover, a
+# whole interval later was 9 s of a node not ready while its workers already worked).
+FIRST_RETRY = 0.5
+MAX_RETRY = 2.0
 
 
 def serve(
@@ -53,6 +58,7 @@ def serve(
     # Since this process watches the schedules, across its reconnections (see run_schedules).
     watch = Watch()
     next_maintenance = time.monotonic()
+    retry = FIRST_RETRY
     next_schedule = time.monotonic() if schedules else float("inf")
     while True:
         wait = max(0.0, min(next_maintenance, next_schedule) - time.monotonic())
@@ -81,6 +87,7 @@ def serve(
                 answer(connection, sock, message)
             else:
                 maintain(connection, sock, metrics)
+                retry = FIRST_RETRY
         except Exception as error:
             # Maintenance recovers whatever could not be failed here, after the lease.
             log.error("Supervisor database work failed: %s", error, extra={"event": "db_error"})
@@ -88,6 +95,8 @@ def serve(
             connection = None
             if message is None and not scheduling:
                 wire.send(sock, protocol.Maintained(None, f"{type(error).__name__}: {error}"))
+                next_maintenance = time.monotonic() + min(retry, MAX_RETRY, interval)
+                retry *= 2
         if isinstance(message, protocol.FailAttempt | protocol.LeftBehind):
             wire.send(sock, protocol.Done())
     close_quietly(connection)
@@ -130,13 +139,11 @@ def answer(connection: Queue, sock: socket.socket, message: object) -> None:
 
 def settle_left_behind(connection: Queue, message: protocol.LeftBehind) -> protocol.Released:
     """Acknowledge a dead worker's completed attempts, then release every other attempt it
-    holds but the one it ran: what it claimed and never started, reported or not."""
+    holds but those it ran: what it claimed and never started, reported or not."""
     claims = [each.claim() for each in message.completed]
     if claims:
         connection.complete_many_and_claim(claims, 0)
-    keep = {claim.id for claim in claims}
-    if message.running is not None:
-        keep.add(message.running)
+    keep = {claim.id for claim in claims} | set(message.running)
     return protocol.Released(connection.release_left_behind(message.worker, keep))
 
 
@@ -163,4 +170,5 @@ def depth(connection: Queue) -> protocol.Depth:
         [(name, status, n) for (name, status), n in counts.items()],
         connection.oldest_ready(),
         tuple(sorted(connection.paused())),
+        tuple((row.type, row.name, row.in_use, row.blocked) for row in connection.limits()),
     )

@@ -22,7 +22,7 @@ from .. import logs, protocol, wire
 from ..backends import SCHEMES
 from ..dsn import scheme_of
 from ..outcomes import job_extra
-from . import appcheck
+from . import appcheck, settlement
 from .config import SupervisorConfig
 from .endpoint import Endpoint
 from .forking import adopt_orphans
@@ -180,9 +180,11 @@ class Master:
         if isinstance(message, protocol.Ready):
             self.pool.on_ready(worker)
         elif isinstance(message, protocol.Claimed):
-            self.on_claimed(worker, message.attempts)
+            self.on_claimed(worker, message.attempts, message.at_once)
         elif isinstance(message, protocol.Started):
             self.on_started(worker, message.id)
+        elif isinstance(message, protocol.Settling):
+            worker.settling(message.ids, time.monotonic())
         elif isinstance(message, protocol.Finished):
             now = time.monotonic()
             for job_id, outcome in message.outcomes:
@@ -192,13 +194,15 @@ class Master:
                     self.metrics.on_finished(lease.claim.type, outcome, seconds)
                 worker.jobs += 1
             if message.then:
-                self.on_claimed(worker, message.then)
+                self.on_claimed(worker, message.then, message.at_once)
         elif isinstance(message, protocol.Releasing):
             for lease in worker.released(message.ids):
                 self.metrics.on_released(lease.claim.type)
 
-    def on_claimed(self, worker: WorkerProcess, attempts: list[protocol.Attempt]) -> None:
-        worker.claimed(attempts, time.monotonic())
+    def on_claimed(
+        self, worker: WorkerProcess, attempts: list[protocol.Attempt], at_once: bool
+    ) -> None:
+        worker.claimed(attempts, time.monotonic(), at_once)
         for each in attempts:
             self.metrics.on_claimed(each.type)
 
@@ -208,7 +212,7 @@ class Master:
         now = time.monotonic()
         lease = worker.started(job_id, now)
         if lease is not None:
-            worker.slot.master.write(lease.held_as(worker.pid))
+            worker.vouch(lease)
         elif job_id in worker.lost and worker.stop_reason is None:
             self.pool.stop(worker, StopReason.LOST, now, at_once=True)  # killed, then said
             log.error(
@@ -248,11 +252,12 @@ class Master:
                 self.selector.unregister(worker.process.sock)
         running = self.shared.phase is Phase.RUNNING
         how, gone = self.pool.bury(worker, running)
-        failure = (
-            None if worker.lease is None else self.pool.orphaned(worker, how if gone else None)
-        )
+        failures = [
+            settlement.orphaned(worker, lease, how if gone else None, self.shared)
+            for lease in worker.running.values()
+        ]
         # Held for a housekeeper that is missing or being replaced: the next one does them.
-        for settling in (failure, self.pool.left_behind(worker)):
+        for settling in (*failures, settlement.left_behind(worker)):
             if settling is not None:
                 self.helpers.tell(Helper.HOUSEKEEPER, settling)
         if self.pool.crash_looping(worker, how, running):
@@ -267,6 +272,9 @@ class Master:
             return
         if self.renewals.timed_out(now):
             # Its connection may never answer: replace the renewer, then retry.
+            self.helpers.saw_database(
+                f"lease renewal timed out after {self.config.renew_timeout:g} s"
+            )
             self.helpers.replace(Helper.RENEWER)
             return
         request = self.renewals.start(now, self.pool.held())
@@ -274,12 +282,14 @@ class Master:
             self.helpers.tell(Helper.RENEWER, request)  # or to the renewer started again
 
     def on_renewed(self, result: protocol.Renewed) -> None:
+        if self.renewals.round is not None and result.round == self.renewals.round.id:
+            self.helpers.saw_database(result.error)
         answer = self.renewals.answered(result, self.pool.children)
         if answer is None:
             return
         lost = sum(self.lost(missed) for missed in answer.missed)
-        for worker in answer.cancelled:
-            self.pool.cancel(worker, time.monotonic())
+        for worker, lease in answer.cancelled:
+            self.pool.cancel(worker, lease, time.monotonic())
         seconds = time.monotonic() - answer.round.sent
         self.metrics.on_round(seconds, answer.extended, lost)
 
@@ -298,7 +308,7 @@ class Master:
             del worker.queued[missed.job_id]
             worker.lost.add(missed.job_id)
             return False
-        lease = worker.lease
+        lease = worker.running.get(missed.job_id)
         if lease is None or lease.claim.token != missed.token or settling:
             return False
         self.pool.stop(worker, StopReason.LOST, time.monotonic(), at_once=True)

@@ -50,6 +50,8 @@ class QueueDepth(Collector):
         self.counts: dict[tuple[str, str], int] = {}
         self.oldest: dict[str, float] = {}
         self.paused: set[str] = set()
+        # (type, limit, slots in use, jobs blocked): per type, never per key, so bounded.
+        self.limits: tuple[tuple[str, str, int, int], ...] = ()
         self.read_at = float("-inf")  # monotonic: when the last figures arrived
         self.asked_at = float("-inf")
 
@@ -59,10 +61,12 @@ class QueueDepth(Collector):
         oldest: dict[str, float],
         now: float,
         paused: Iterable[str] = (),
+        limits: Iterable[tuple[str, str, int, int]] = (),
     ) -> None:
         self.counts = {(name, status): n for name, status, n in counts}
         self.oldest = dict(oldest)
         self.paused = set(paused)
+        self.limits = tuple(limits)
         self.read_at = now
 
     def stale(self, now: float) -> bool:
@@ -101,6 +105,23 @@ class QueueDepth(Collector):
         for name in sorted(types | self.paused):
             paused.add_metric([name], 1.0 if name in self.paused else 0.0)
         yield paused
+        yield from self.collect_limits()
+
+    def collect_limits(self) -> Iterator[Metric]:
+        in_use = GaugeMetricFamily(
+            "jobq_limit_slots_in_use",
+            "Attempts holding a slot of a concurrency limit (in progress, lease live), all "
+            "keys of the type together",
+            labels=["type", "limit"],
+        )
+        blocked = GaugeMetricFamily(
+            "jobq_jobs_blocked", "Pending jobs waiting for a concurrency slot", labels=["type"]
+        )
+        for name, limit, slots, waiting in sorted(self.limits):
+            in_use.add_metric([name, limit], slots)
+            blocked.add_metric([name], waiting)
+        yield in_use
+        yield blocked
 
 
 @dataclass(frozen=True)
@@ -193,6 +214,13 @@ class Metrics:
         self.workers = Gauge(
             "jobq_workers", "Worker processes by state: busy or idle", ["state"], registry=registry
         )
+        self.slots = Gauge(
+            "jobq_worker_slots",
+            "Attempts the ready workers run (busy) and could run besides (free): --concurrency "
+            "slots each",
+            ["state"],
+            registry=registry,
+        )
         self.memory = Gauge(
             "jobq_worker_memory_bytes",
             "Resident memory of the workers: the largest one (max) and all together (sum)",
@@ -226,6 +254,8 @@ class Metrics:
         )
         for state in COUNTED_STATES:
             self.workers.labels(state)
+        for taken in ("busy", "free"):
+            self.slots.labels(taken)
         for result in ("extended", "lost", "error"):
             self.renewals.labels(result)
         for reason in StopReason:
@@ -293,13 +323,19 @@ class Metrics:
         oldest: dict[str, float],
         now: float,
         paused: Iterable[str] = (),
+        limits: Iterable[tuple[str, str, int, int]] = (),
     ) -> None:
-        self.depth.update(counts, oldest, now, paused)
+        self.depth.update(counts, oldest, now, paused, limits)
         for name, _, _ in counts:
             self.know_type(name)
 
-    def on_workers(self, states: Mapping[WorkerState, int], rss: list[int]) -> None:
+    def on_workers(
+        self, states: Mapping[WorkerState, int], rss: list[int], slots: tuple[int, int]
+    ) -> None:
+        """Workers by state, their memory, and their (busy, free) slots."""
         for state in COUNTED_STATES:
             self.workers.labels(state).set(states.get(state, 0))
+        self.slots.labels("busy").set(slots[0])
+        self.slots.labels("free").set(slots[1])
         self.memory.labels("max").set(max(rss, default=0))
         self.memory.labels("sum").set(sum(rss))

@@ -17,12 +17,12 @@ import psutil
 from .. import lease_clock, protocol
 from ..outcomes import job_extra
 from ..queue.running import new_worker_id
-from ..worker import child
+from ..worker import child, kinds
 from ..worker.fence import FenceTable
 from ..worker.mark import SettlingMark
 from .forking import fork
 from .shared import Shared
-from .states import LEFT_TO_MAINTENANCE, StopReason
+from .states import StopReason
 from .workers import Lease, WorkerProcess
 
 log = logging.getLogger("jobq")
@@ -30,18 +30,11 @@ log = logging.getLogger("jobq")
 # This many children in a row exiting before they were ready is a crash loop.
 CRASH_LOOP_LIMIT = 5
 MAX_SPAWN_BACKOFF = 10.0
-# Rows of the fence table: the most workers one supervisor runs at once.
-FENCE_SLOTS = 1024
+# Rows of the fence table: the most attempts one supervisor's workers run at once (a worker
+# takes one row per attempt it may run: --concurrency). 128 bytes each.
+FENCE_SLOTS = 8192
 # Exits a worker makes on purpose: they are not restarts in the metrics' sense.
 RECYCLED = {child.EXIT_RECYCLED: None, child.EXIT_MEMORY: StopReason.MEMORY}
-# What an attempt is failed with when its child died, on its own (None) or stopped for a
-# reason of the master's.
-STOP_CAUSES: dict[StopReason | None, str] = {
-    None: "The worker died",
-    StopReason.JOB_TIMEOUT: "Job timed out",
-    StopReason.SHUTDOWN: "Interrupted: the supervisor shut down",
-    StopReason.CANCELLED: "its worker was stopped",
-}
 
 
 # What the log says as the master stops a worker's running attempt: level, text, event.
@@ -112,10 +105,15 @@ class Pool:
         for worker in self.children.values():
             if worker.kill_at is not None and not worker.killed:
                 times.append(worker.kill_at)
-            if worker.lease is not None and worker.stop_reason is None:
-                times.append(self.stop_point(worker.lease))
+            if worker.stop_reason is not None:
+                continue
+            times.extend(deadline for deadline, _ in worker.stopping.values())
+            for lease in worker.running.values():
+                if lease.claim.id in worker.stopping:
+                    continue
+                times.append(self.stop_point(lease))
                 if self.config.job_timeout:
-                    times.append(worker.lease.started + self.config.job_timeout)
+                    times.append(lease.started + self.config.job_timeout)
         if running and self.active_count() < self.target:
             times.append(self.next_spawn_at)
         return min(times)
@@ -194,17 +192,21 @@ class Pool:
         settings = dataclasses.replace(
             self.config.worker_settings(), patient=patient, worker_id=worker_id
         )
-        slot = self.fences.allocate()
-        if slot is None:
-            log.error("Cannot start more than %d workers", FENCE_SLOTS)
+        slots = self.fences.allocate_many(settings.concurrency)
+        if slots is None:
+            log.error("Cannot run more than %d attempts at once", FENCE_SLOTS)
             self.next_spawn_at = time.monotonic() + MAX_SPAWN_BACKOFF
             return
         mark = SettlingMark()
         try:
-            process = fork(lambda sock: child.run(settings, sock, mark, slot), self.shared.let_go)
+            process = fork(
+                lambda sock: child.run(kinds.worker_for(settings, sock, mark, slots)),
+                self.shared.let_go,
+            )
         except OSError as error:
             # EAGAIN under a pids limit: an outage, waited out; the running workers go on.
-            self.fences.release(slot)
+            for slot in slots:
+                self.fences.release(slot)
             mark.close()
             self.fork_failures += 1
             backoff = min(MAX_SPAWN_BACKOFF, 0.1 * 2**self.fork_failures)
@@ -217,7 +219,7 @@ class Pool:
             )
             return
         self.fork_failures = 0
-        worker = WorkerProcess(process, mark, slot, worker_id, self.generation, time.monotonic())
+        worker = WorkerProcess(process, mark, slots, worker_id, self.generation, time.monotonic())
         self.children[process.pid] = worker
         self.shared.selector.register(process.sock, selectors.EVENT_READ, worker)
         log.info(
@@ -237,33 +239,75 @@ class Pool:
         """Stop every worker whose lease cannot be renewed in time or whose job ran too long,
         and kill those whose kill grace ran out."""
         for worker in list(self.children.values()):
-            lease = worker.lease
-            if lease is not None and worker.stop_reason is None:
+            for lease in list(worker.running.values()):
+                if worker.stop_reason is not None:
+                    break
+                stopping = worker.stopping.get(lease.claim.id)
+                if stopping is not None:
+                    # Still running after its kill grace: a thread, or a coroutine that
+                    # swallowed its cancel. Only killing the whole worker stops it.
+                    deadline, reason = stopping
+                    if now >= deadline:
+                        self.stop(worker, reason, now, at_once=True, for_attempt=lease)
+                    continue
                 # Each stop is signalled before it is logged: a log write can block.
                 if now >= self.stop_point(lease):
-                    self.stop_attempt(worker, StopReason.RENEWAL, now)
+                    self.stop_attempt(worker, lease, StopReason.RENEWAL, now)
                 elif self.config.job_timeout and now - lease.started >= self.config.job_timeout:
-                    self.stop_attempt(worker, StopReason.JOB_TIMEOUT, now)
+                    self.stop_attempt(worker, lease, StopReason.JOB_TIMEOUT, now)
             if worker.kill_at is not None and not worker.killed and now >= worker.kill_at:
                 worker.kill()
 
-    def cancel(self, worker: WorkerProcess, now: float) -> None:
+    def cancel(self, worker: WorkerProcess, lease: Lease, now: float) -> None:
         """Stop a worker whose job an operator cancelled, as any fence stops one: SIGTERM to
         its attempt's processes, SIGKILL at the kill grace. Once it is buried, its attempt is
         ended cancelled (the database refuses to settle it otherwise)."""
-        if worker.lease is not None and worker.stop_reason is None:
-            self.stop_attempt(worker, StopReason.CANCELLED, now)
+        stoppable = lease.claim.id in worker.running and lease.claim.id not in worker.stopping
+        if stoppable and worker.stop_reason is None:
+            self.stop_attempt(worker, lease, StopReason.CANCELLED, now)
 
-    def stop_attempt(self, worker: WorkerProcess, reason: StopReason, now: float) -> None:
-        """Stop the attempt a worker runs, saying why."""
-        assert worker.lease is not None
-        claim = worker.lease.claim
-        self.stop(worker, reason, now)
+    def stop_attempt(
+        self, worker: WorkerProcess, lease: Lease, reason: StopReason, now: float
+    ) -> None:
+        """Stop an attempt a worker runs, saying why: the whole worker, with every attempt it
+        runs (a thread cannot be stopped alone)."""
+        claim = lease.claim
+        if self.config.concurrency > 1:
+            self.stop_alone(worker, lease, reason, now)
+        else:
+            self.stop(worker, reason, now, for_attempt=lease)
         level, text, event = STOPPING[reason]  # after the signals: a log write can block
         log.log(level, text, claim.id, worker.pid, extra=job_extra(claim, event))
 
+    def stop_alone(
+        self, worker: WorkerProcess, lease: Lease, reason: StopReason, now: float
+    ) -> None:
+        """Ask a concurrent worker to stop one attempt (a coroutine is cancelled), and kill the
+        whole worker if it still runs after the kill grace, or at its lease's kill point if
+        that comes first."""
+        config = self.config
+        deadline = lease_clock.kill_at(now, config.kill_grace, lease.expires, config.safety_margin)
+        if deadline <= now:
+            self.stop(worker, reason, now, at_once=True, for_attempt=lease)
+            return
+        worker.stopping[lease.claim.id] = (deadline, reason)
+        self.send(worker, protocol.Stop(lease.claim.id, self.stop_cause(reason)))
+
+    def stop_cause(self, reason: StopReason) -> str:
+        """What an attempt stopped alone is failed with."""
+        if reason is StopReason.JOB_TIMEOUT:
+            return f"Job timed out after {self.config.job_timeout:g} s: cancelled"
+        if reason is StopReason.CANCELLED:
+            return "Cancelled while it ran"
+        return "Stopped: its lease could not be renewed in time"
+
     def stop(
-        self, worker: WorkerProcess, reason: StopReason, now: float, at_once: bool = False
+        self,
+        worker: WorkerProcess,
+        reason: StopReason,
+        now: float,
+        at_once: bool = False,
+        for_attempt: Lease | None = None,
     ) -> None:
         """SIGTERM to its whole attempt now, and SIGKILL after the kill grace, or at the
         lease's kill point if that comes first.
@@ -274,8 +318,10 @@ class Pool:
         the next job the worker may have claimed with its acknowledgement. A shutdown's stop
         is the whole worker's, and stays."""
         worker.stop_reason = reason
-        worker.stopped = None if reason is StopReason.SHUTDOWN else worker.lease
-        expires = None if worker.lease is None else worker.lease.expires
+        worker.stopped = None if reason is StopReason.SHUTDOWN else for_attempt or worker.earliest
+        # The kill comes before the earliest kill point of all the attempts it runs.
+        earliest = worker.earliest
+        expires = None if earliest is None else earliest.expires
         config = self.config
         kill_at = lease_clock.kill_at(now, config.kill_grace, expires, config.safety_margin)
         if at_once or kill_at <= now:
@@ -303,7 +349,8 @@ class Pool:
             # The master could not vouch for its lease in time, and was late to say so.
             worker.stop_reason = StopReason.SELF_FENCE
             self.shared.metrics.killed.labels(StopReason.SELF_FENCE).inc()
-        self.fences.release(worker.slot)
+        for slot in worker.slots:
+            self.fences.release(slot)
         status = os.waitpid(worker.pid, 0)[1]
         worker.process.close()
         worker.mark.close()
@@ -345,53 +392,3 @@ class Pool:
         backoff = min(MAX_SPAWN_BACKOFF, 0.1 * 2**self.startup_failures)
         self.next_spawn_at = time.monotonic() + backoff
         return looping
-
-    def orphaned(self, worker: WorkerProcess, how: str | None) -> protocol.FailAttempt | None:
-        """What to fail the attempt of a worker that died holding it with (`how`: None if its
-        processes may still run); None: it is left to maintenance after its lease."""
-        assert worker.lease is not None
-        claim = worker.lease.claim
-        if how is None:
-            self.shared.metrics.unconfirmed.inc()
-            log.error(
-                "Job %d's processes still run after SIGKILL (worker %d)",
-                claim.id,
-                worker.pid,
-                extra=job_extra(claim, "kill_unconfirmed"),
-            )
-        if worker.stop_reason in LEFT_TO_MAINTENANCE or how is None:
-            # Its database was out of reach, or the job is someone else's already.
-            log.warning(
-                "Job %d was left to maintenance after its lease (worker %d stopped: %s)",
-                claim.id,
-                worker.pid,
-                worker.stop_reason,
-                extra=job_extra(claim, "left_to_maintenance"),
-            )
-            return None
-        cause = STOP_CAUSES.get(worker.stop_reason, STOP_CAUSES[None])
-        if worker.stop_reason is StopReason.JOB_TIMEOUT:
-            cause += f" after {self.config.job_timeout:g} s"
-        return protocol.FailAttempt(
-            protocol.Attempt.of(claim), f"{cause} (worker {worker.pid}, {how})"
-        )
-
-    def left_behind(self, worker: WorkerProcess) -> protocol.LeftBehind:
-        """What the housekeeper settles for a dead worker, besides the attempt it ran: it
-        acknowledges the completed attempts (token-guarded, so a crash loses no finished
-        work), and releases at once, uncounted, every other row the worker's id is on, the
-        claims it reported and those it died before reporting."""
-        queued, completed = list(worker.queued), list(worker.completed.values())
-        if queued or completed:
-            log.info(
-                "Worker %d left jobs %s claimed and never started, and jobs %s completed and "
-                "not acknowledged: releasing and acknowledging them",
-                worker.pid,
-                ", ".join(map(str, queued)) or "none",
-                ", ".join(str(lease.claim.id) for lease in completed) or "none",
-                extra={"event": "left_behind", "worker": worker.pid},
-            )
-        running = None if worker.lease is None else worker.lease.claim.id
-        return protocol.LeftBehind(
-            worker.worker_id, [protocol.Attempt.of(lease.claim) for lease in completed], running
-        )

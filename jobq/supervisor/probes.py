@@ -42,7 +42,11 @@ class Probes:
     def scrape(self) -> Response:
         workers = self.pool.children.values()
         metrics = self.shared.metrics
-        metrics.on_workers(collections.Counter(w.state for w in workers), resident_memory(workers))
+        ready = [w for w in workers if w.ready]
+        busy = sum(len(w.running) for w in ready)
+        slots = (busy, sum(len(w.slots) for w in ready) - busy)
+        states = collections.Counter(w.state for w in workers)
+        metrics.on_workers(states, resident_memory(workers), slots)
         return 200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry)
 
     def health(self) -> Response:

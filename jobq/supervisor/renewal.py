@@ -13,7 +13,7 @@ from .. import lease_clock, protocol
 from ..lease_clock import Round
 from .config import SupervisorConfig
 from .metrics import Metrics
-from .workers import WorkerProcess
+from .workers import Lease, WorkerProcess
 
 log = logging.getLogger("jobq")
 
@@ -36,7 +36,7 @@ class Answer:
     round: Round
     extended: int
     missed: list[Missed]
-    cancelled: list[WorkerProcess]
+    cancelled: list[tuple[WorkerProcess, Lease]]
 
 
 class Renewals:
@@ -106,7 +106,8 @@ class Renewals:
             time.monotonic(), self.cycle_start, self.config.renew_interval, True, self.retrying
         )
         extended = set(result.extended)
-        missed, cancelled = [], []
+        missed: list[Missed] = []
+        cancelled: list[tuple[WorkerProcess, Lease]] = []
         for job_id, (pid, token) in done.claims.items():
             worker = children.get(pid)
             lease = None if worker is None else worker.holding(job_id, token)
@@ -114,13 +115,13 @@ class Renewals:
                 continue  # it finished or released that attempt meanwhile
             if job_id in extended:
                 lease.expires = lease_clock.extended(lease.expires, done.sent, self.config.lease)
-                # Only the running attempt is fenced on: a queued one's extension is written
+                # Only running attempts are fenced on: a queued one's extension is written
                 # when it starts, a completed one runs no code. A cancelled queued job is
                 # stopped by the round after it starts; the database keeps it cancelled.
-                if lease is worker.lease:
-                    worker.slot.master.write(lease.held_as(pid))
+                if worker.running.get(job_id) is lease:
+                    worker.vouch(lease)
                     if job_id in result.cancelled:
-                        cancelled.append(worker)
+                        cancelled.append((worker, lease))
             else:
                 missed.append(Missed(worker, job_id, token))
         return Answer(done, len(extended & done.claims.keys()), missed, cancelled)

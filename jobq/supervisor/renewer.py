@@ -6,12 +6,17 @@ connection may be blackholed and never answer) and a new one forked for the retr
 statements are bounded on the server too, to about the renewal timeout: killing the renewer
 does not stop a statement the server already runs, and one that waited for row locks could
 otherwise run on, holding them, long after its round was given up.
+
+A round the database refuses (its server is gone, or is a standby not yet promoted, as
+through a failover) is tried again on a new connection until its timeout is nearly up: a
+primary promoted within that time still gets the round, and the leases live on.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import time
 
 from setproctitle import setproctitle
 
@@ -19,6 +24,11 @@ from .. import protocol, wire
 from ..queue import Queue
 
 log = logging.getLogger("jobq")
+
+# The pause between two tries of one round, and the share of the round's timeout that its
+# tries may start in: the last answer must reach the master before it gives up on the round.
+RETRY_PAUSE = 0.2
+TRYING_SHARE = 0.8
 
 
 def serve(dsn: str, lease: float, timeout: float, sock: socket.socket) -> int:
@@ -28,21 +38,40 @@ def serve(dsn: str, lease: float, timeout: float, sock: socket.socket) -> int:
     connection: Queue | None = None
     while (request := wire.receive(sock)) is not None:
         assert isinstance(request, protocol.Renew)
-        try:
-            if connection is None:
-                connection = Queue.connect(dsn, lease_duration=lease)
-                connection._bound_statements(timeout)
-            renewal = connection._renewal_round([(job, token) for job, token in request.claims])
-            reply = protocol.Renewed(
-                request.round, sorted(renewal.extended), cancelled=tuple(sorted(renewal.cancelled))
-            )
-        except Exception as error:
-            reply = protocol.Renewed(request.round, None, f"{type(error).__name__}: {error}")
-            close_quietly(connection)
-            connection = None
+        reply, connection = renewed(request, connection, dsn, lease, timeout)
         wire.send(sock, reply)
     close_quietly(connection)
     return 0
+
+
+def renewed(
+    request: protocol.Renew, connection: Queue | None, dsn: str, lease: float, timeout: float
+) -> tuple[protocol.Renewed, Queue | None]:
+    """One round's answer, tried until TRYING_SHARE of its timeout is gone; and the
+    connection to use for the next round (None: make a new one)."""
+    deadline = time.monotonic() + timeout * TRYING_SHARE
+    claims = [(job, token) for job, token in request.claims]
+    while True:
+        try:
+            if connection is None:
+                connection = connect(dsn, lease, timeout)
+            renewal = connection._renewal_round(claims)
+        except Exception as error:
+            close_quietly(connection)
+            connection = None
+            if time.monotonic() + RETRY_PAUSE >= deadline:
+                failed = protocol.Renewed(request.round, None, f"{type(error).__name__}: {error}")
+                return failed, None
+            time.sleep(RETRY_PAUSE)
+            continue
+        extended, cancelled = sorted(renewal.extended), tuple(sorted(renewal.cancelled))
+        return protocol.Renewed(request.round, extended, None, cancelled), connection
+
+
+def connect(dsn: str, lease: float, timeout: float) -> Queue:
+    connection = Queue.connect(dsn, lease_duration=lease)
+    connection._bound_statements(timeout)
+    return connection
 
 
 def close_quietly(connection: Queue | None) -> None:

@@ -1,8 +1,8 @@
 """A worker process as the master knows it: its process, its shared memory, and the attempts
-it holds. With --prefetch a worker holds several: the one it runs (the only one fencing is
-about), the ones it claimed with it and has not started, and the ones it completed and has
-not acknowledged yet. The master renews them all, and knows which is which from the worker's
-messages (see protocol.py)."""
+it holds. With --prefetch a worker holds several: the one it runs, the ones it claimed with it
+and has not started, and the ones it completed and has not acknowledged yet. With
+--concurrency N it runs up to N at once. The master renews them all, fences the running ones,
+and knows which is which from the worker's messages (see protocol.py)."""
 
 from __future__ import annotations
 
@@ -42,12 +42,13 @@ class Lease:
 class WorkerProcess:
     process: Forked
     mark: SettlingMark
-    slot: Slot  # its row of the fence table
+    slots: list[Slot]  # its rows of the fence table: one per attempt it may run at once
     worker_id: str  # what every row it claims is marked with (see running.worker_id)
     generation: int
     spawned: float
     ready: bool = False
-    lease: Lease | None = None  # the attempt it runs
+    # The attempts it runs, by job id: at most one, but in a concurrent worker.
+    running: dict[int, Lease] = field(default_factory=dict)
     # Attempts it claimed with that one (--prefetch) and has not started, in order.
     queued: dict[int, Lease] = field(default_factory=dict)
     # Attempts it ran to completion and has not acknowledged yet: it acknowledges them
@@ -59,6 +60,9 @@ class WorkerProcess:
     stop_reason: StopReason | None = None  # set once the master decided to stop it by signal
     kill_at: float | None = None  # when SIGKILL follows the SIGTERM already sent
     stopped: Lease | None = None  # the attempt that SIGTERM stops, if it was for one
+    # Running attempts of a concurrent worker told to stop alone: job id -> (the moment the
+    # whole worker is killed if the attempt still runs then, why it was stopped).
+    stopping: dict[int, tuple[float, StopReason]] = field(default_factory=dict)
     killed: bool = False
     jobs: int = 0
 
@@ -68,7 +72,12 @@ class WorkerProcess:
 
     @property
     def busy(self) -> bool:
-        return self.lease is not None or bool(self.queued) or bool(self.completed)
+        return bool(self.running) or bool(self.queued) or bool(self.completed)
+
+    @property
+    def earliest(self) -> Lease | None:
+        """The running attempt whose lease ends first: the one a stop's kill must precede."""
+        return min(self.running.values(), key=lambda lease: lease.expires, default=None)
 
     @property
     def state(self) -> WorkerState:
@@ -90,56 +99,81 @@ class WorkerProcess:
     def end_attempt(self) -> bool:
         """Once it has exited, but before it is reaped (its pid, its group's id, cannot be
         reused till then): kill what is left of its attempt. Whether that is confirmed gone."""
-        if self.lease is None:
+        if not self.running:
             attempt.kill(self.pid)  # nothing should be left; make sure, cheaply
             return True
         return attempt.kill_and_confirm(self.pid, CONFIRM_KILL)
 
     def fenced_by_keeper(self) -> bool:
-        """Whether the fence keeper killed it for the attempt it held."""
-        if self.lease is None:
-            return False
-        return self.lease.held_as(self.pid).same_attempt(self.slot.keeper.read())
+        """Whether the fence keeper killed it for an attempt it ran."""
+        fenced = [slot.keeper.read() for slot in self.slots]
+        return any(
+            lease.held_as(self.pid).same_attempt(hold)
+            for lease in self.running.values()
+            for hold in fenced
+        )
+
+    def vouch(self, lease: Lease) -> None:
+        """Write the master's best known end of a running attempt's lease into the fence
+        row its worker holds it in (see worker/fence.py)."""
+        held = lease.held_as(self.pid)
+        for slot in self.slots:
+            if held.same_attempt(slot.worker.read()):
+                slot.master.write(held)
+                return
 
     # -- its attempts, as its messages tell them -------------------------------------------
 
     def leases(self) -> Iterator[Lease]:
         """Every attempt the master vouches for: the running one, unless the worker is being
         stopped, and its queued and completed ones, which run no code."""
-        if self.lease is not None and self.stop_reason is None:
-            yield self.lease
+        if self.stop_reason is None:
+            yield from self.running.values()
         yield from self.queued.values()
         yield from self.completed.values()
 
     def holding(self, job_id: int, token: str) -> Lease | None:
         """Its lease of that attempt, if it still holds it."""
-        for lease in (self.lease, self.queued.get(job_id), self.completed.get(job_id)):
+        for lease in (
+            self.running.get(job_id),
+            self.queued.get(job_id),
+            self.completed.get(job_id),
+        ):
             if lease is not None and (lease.claim.id, lease.claim.token) == (job_id, token):
                 return lease
         return None
 
-    def claimed(self, attempts: list[protocol.Attempt], now: float) -> None:
-        """It claimed these: it runs the first now, and queues the others."""
+    def claimed(self, attempts: list[protocol.Attempt], now: float, at_once: bool = False) -> None:
+        """It claimed these: it runs them all now (`at_once`), or the first now and the
+        others in order after it."""
         leases = [Lease(each.claim(), each.expires_monotonic, now) for each in attempts]
-        self.lease = leases[0]
-        self.queued.update((lease.claim.id, lease) for lease in leases[1:])
+        running = leases if at_once else leases[:1]
+        self.running.update((lease.claim.id, lease) for lease in running)
+        self.queued.update((lease.claim.id, lease) for lease in leases[len(running) :])
 
     def started(self, job_id: int, now: float) -> Lease | None:
         """It started a queued attempt: the one it ran before completed (a failed one was
         acknowledged by then). Returns the started attempt's lease, None if it was lost."""
-        if self.lease is not None:
-            self.completed[self.lease.claim.id] = self.lease
-            self.lease.ended = now
-            self.ended(self.lease)
-        self.lease = self.queued.pop(job_id, None)
-        if self.lease is not None:
-            self.lease.started = now
-        return self.lease
+        self.settling(list(self.running), now)
+        lease = self.queued.pop(job_id, None)
+        if lease is not None:
+            lease.started = now
+            self.running[job_id] = lease
+        return lease
+
+    def settling(self, job_ids: list[int], now: float) -> None:
+        """These running attempts' code is done: their outcomes are being recorded."""
+        for job_id in job_ids:
+            lease = self.running.pop(job_id, None)
+            if lease is not None:
+                lease.ended = now
+                self.completed[job_id] = lease
+                self.ended(lease)
 
     def finished(self, job_id: int) -> Lease | None:
         """It acknowledged this attempt: the lease it ends, if the master still had it."""
-        if self.lease is not None and self.lease.claim.id == job_id:
-            lease, self.lease = self.lease, None
+        lease = self.running.pop(job_id, None)
+        if lease is not None:
             self.ended(lease)
             return lease
         return self.completed.pop(job_id, None) or self.queued.pop(job_id, None)
@@ -148,6 +182,7 @@ class WorkerProcess:
         """The attempt of `lease` ended: a stop that was for it is over (its job's own SIGTERM
         handler ended it), and so is the SIGKILL that was to follow. The worker, told to
         drain when stopped, runs at most what it already claimed, then exits."""
+        self.stopping.pop(lease.claim.id, None)
         if lease is self.stopped:
             self.stopped = self.stop_reason = self.kill_at = None
 

@@ -1,5 +1,6 @@
 """Check a run's history against jobq's promise: no job lost, no two attempts of one job
-running at the same time.
+running at the same time, and no more attempts of one concurrency key running at once than
+its limit allows.
 
 The evidence is an append-only journal that jobs write as they run (journal_attempt: one
 line at the start and one at the end of each attempt, which survives a SIGKILL of the
@@ -10,6 +11,7 @@ when their process was last seen alive or first seen gone.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections import defaultdict
@@ -71,6 +73,7 @@ class Attempt:
     start: float  # monotonic
     end: float | None  # monotonic; None when it never said it ended and its exit is unknown
     ended: bool  # it wrote its end itself
+    key: str | None = None  # its concurrency key, as its start line gave it ("key")
 
 
 @dataclass
@@ -82,10 +85,12 @@ class Report:
     lost: list[int] = field(default_factory=list)
     unfinished: list[Attempt] = field(default_factory=list)
     statuses: dict[str, int] = field(default_factory=dict)
+    # (key, when, how many ran) at each moment one key ran more attempts than its limit.
+    crowded: list[tuple[str, float, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.overlaps and not self.lost
+        return not self.overlaps and not self.lost and not self.crowded
 
     def summary(self) -> str:
         lines = [
@@ -95,6 +100,7 @@ class Report:
             f"final statuses: {dict(sorted(self.statuses.items()))}",
             f"overlaps: {len(self.overlaps)}",
             f"lost: {len(self.lost)}",
+            f"over a concurrency limit: {len(self.crowded)}",
         ]
         for first, second in self.overlaps[:10]:
             lines.append(
@@ -103,6 +109,8 @@ class Report:
             )
         if self.lost:
             lines.append(f"  lost jobs: {self.lost[:20]}")
+        for key, when, running in self.crowded[:10]:
+            lines.append(f"  key {key!r}: {running} attempts at once at {when:.3f}")
         return "\n".join(lines)
 
 
@@ -111,17 +119,20 @@ def attempts(entries: Iterable[Mapping[str, Any]], exits: Mapping[int, float]) -
     is known (exits: pid -> the monotonic time it was first seen gone), else never."""
     starts: dict[tuple[int, int, int], float] = {}
     ends: dict[tuple[int, int, int], float] = {}
+    limit_keys: dict[tuple[int, int, int], str] = {}
     for entry in entries:
         key = (int(entry["job"]), int(entry["attempt"]), int(entry["pid"]))
         if entry["event"] == "start":
             starts[key] = float(entry["mono"])
+            if "key" in entry:
+                limit_keys[key] = str(entry["key"])
         elif entry["event"] == "end":
             ends[key] = float(entry["mono"])
     found = []
     for key, start in starts.items():
         job, attempt, pid = key
         end = ends.get(key, exits.get(pid))
-        found.append(Attempt(job, attempt, pid, start, end, key in ends))
+        found.append(Attempt(job, attempt, pid, start, end, key in ends, limit_keys.get(key)))
     return sorted(found, key=lambda a: (a.job, a.start))
 
 
@@ -146,6 +157,32 @@ def overlapping(runs: list[Attempt]) -> list[tuple[Attempt, Attempt]]:
     return pairs
 
 
+def crowded(runs: list[Attempt], limit: int) -> list[tuple[str, float, int]]:
+    """The moments when more than `limit` attempts of one key ran: (key, when, how many).
+
+    An attempt runs from its first start to its last end over all its processes; an open
+    end runs for ever. At one instant an end comes before a start: a slot handed on is not
+    two attempts at once."""
+    spans: dict[tuple[int, int], tuple[str, float, float]] = {}
+    for run in runs:
+        if run.key is None:
+            continue
+        end = math.inf if run.end is None else run.end
+        key, start, last = spans.get((run.job, run.attempt), (run.key, run.start, end))
+        spans[(run.job, run.attempt)] = (key, min(start, run.start), max(last, end))
+    moments: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for key, start, end in spans.values():
+        moments[key] += [(start, 1), (end, -1)]
+    found = []
+    for key, changes in moments.items():
+        running = 0
+        for when, change in sorted(changes):
+            running += change
+            if running > limit:
+                found.append((key, when, running))
+    return found
+
+
 def is_settled(record: JobRecord) -> bool:
     """Completed, cancelled, or finished by its policy: failed with its attempts used up, or
     expired."""
@@ -158,12 +195,15 @@ def check(
     entries: Iterable[Mapping[str, Any]],
     records: Iterable[JobRecord],
     exits: Mapping[int, float] | None = None,
+    limit: int | None = None,
 ) -> Report:
     """The report for a finished run: `records` are the jobs as the database holds them at
-    the end, after everything that was going to run has run."""
+    the end, after everything that was going to run has run. With `limit`, the attempts
+    whose start line gave a concurrency key ("key") are held to that many per key."""
     runs = attempts(entries, exits or {})
     report = Report(attempts_run=len(runs))
     report.overlaps = overlapping(runs)
+    report.crowded = [] if limit is None else crowded(runs, limit)
     report.unfinished = [run for run in runs if not run.ended]
     for record in records:
         report.jobs += 1

@@ -40,6 +40,7 @@ URLS = Map(
         Rule("/jobs/<int:job_id>/cancel", endpoint="cancel", methods=["POST"]),
         Rule("/pause", endpoint="pause", methods=["POST"]),
         Rule("/resume", endpoint="resume", methods=["POST"]),
+        Rule("/limit", endpoint="limit", methods=["POST"]),
     ]
 )
 

@@ -17,6 +17,7 @@ from werkzeug.wrappers import Request, Response
 
 from ..backends.controls import RETRYABLE
 from ..job import check_type_name
+from ..limits import count_from_text
 from ..queue import Queue
 from ..queue.controls import why_not_retried
 from ..records import JobRecord, Status
@@ -34,6 +35,8 @@ REFRESH = 5
 # and charts completions over as many.
 RECENT_MINUTES = 60
 UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS))
+# The overview lists at most this many running jobs under their workers (the newest claimed).
+RUNNING_SHOWN = 200
 
 # What the page a redirect after an action leads to says, by the `done` code it carries (no
 # words come from the address): what the action did when it was taken. The job may have moved
@@ -49,6 +52,8 @@ TYPE_NOTICES = {
     "paused": "Jobs of type {type} are paused: workers claim none until they are resumed.",
     "resumed": "Jobs of type {type} are resumed.",
     "not-paused": "No job has type {type}: it was not paused.",
+    "limit-set": "The concurrency limit of type {type} is changed on every node.",
+    "limit-cleared": "Type {type} is back to the concurrency limit its job class declares.",
 }
 
 
@@ -112,11 +117,23 @@ def overview(page: Page) -> Response:
         table=table,
         oldest=queue.oldest_ready(),
         paused=paused,
+        limits=queue.limits(),
         per_minute=per_minute,
         busiest=max(per_minute),
         unfinished=list(UNFINISHED),
         finished=[str(each) for each in Status if each not in UNFINISHED],
+        workers=by_worker(queue.jobs(Status.IN_PROGRESS, limit=RUNNING_SHOWN)),
     )
+
+
+def by_worker(running: list[JobRecord]) -> list[tuple[str, list[JobRecord]]]:
+    """Running jobs under the worker that runs them (a --concurrency worker runs many), each
+    named by its host, pid and incarnation id, oldest claim first."""
+    workers: dict[str, list[JobRecord]] = {}
+    for record in sorted(running, key=lambda record: record.id):
+        name = f"{record.host or NOTHING}, pid {record.pid or NOTHING}, {record.worker or NOTHING}"
+        workers.setdefault(name, []).append(record)
+    return sorted(workers.items())
 
 
 def schedules(page: Page) -> Response:
@@ -128,7 +145,9 @@ def schedules(page: Page) -> Response:
 def type_notice(args: Mapping[str, str], paused: set[str]) -> str | None:
     """What a pause or resume did, if the type is now as it left it."""
     done, job_type = args.get("done", ""), args.get("type", "")
-    if done not in TYPE_NOTICES or (job_type in paused) != (done == "paused"):
+    if done not in TYPE_NOTICES:
+        return None
+    if done in ("paused", "resumed") and (job_type in paused) != (done == "paused"):
         return None
     return TYPE_NOTICES[done].format(type=job_type)
 
@@ -217,6 +236,18 @@ def resume(page: Page) -> Response:
     job_type = form_type(page)
     page.queue.resume(job_type)
     return page.done("overview", "resumed", type=job_type)
+
+
+def limit(page: Page) -> Response:
+    """An operator's concurrency limit for a type; an empty count drops the override."""
+    job_type = form_type(page)
+    text = page.request.form.get("concurrency", "").strip()
+    try:
+        count = None if not text else count_from_text(text, "concurrency")
+    except ValueError as error:
+        raise BadRequest(f"concurrency: {error}") from None
+    page.queue.set_limit(job_type, count)
+    return page.done("overview", "limit-cleared" if count is None else "limit-set", type=job_type)
 
 
 def form_type(page: Page) -> str:

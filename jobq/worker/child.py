@@ -59,15 +59,20 @@ TITLE_REFRESH = 0.5
 
 class Child:
     def __init__(
-        self, settings: WorkerSettings, sock: socket.socket, mark: SettlingMark, slot: Slot
+        self,
+        settings: WorkerSettings,
+        sock: socket.socket,
+        mark: SettlingMark,
+        slots: list[Slot],
+        reporter: SettlingReporter | None = None,
     ) -> None:
         self.settings = settings
         self.sock = sock
-        self.reports = Reports(sock, slot, mark)
-        self.slot = slot
+        self.reports = Reports(sock, slots[0], mark)
+        self.slot = slots[0]
         self.stopping = threading.Event()
         self.idle_wait = FIRST_IDLE_WAIT
-        self.reporter = SettlingReporter(mark)
+        self.reporter = SettlingReporter(mark) if reporter is None else reporter
         self.recorder = Recorder(settings, self.reports, self.reporter)
         self.done = 0
         self.prefetch = PrefetchRule(settings.prefetch, settings.types)
@@ -328,6 +333,9 @@ class Child:
                 return EXIT_MEMORY, f"RSS {rss:.0f} MiB is over {ceiling:.0f} MiB"
         return None
 
+    def show_title(self) -> None:
+        self.reports.show()
+
     def follow_master(self) -> None:
         """Apply the master's messages, and keep the process title up to date.
 
@@ -336,7 +344,7 @@ class Child:
         """
         while True:
             readable, _, _ = select.select([self.sock], [], [], TITLE_REFRESH)
-            self.reports.show()
+            self.show_title()
             if not readable:
                 continue
             message = wire.receive(self.sock)
@@ -345,6 +353,12 @@ class Child:
                 self.stopping.set()
                 if message is None:
                     return
+            else:
+                self.told(message)
+
+    def told(self, message: protocol.Message) -> None:
+        """A message for one attempt (see the concurrent worker): a process worker runs one
+        attempt, which its master stops by signal."""
 
 
 def deferred(queue: Queue, claim: ClaimedJob) -> tuple[Outcome | None, list[ClaimedJob]]:
@@ -359,13 +373,13 @@ def listed(ran: tuple[Outcome, ClaimedJob | None]) -> tuple[Outcome | None, list
     return outcome, [] if then is None else [then]
 
 
-def run(settings: WorkerSettings, sock: socket.socket, mark: SettlingMark, slot: Slot) -> int:
-    """The child's whole life after fork; returns its exit code."""
-    sock.setblocking(True)
-    if settings.worker_id is not None:
-        work_as(settings.worker_id)
+def run(worker: Child) -> int:
+    """A worker child's whole life after fork; returns its exit code."""
+    worker.sock.setblocking(True)
+    if worker.settings.worker_id is not None:
+        work_as(worker.settings.worker_id)
     try:
-        return Child(settings, sock, mark, slot).main()
+        return worker.main()
     except SystemExit as exit:
         log.warning("A job raised SystemExit(%s); the worker exits", exit.code)
         return EXIT_OK

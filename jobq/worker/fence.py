@@ -2,8 +2,9 @@
 
 - PR_SET_PDEATHSIG: the kernel kills a worker when the master dies (and the fence keeper
   then kills whatever the worker's job started).
-- The fence table: anonymous shared memory, mapped before any fork, one slot per worker.
-  The worker writes the attempt it holds and that attempt's lease end; the master writes
+- The fence table: anonymous shared memory, mapped before any fork, one slot per attempt a
+  worker may run at once (one, or --concurrency N). The worker writes the attempt it holds
+  and that attempt's lease end; the master writes
   each extension it confirms. The fence keeper, a process of its own, kills the whole
   attempt when the later of the two (for the same job and token) is about to pass. Nothing
   here needs the worker's GIL, a timer or a signal of the job's: a job that holds the GIL
@@ -131,14 +132,20 @@ class FenceTable:
         self.free = list(range(capacity - 1, -1, -1))
 
     def allocate(self) -> Slot | None:
-        if not self.free:
+        rows = self.allocate_many(1)
+        return None if rows is None else rows[0]
+
+    def allocate_many(self, count: int) -> list[Slot] | None:
+        """`count` cleared slots for one worker, or None if fewer are free."""
+        if len(self.free) < count:
             return None
-        index = self.free.pop()
-        slot = Slot(self.memory, index)
-        slot.clear()
+        slots = [Slot(self.memory, self.free.pop()) for _ in range(count)]
+        for slot in slots:
+            slot.clear()
         in_use = WORD.unpack_from(self.memory, IN_USE)[0]
-        WORD.pack_into(self.memory, IN_USE, max(in_use, index + 1))
-        return slot
+        highest = max(slot.index for slot in slots)
+        WORD.pack_into(self.memory, IN_USE, max(in_use, highest + 1))
+        return slots
 
     def pause_claims(self, paused: bool) -> None:
         """Ask every worker to claim nothing (True), or to claim again (False). One word,

@@ -24,3 +24,5 @@ class WorkerSettings:
     prefetch: int | None = None
     # The id every row this worker claims is marked with, chosen by its master.
     worker_id: str | None = None
+    # --concurrency: how many attempts it runs at once (1: the process worker, one by one).
+    concurrency: int = 1

@@ -22,11 +22,11 @@ import psycopg
 import pytest
 
 import jobq
-from jobq.backends import postgresql, sqlite
 from jobq.backends.mysql import claims as mysql_claims
 from jobq.backends.postgresql import claims as postgresql_claims
 from jobq.backends.postgresql import schema as postgresql_schema
 from jobq.backends.shapes import type_params
+from jobq.backends.sqlite import claims as sqlite_claims
 from tests.support.jobs import Noop
 from tests.support.plans import (
     STATISTICS,
@@ -80,8 +80,8 @@ def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple
     params |= {"n": 3, "tokens": ["a", "b", "c"], "ids": [1, 2], "done_tokens": ["x", "y"]}
     params |= {"result": None, "results": [None, None]}
     for statement, function in (
-        (postgresql.claim_statement(len(types)), "jobq_next_ready"),
-        (postgresql.complete_and_claim_statement(len(types)), "jobq_next_ready"),
+        (postgresql_claims.claim_statement(len(types)), "jobq_next_ready"),
+        (postgresql_claims.complete_and_claim_statement(len(types)), "jobq_next_ready"),
         (postgresql_claims.claim_many_statement(len(types)), "jobq_ready_many"),
         (postgresql_claims.complete_many_and_claim_statement(len(types)), "jobq_ready_many"),
     ):
@@ -125,7 +125,8 @@ def test_sqlite_claims_walk_a_ready_index_in_order(
 ) -> None:
     params = {"token": "t", "lease": 60.0, "n": 3, "tokens": '["a", "b", "c"]'}
     params |= HERE | type_params(types)
-    statement = (sqlite.claim_many_statement if batched else sqlite.claim_statement)(len(types))
+    claim = sqlite_claims.claim_many_statement if batched else sqlite_claims.claim_statement
+    statement = claim(len(types))
     rows = crowded.backend.fetchall("EXPLAIN QUERY PLAN " + statement, params)
     index = "jobq_jobs_ready_by_type" if types else "jobq_jobs_ready"
     text = "\n".join(map(str, rows))
@@ -211,8 +212,8 @@ def test_postgresql_probes_never_compile_however_costly_they_look(queue: jobq.Qu
     probe = postgresql_schema.PROBE.format(which="type = %(type0)s")
     assert compiled_probes(queue, probe, params) == [True]
     for statement in (
-        postgresql.claim_statement(0),
-        postgresql.claim_statement(1),
+        postgresql_claims.claim_statement(0),
+        postgresql_claims.claim_statement(1),
         postgresql_claims.claim_many_statement(0),
         postgresql_claims.claim_many_statement(1),
     ):

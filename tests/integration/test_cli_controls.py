@@ -10,9 +10,9 @@ import pytest
 
 import jobq
 from jobq.cli.commands import main
-from jobq.cli.controls import RECORD_KEYS
+from jobq.cli.controls import RECORD_KEYS, SHOW_KEYS
 from jobq.queue.running import worker_id
-from tests.support.jobs import Boom, Noop, Record
+from tests.support.jobs import Boom, Limited, Noop, Record
 
 ONCE = jobq.RetryPolicy(max_attempts=1)
 
@@ -231,10 +231,45 @@ def test_show_json_gives_the_payload_decoded(queue: jobq.Queue, jobq_) -> None: 
     shown = json.loads(out)
     assert code == 0
     assert shown["payload"] == {"value": {"customer": "acme", "ids": [1, 2]}}
-    assert tuple(shown) == RECORD_KEYS
+    assert tuple(shown) == SHOW_KEYS
+    assert (shown["concurrency_key"], shown["waits_on"]) == (None, None)
     code, out, _ = jobq_("jobs", "--json")
     assert json.loads(out)[0]["payload"] == shown["payload"]
     code, out, _ = jobq_("show", str(job))
     assert ["payload", '{"value":{"customer":"acme","ids":[1,2]}}'] in [
         line.split() for line in out.splitlines()
     ]
+
+
+@pytest.mark.databases("sqlite")
+def test_limits_are_listed_overridden_and_what_waits_shown(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
+    ids = [queue.enqueue(Limited("a", i)) for i in range(4)]
+    assert len(queue.claim_many(4)) == 2
+    code, out, _ = jobq_("limits")
+    assert code == 0
+    assert out.splitlines()[1].split() == ["limited", "concurrency", "2", "2", "2", "2"]
+    code, out, _ = jobq_("jobs", "--blocked")
+    assert [row.split()[0] for row in out.splitlines()[1:]] == [str(ids[3]), str(ids[2])]
+    code, out, _ = jobq_("show", str(ids[3]), "--json")
+    shown = json.loads(out)
+    assert (shown["concurrency_key"], shown["waits_on"]) == ("a", "concurrency")
+    assert jobq_("limit", "limited", "--concurrency", "3")[0] == 0
+    code, out, _ = jobq_("limits", "--json")
+    assert json.loads(out)[0] | {"in_use": None} == {
+        "type": "limited",
+        "limit": "concurrency",
+        "in_force": 3,
+        "declared": 2,
+        "override": 3,
+        "in_use": None,
+        "blocked": 0,
+    }
+    code, _, err = jobq_("limit", "limited", "--concurrency", "0")
+    assert (code, err.strip()) == (
+        1,
+        "jobq: --concurrency: a limit's concurrency must be a whole number from 1 to 1000000, "
+        "got 0",
+    )
+    assert jobq_("limit", "limited")[0] == 1
+    assert jobq_("limit", "limited", "--clear")[0] == 0
+    assert queue.limits()[0].in_force == 2

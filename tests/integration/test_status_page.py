@@ -21,7 +21,7 @@ from jobq.cli import commands as cli
 from jobq.schedules import periodic
 from jobq.web import Credentials, make_app
 from jobq.web import views as web_views
-from tests.support.jobs import Boom, Noop, Record
+from tests.support.jobs import Boom, Limited, Noop, Record
 
 NO_RETRY = jobq.RetryPolicy(max_attempts=1)
 SCRIPT = "<script>alert('owned')</script>"
@@ -162,6 +162,24 @@ def test_a_running_job_shows_its_lease_host_and_pid(queue: jobq.Queue, client: C
 
     assert re.search(r"<dt>lease left</dt><dd>\d+ m \d+ s", html), html
     assert f"{record.host}, pid {record.pid}" in html
+
+
+def test_the_overview_lists_each_worker_s_running_jobs(queue: jobq.Queue, client: Client) -> None:
+    assert "No job runs now." in page(client, "/")
+    queue.enqueue_many([Noop(), Noop(), Noop()])
+    # One worker holding two attempts at once, as a --concurrency worker does.
+    claims = queue.claim_many(2)
+    assert len(claims) == 2
+    record = queue.get(claims[0].id)
+    assert record is not None
+
+    html = page(client, "/")
+
+    (row,) = re.findall(r'<table id="workers">.*?</table>', html, re.S)
+    assert f"{record.host}, pid {record.pid}, {record.worker}" in row
+    assert re.search(r'<td class="n">2</td>', row), row
+    running = sorted(int(n) for n in re.findall(r'href="/jobs/(\d+)"', row))
+    assert running == sorted(claim.id for claim in claims)
 
 
 def test_a_job_page_shows_the_unique_key_escaped(queue: jobq.Queue, client: Client) -> None:
@@ -318,6 +336,28 @@ def test_pause_and_resume_a_type(queue: jobq.Queue, client: Client) -> None:
     resumed = text(post(client, "/resume", "/", type="noop"))
     assert "Jobs of type noop are resumed." in resumed
     assert queue.paused() == set()
+
+
+def test_the_overview_lists_limits_and_overrides_one(queue: jobq.Queue, client: Client) -> None:
+    queue.enqueue_many([Limited("a", i) for i in range(3)])
+    assert len(queue.claim_many(3)) == 2
+    limits = page(client, "/").split('<table id="limits">')[1]
+    row = re.search(r"<tr>\s*<td>limited</td>(.*?)</tr>", limits, re.S)
+    assert row, "no limits row"
+    cells = re.findall(r'<td class="n">([^<]*)</td>', row.group(1))
+    assert cells == ["2", "2", "\u2013", "2", "1"]  # in force, declared, override, in use, blocked
+
+    html = text(post(client, "/limit", "/", type="limited", concurrency="3"))
+    assert "The concurrency limit of type limited is changed on every node." in html
+    assert queue.limits()[0].override == 3
+    refused = client.post(
+        "/limit", data={"type": "limited", "concurrency": "x", "csrf": csrf_token(client, "/")}
+    )
+    assert refused.status_code == 400
+    assert "concurrency must be a whole number from 1 to 1000000, got &#39;x&#39;" in text(refused)
+    html = text(post(client, "/limit", "/", type="limited", concurrency=""))
+    assert "back to the concurrency limit its job class declares" in html
+    assert queue.limits()[0].override is None
 
 
 def test_pausing_a_type_no_job_has_says_so_and_pauses_nothing(

@@ -3,6 +3,7 @@ through every insert and claim statement, and each attempt's CONSUMER span, its 
 
 from __future__ import annotations
 
+import asyncio
 from typing import ClassVar
 
 import pytest
@@ -15,6 +16,7 @@ from opentelemetry.trace.propagation.tracecontext import (
 )
 
 import jobq
+from tests.integration.test_async_queue import run
 from tests.integration.test_schedules import at, every
 from tests.support.jobs import Boom, Noop
 from tests.support.spans import finished, ids, one, parent_of, tracing_here
@@ -133,3 +135,36 @@ def test_a_schedule_slot_starts_a_trace_of_its_own(queue: jobq.Queue) -> None:
     assert process["links"] == []
     assert process["trace"] != request["trace"]
     assert [span["name"] for span in spans] == ["noop process", "request"]
+
+
+def test_async_enqueues_are_traced_as_sync_ones_in_the_task_that_awaits_them(
+    queue: jobq.Queue, dsn: str
+) -> None:
+    async def request(aqueue: jobq.AsyncQueue, name: str, both_open: asyncio.Barrier) -> None:
+        with trace.get_tracer("test").start_as_current_span(name):
+            # Both requests' spans are open before either enqueues, and the two tasks share
+            # one connection: a span that leaked between tasks would give the wrong parent.
+            await both_open.wait()
+            await aqueue.enqueue(Noop(), type=name)
+            await aqueue.enqueue_many([Noop(), Noop()], type=name)
+
+    async def scenario(aqueue: jobq.AsyncQueue) -> None:
+        both_open = asyncio.Barrier(2)
+        await asyncio.gather(request(aqueue, "a", both_open), request(aqueue, "b", both_open))
+
+    with tracing_here() as exporter:
+        run(dsn, scenario)
+    spans = finished(exporter)
+    by_ids = {ids(span): span for span in spans}
+    claims = queue.claim_many(10)
+    assert sorted(claim.type for claim in claims) == ["a", "a", "a", "b", "b", "b"]
+    for claim in claims:
+        parent = parent_of(claim.traceparent)
+        assert parent is not None, f"job {claim.id} carries no trace context"
+        publish = by_ids[parent]
+        assert publish["name"] == f"{claim.type} publish"
+        assert publish["kind"] == "PRODUCER"
+        assert publish["parent"] == one(spans, name=claim.type)["span"]
+        if "messaging.batch.message_count" not in publish["attributes"]:
+            assert publish["attributes"]["messaging.message.id"] == str(claim.id)
+    assert len(spans) == 6

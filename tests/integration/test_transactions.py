@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -265,6 +266,21 @@ LOCK_TIMEOUTS: dict[str, type[Exception]] = {
 }
 
 
+@contextmanager
+def key_held_elsewhere(queue: jobq.Queue, dsn: str, db_kind: str) -> Iterator[RetrySeen]:
+    """Another producer holds the unique key "taken", uncommitted, so an insert of it waits
+    until its lock timeout; the retries jobq logs meanwhile are seen."""
+    holder = drivers.connect(dsn, db_kind, autocommit=False)
+    queue.enqueue(Noop(), unique_key="taken", connection=holder)
+    retries = RetrySeen()
+    logging.getLogger("jobq").addHandler(retries)
+    try:
+        yield retries
+    finally:
+        logging.getLogger("jobq").removeHandler(retries)
+        holder.close()
+
+
 def accounts(dsn: str, db_kind: str) -> Any:
     """An application's table with one account of balance 100; the connection it made."""
     app = drivers.connect(dsn, db_kind, autocommit=True)
@@ -288,31 +304,24 @@ def balance(connection: Any) -> int:
 def test_a_lock_timeout_on_the_applications_connection_is_its_own_to_handle(
     queue: jobq.Queue, dsn: str, db_kind: str, how: str
 ) -> None:
-    # Another producer holds the key, uncommitted: the application's insert waits for it
-    # until its lock timeout, inside the application's transaction.
-    holder = drivers.connect(dsn, db_kind, autocommit=False)
-    queue.enqueue(Noop(), unique_key="taken", connection=holder)
     app = accounts(dsn, db_kind)
     drivers.shorten_lock_waits(app, db_kind)
-    retries = RetrySeen()
-    logging.getLogger("jobq").addHandler(retries)
     try:
-        drivers.begin(app, db_kind)
-        cursor = app.cursor()
-        cursor.execute("UPDATE accounts SET balance = balance - 30 WHERE id = 1")
-        cursor.execute("SAVEPOINT before_enqueue")
-        with pytest.raises(LOCK_TIMEOUTS[db_kind]) as raised:
-            ENQUEUES[how](jobq.Queue.from_connection(app))
-        assert queue.backend.is_transient(raised.value), raised.value
-        # The application's own retry logic: its transaction is still whole.
-        cursor.execute("ROLLBACK TO SAVEPOINT before_enqueue")
-        cursor.close()
-        app.commit()
-        assert balance(app) == 70
-        assert not retries.seen.is_set(), "jobq retried a transaction it does not own"
+        with key_held_elsewhere(queue, dsn, db_kind) as retries:
+            drivers.begin(app, db_kind)
+            cursor = app.cursor()
+            cursor.execute("UPDATE accounts SET balance = balance - 30 WHERE id = 1")
+            cursor.execute("SAVEPOINT before_enqueue")
+            with pytest.raises(LOCK_TIMEOUTS[db_kind]) as raised:
+                ENQUEUES[how](jobq.Queue.from_connection(app))
+            assert queue.backend.is_transient(raised.value), raised.value
+            # The application's own retry logic: its transaction is still whole.
+            cursor.execute("ROLLBACK TO SAVEPOINT before_enqueue")
+            cursor.close()
+            app.commit()
+            assert balance(app) == 70
+            assert not retries.seen.is_set(), "jobq retried a transaction it does not own"
     finally:
-        logging.getLogger("jobq").removeHandler(retries)
-        holder.close()
         app.close()
     assert queue.counts() == {}
 

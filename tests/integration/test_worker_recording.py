@@ -135,3 +135,32 @@ def test_a_connection_lost_after_the_outcome_landed_records_it_once(
     assert recorded == [True], "the outcome was recorded more than once"
     assert "listen_failed" in {getattr(r, "event", None) for r in caplog.records}
     assert "will run again" not in caplog.text
+
+
+@pytest.mark.lease(LEASE)
+def test_an_acknowledgement_that_landed_unseen_is_reported_completed(
+    queue: jobq.Queue, dsn: str, after_job: Seen, caplog: pytest.LogCaptureFixture
+) -> None:
+    claim = claimed(queue)
+    # It committed, and its reply was lost (the old primary crashed before sending it).
+    assert queue.backend.complete(claim.id, claim.token)
+    with recorder(dsn) as (worker, session), caplog.at_level(logging.INFO):
+        assert worker.again_one(session, unacknowledged(claim)) is jobq.Outcome.COMPLETED
+    assert after_job == [(claim.id, jobq.Outcome.COMPLETED)]
+    assert "ownership lost" not in caplog.text
+
+
+@pytest.mark.lease(LEASE)
+def test_a_job_another_attempt_completed_is_still_lost(
+    queue: jobq.Queue, dsn: str, after_job: Seen
+) -> None:
+    first = claimed(queue)
+    # The same worker's next attempt at the job completed it: the first's is not that one.
+    queue.backend.settle(first.id, first.token, jobq.Status.PENDING, "lease ended", 0, False)
+    second = queue.claim()
+    assert second is not None
+    assert second.id == first.id
+    assert queue.complete(second)
+    with recorder(dsn) as (worker, session):
+        assert worker.again_one(session, unacknowledged(first)) is jobq.Outcome.LOST
+    assert after_job == [(first.id, jobq.Outcome.LOST)]

@@ -42,12 +42,15 @@ def lock_job_row(connection: Any, db_kind: str, job_id: int) -> None:
         cursor.execute(f"SELECT id FROM jobq_jobs WHERE id = {marker} FOR UPDATE", (job_id,))
 
 
+# What makes a blocked statement give up quickly, as a loaded production database might.
+SHORT_LOCK_WAITS = {
+    "postgresql": "SET lock_timeout = '300ms'",
+    "mariadb": "SET SESSION innodb_lock_wait_timeout = 1",
+    "sqlite": "PRAGMA busy_timeout = 300",
+}
+
+
 def shorten_lock_waits(connection: Any, db_kind: str) -> None:
-    """Make a blocked statement give up quickly, as a loaded production database might."""
-    if db_kind == "postgresql":
-        connection.execute("SET lock_timeout = '300ms'")
-    elif db_kind == "mariadb":
-        with connection.cursor() as cursor:
-            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
-    else:
-        connection.execute("PRAGMA busy_timeout = 300")
+    cursor = connection.cursor()
+    cursor.execute(SHORT_LOCK_WAITS[db_kind])
+    cursor.close()

@@ -33,3 +33,17 @@ class Boom(jobq.Job):
 
     def handle(self) -> None:
         raise RuntimeError(self.message)
+
+
+class Limited(jobq.Job):
+    """At most two at once per account (the concurrency guide's example)."""
+
+    type = "limited"
+    concurrency = jobq.Concurrency(2, key=lambda job: job.account)
+
+    def __init__(self, account: str, value: int = 0) -> None:
+        self.account = account
+        self.value = value
+
+    def handle(self) -> None:
+        pass

@@ -3,6 +3,7 @@ test's own process or, put on PYTHONPATH's tests package, in another one."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,16 @@ class Resume(jobq.Job):
             jobq.progress(row + 1, self.rows, note="rows")
             assert jobq.checkpoint({"row": row + 1})
         return {"from": start, "attempt": claim.attempt}
+
+
+class ResumeAsync(Resume):
+    """Resume as a coroutine, which a worker with --concurrency runs on its event loop."""
+
+    job_name = "results.ResumeAsync"
+
+    async def handle(self) -> dict[str, int]:  # type: ignore[override]
+        await asyncio.sleep(0)
+        return Resume.handle(self)
 
 
 class Gate(jobq.Job):

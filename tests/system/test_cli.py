@@ -373,7 +373,7 @@ def test_bad_input_is_refused_cleanly(
         "postgresql://u:s3cret@127.0.0.1:1/db",
         # libpq quotes a malformed password back in its error message.
         "postgresql://u:s3cret%zz@127.0.0.1:1/db",
-        # An unencoded "@" in the password: a plain regex redaction would leave half of it.
+        # An unencoded "@" in the password: refused, and the refusal shows no part of it.
         "mysql://u:s3c@ret@127.0.0.1:1/db",
         "postgresql://u:s3c@ret@127.0.0.1:1/db",
     ],

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from contextlib import AbstractContextManager
 
 import psycopg
@@ -78,9 +79,11 @@ def all_done(dsn: str, db_kind: str, count: int) -> bool:
     return len(made) == count and all(made.values())
 
 
-def place(running: Supervisor, dsn: str, db_kind: str, count: int, total: int) -> None:
+def place(
+    running: Supervisor, dsn: str, db_kind: str, count: int, total: int, *options: str
+) -> None:
     """Place `count` orders, then wait until `total` orders have their receipts."""
-    ok(manage(dsn, "place_orders", str(count)))
+    ok(manage(dsn, "place_orders", str(count), *options))
     what = f"{total} receipts; log:\n{running.log}"
     wait_for(what, lambda: all_done(dsn, db_kind, total), 60)
 
@@ -99,6 +102,22 @@ def test_jobs_use_the_orm_in_forked_workers(project: str, db_kind: str) -> None:
         assert queue.counts() == {"completed": 40}
     workers = {receipt.rsplit(" ", 1)[1] for receipt in receipts(project, db_kind).values()}
     assert str(running.pid) not in workers
+
+
+@pytest.mark.databases("postgresql")
+def test_thread_and_coroutine_jobs_use_the_orm_in_a_concurrent_worker(
+    project: str, db_kind: str
+) -> None:
+    """Plain jobs in the worker's threads, and coroutine jobs through sync_to_async, each
+    with Django's connection handling per attempt."""
+    with supervise(project, "--workers", "1", "--concurrency", "4", *FAST) as running:
+        place(running, project, db_kind, 10, total=10)
+        place(running, project, db_kind, 10, 20, "--coroutines")
+        stop(running)
+    with jobq.Queue.connect(project) as queue:
+        assert queue.counts() == {"completed": 20}
+        kinds = Counter(record.class_name for record in queue.jobs())
+    assert sorted(kinds.values()) == [10, 10], kinds
 
 
 @pytest.mark.databases("sqlite")

@@ -27,14 +27,19 @@ pytestmark = pytest.mark.lease(6)
 
 
 @pytest.mark.databases("sqlite", "postgresql")
+@pytest.mark.parametrize(
+    "pool", [("2",), ("1", "--concurrency", "4")], ids=["processes", "concurrency"]
+)
 def test_hooks_run_in_each_worker_around_each_job(
-    queue: jobq.Queue, dsn: str, tmp_path: Path
+    queue: jobq.Queue, dsn: str, tmp_path: Path, pool: tuple[str, ...]
 ) -> None:
+    """In a process worker, or around each attempt of a worker with --concurrency, in the
+    thread that runs its code (never the worker's database thread)."""
     plain = [queue.enqueue(Step(), type="plain") for _ in range(6)]
     refused = queue.enqueue(Step(), type="refused", retry=jobq.RetryPolicy(max_attempts=1))
     messy = queue.enqueue(Step(), type="messy")
     journal = tmp_path / "journal"
-    args = ("--workers", "2", "--app", "hooks_app", *FAST)
+    args = ("--workers", *pool, "--app", "hooks_app", *FAST)
     with supervisor(dsn, *args, env={"HOOKS_JOURNAL": str(journal)}) as running:
         wait_for(
             "every job to be settled",
@@ -51,6 +56,9 @@ def test_hooks_run_in_each_worker_around_each_job(
         mine = [(e["event"], e["pid"]) for e in entries if e.get("job") == job_id]
         assert [event for event, _ in mine] == ["before", "handle", "after"], mine
         assert len({pid for _, pid in mine}) == 1
+    threads = {e["thread"] for e in entries if e["event"] in ("before", "handle", "after")}
+    runs_code = "MainThread" if pool == ("2",) else "jobq-job"
+    assert all(name.startswith(runs_code) for name in threads), threads
     outcomes = {e["job"]: e["outcome"] for e in entries if e["event"] == "after"}
     assert outcomes[messy] == "completed"
     # A before_job hook that raises fails the attempt, naming the hook; handle() never ran.

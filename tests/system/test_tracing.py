@@ -16,6 +16,7 @@ from opentelemetry import trace
 
 import jobq
 from tests.support.apps import span_files
+from tests.support.http import answering_http
 from tests.support.spans import finished, one, tracing_here
 from tests.support.supervising import FAST, supervisor
 from tests.support.waiting import wait_for
@@ -26,19 +27,24 @@ class Traced(jobq.Job):
 
     job_name = "tracing_app.Traced"
 
-    def __init__(self, fail: bool = False, spawn: bool = False) -> None:
+    def __init__(self, fail: bool = False, spawn: bool = False, fetch: str = "") -> None:
         self.fail = fail
         self.spawn = spawn
+        self.fetch = fetch
+
+
+class TracedAsync(Traced):
+    job_name = "tracing_app.TracedAsync"
 
 
 pytestmark = pytest.mark.lease(6)
 WANTED = {"plain", "failing", "spawning", "spawned", "tick"}
 
 
-def processed(folder: Path) -> list[dict[str, Any]] | None:
+def processed(folder: Path, wanted: set[str] = WANTED) -> list[dict[str, Any]] | None:
     spans = span_files.read(folder)
     seen = {span["attributes"].get("messaging.destination.name") for span in spans}
-    return spans if seen >= WANTED else None
+    return spans if seen >= wanted else None
 
 
 @pytest.mark.databases("sqlite", "postgresql")
@@ -99,3 +105,48 @@ def test_a_job_enqueued_in_a_traced_request_runs_in_its_trace(
     assert ticks
     assert all(tick["parent"] is None and tick["links"] == [] for tick in ticks)
     assert len({tick["trace"] for tick in ticks} | {request["trace"]}) == len(ticks) + 1
+
+
+@pytest.mark.databases("postgresql")
+def test_coroutine_and_thread_attempts_of_a_concurrent_worker_each_run_in_their_own_span(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "spans"
+    folder.mkdir()
+    env = {"TRACING_SPANS": str(folder), "TRACING_DSN": dsn}
+    args = ("--workers", "1", "--concurrency", "4", "--app", "tracing_app", *FAST)
+    wanted = {"threaded", "coroutine", "coroutine-failing", "spawned"}
+    with answering_http() as url:
+        with tracing_here() as exporter:
+            with trace.get_tracer("test").start_as_current_span("request"):
+                threaded = queue.enqueue(Traced(spawn=True), type="threaded")
+                coroutine = queue.enqueue(TracedAsync(spawn=True, fetch=url), type="coroutine")
+                once = jobq.RetryPolicy(max_attempts=1)
+                failing = queue.enqueue(
+                    TracedAsync(fail=True), type="coroutine-failing", retry=once
+                )
+            here = finished(exporter)
+        with supervisor(dsn, *args, env=env) as running:
+            there = wait_for("the spans of every job", lambda: processed(folder, wanted), 45)
+            running.signal(signal.SIGTERM)
+            assert running.wait() == 0
+    request = one(here, name="request")
+    for job_id, name in ((threaded, "threaded"), (coroutine, "coroutine")):
+        process = one(there, name=f"{name} process")
+        assert process["parent"] == one(here, name=f"{name} publish")["span"]
+        assert process["trace"] == request["trace"]
+        assert process["attributes"]["messaging.message.id"] == str(job_id)
+        assert process["attributes"]["jobq.attempt.outcome"] == "completed"
+    # Each job enqueued from a running job is the child of that job's own span: the span is
+    # current in the coroutine's task and in the thread, not in its siblings.
+    parents = {span["parent"] for span in there if span["name"] == "spawned publish"}
+    assert parents == {
+        one(there, name=f"{name} process")["span"] for name in ("threaded", "coroutine")
+    }
+    # The coroutine's HTTP call, made by an instrumented httpx client, is its span's child.
+    assert one(there, name="GET")["parent"] == one(there, name="coroutine process")["span"]
+    failed = one(there, name="coroutine-failing process")
+    assert failed["attributes"]["messaging.message.id"] == str(failing)
+    assert failed["status"] == "ERROR"
+    assert failed["exceptions"] == ["ValueError"]
+    assert failed["attributes"]["jobq.attempt.outcome"] == "failed"

@@ -57,9 +57,11 @@ def registered_metrics() -> dict[str, tuple[str, frozenset[str]]]:
     in which every labelled series has been touched once."""
     metrics = Metrics("sqlite", 600.0, 10.0)
     metrics.know_type("email")
-    metrics.depth.update([("email", "pending", 1)], {"email": 0.0}, 0.0, ["email"])
+    metrics.depth.update(
+        [("email", "pending", 1)], {"email": 0.0}, 0.0, ["email"], [("email", "tenant", 1, 0)]
+    )
     metrics.on_scheduled([("nightly", "enqueued")])
-    metrics.on_workers({WorkerState.IDLE: 1}, [1024])
+    metrics.on_workers({WorkerState.IDLE: 1}, [1024], (1, 0))
     found = {}
     for family in metrics.registry.collect():
         labels = frozenset(key for sample in family.samples for key in sample.labels) - {"le"}

@@ -108,3 +108,36 @@ def test_a_torn_last_line_is_ignored(tmp_path: Path) -> None:
     journal.write_text('{"event": "start", "job": 1, "attempt": 1, "pid": 1, "mono": 0}\n{"ev')
     assert len(read_journal(journal)) == 1
     assert read_journal(tmp_path / "missing") == []
+
+
+def keyed(job: int, pid: int, start: float, end: float | None, key: str) -> list[dict[str, Any]]:
+    events = run(job, 1, pid, start, end)
+    for event in events:
+        event["key"] = key
+    return events
+
+
+def test_more_attempts_of_one_key_at_once_than_its_limit_are_reported() -> None:
+    entries = [
+        *keyed(1, 10, 0.0, 2.0, "a"),
+        *keyed(2, 11, 0.5, 1.0, "a"),
+        *keyed(3, 12, 0.8, 3.0, "a"),  # the third of key a while 1 and 2 run
+        *keyed(4, 13, 0.6, 1.5, "b"),
+    ]
+    records = [record(job, "completed") for job in (1, 2, 3, 4)]
+    report = check(entries, records, limit=2)
+    assert [(key, running) for key, _, running in report.crowded] == [("a", 3)]
+    assert not report.ok
+    assert check(entries, records, limit=3).ok
+
+
+def test_a_slot_handed_on_at_one_instant_is_not_two_attempts_at_once() -> None:
+    entries = [*keyed(1, 10, 0.0, 1.0, "a"), *keyed(2, 11, 1.0, 2.0, "a")]
+    assert check(entries, [record(1, "completed"), record(2, "completed")], limit=1).ok
+
+
+def test_an_attempt_killed_with_no_known_end_holds_its_slot_for_ever() -> None:
+    entries = [*keyed(1, 10, 0.0, None, "a"), *keyed(2, 11, 5.0, 6.0, "a")]
+    records = [record(1, "completed"), record(2, "completed")]
+    assert not check(entries, records, limit=1).ok
+    assert check(entries, records, {10: 4.0}, limit=1).ok

@@ -51,7 +51,7 @@ def test_a_queued_attempt_a_round_missed_is_lost_and_its_start_stops_the_worker(
     ours, theirs = wire.pair()
     mark = SettlingMark()
     process = Forked(pid=2**22 + 1, pidfd=-1, sock=ours)
-    worker = WorkerProcess(process, mark, cast(Slot, None), "w1", 0, 0.0)
+    worker = WorkerProcess(process, mark, [cast(Slot, None)], "w1", 0, 0.0)
     try:
         ours.setblocking(False)
         master.selector.register(ours, selectors.EVENT_READ, worker)

@@ -93,7 +93,7 @@ def test_a_queued_job_starts_only_with_more_than_half_its_vouched_lease_left() -
 def worker() -> WorkerProcess:
     # The process and its shared memory play no part in the bookkeeping.
     return WorkerProcess(
-        cast(Forked, None), cast(SettlingMark, None), cast(Slot, None), "w1", 0, 0.0
+        cast(Forked, None), cast(SettlingMark, None), [cast(Slot, None)], "w1", 0, 0.0
     )
 
 
@@ -104,13 +104,12 @@ def held(process: WorkerProcess) -> list[int]:
 def test_the_master_holds_a_worker_s_running_queued_and_completed_attempts() -> None:
     process = worker()
     process.claimed(protocol.attempts([claim(1), claim(2), claim(3)]), now=0.0)
-    assert process.lease is not None
-    assert process.lease.claim.id == 1
+    assert list(process.running) == [1]
     assert list(process.queued) == [2, 3]
     assert held(process) == [1, 2, 3]
 
     started = process.started(2, now=5.0)
-    assert started is process.lease
+    assert list(process.running.values()) == [started]
     assert started is not None
     assert started.started == 5.0
     assert list(process.completed) == [1], "starting 2 says 1 completed"

@@ -21,11 +21,14 @@ from ...dsn import redact
 from ...errors import ConfigurationError
 from ...records import ClaimedJob, Status
 from ..base import Backend
+from ..limits import REFUSALS
 from ..rows import NewJob, Renewal, Runner
 from ..shapes import type_params
+from ..steps import Steps, every, last_id, value
 from .claims import MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
+from .limits import LIMITS
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
@@ -38,7 +41,7 @@ INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
     "%(max_backoff{i})s, %(jitter{i})s, coalesce(%(scheduled_at{i})s, {delay}), "
     "coalesce(%(deadline{i})s, {deadline_in}), %(priority{i})s, {now}, {now}, %(unique_key{i})s, "
-    "%(traceparent{i})s, %(tracestate{i})s)"
+    "%(traceparent{i})s, %(tracestate{i})s, %(limit_key{i})s)"
 )
 
 
@@ -57,7 +60,7 @@ def insert_statement(rows: int) -> str:
     return f"""
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
             jitter, scheduled_at, deadline, priority, created_at, updated_at, unique_key,
-            traceparent, tracestate)
+            traceparent, tracestate, limit_key)
         VALUES {values}
     """
 
@@ -101,6 +104,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         DECLARED_AT,
         TRACE_CONTEXT,
         RESULTS,
+        LIMITS,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -179,25 +183,29 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
     def record_version(self, version: int) -> None:
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})
 
-    def insert(self, job: NewJob, connection: Any = None) -> int:
-        with (connection or self.connection).cursor() as cursor:
-            cursor.execute(insert_statement(1), numbered([self.insert_params(job)]))
-            return int(cursor.lastrowid)
+    def insert_steps(self, job: NewJob) -> Steps[int]:
+        return (yield from last_id(insert_statement(1), numbered([self.insert_params(job)])))
 
-    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
-        with (connection or self.connection).cursor() as cursor:
-            cursor.execute(insert_statement(1) + ON_TAKEN_KEY, numbered([self.insert_params(job)]))
-            return int(cursor.lastrowid)
+    def insert_unique_steps(self, job: NewJob) -> Steps[int | None]:
+        params = numbered([self.insert_params(job)])
+        job_id = yield from last_id(insert_statement(1) + ON_TAKEN_KEY, params)
+        if job_id:
+            return job_id
+        # MariaDB's reply carries no id when the key was taken and the UPDATE that found its
+        # holder ran a trigger (the concurrency limits' BEFORE UPDATE); the id it chose is
+        # still this session's LAST_INSERT_ID().
+        return int((yield from value("SELECT LAST_INSERT_ID()")))
 
-    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
+    def insert_chunk_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
         if not self.returning:
-            return [self.insert(job, connection) for job in jobs]
+            ids: list[int] = []
+            for job in jobs:
+                ids.append((yield from self.insert_steps(job)))
+            return ids
         sql = insert_statement(len(jobs)) + " RETURNING id"
-        params = numbered([self.insert_params(job) for job in jobs])
-        with (connection or self.connection).cursor() as cursor:
-            cursor.execute(sql, params)
-            # Auto-increment ids rise in the order the rows are inserted: the order given.
-            return sorted(int(row[0]) for row in cursor.fetchall())
+        rows = yield from every(sql, numbered([self.insert_params(job) for job in jobs]))
+        # Auto-increment ids rise in the order the rows are inserted: the order given.
+        return sorted(int(row[0]) for row in rows)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -218,6 +226,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         expires_monotonic: float,
         runner: Runner,
     ) -> ClaimedJob | None:
+        self.wake_blocked()
         with self.transaction():
             return self.claim_within(types, token, lease, expires_monotonic, runner)
 
@@ -230,9 +239,18 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         runner: Runner,
     ) -> ClaimedJob | None:
         params: dict[str, Any] = {"lease": self.seconds(lease), **type_params(types)}
-        row = self.fetchone(claim_select(len(types)), params)
-        if row is None:
-            return None
+        # A row a concurrency limit refused stays pending, now blocked (or left for the
+        # claim that holds its key): the next probe looks past it.
+        for _ in range(REFUSALS):
+            row = self.fetchone(claim_select(len(types)), params)
+            if row is None:
+                return None
+            if self.claim_row(row, token, runner):
+                return self.claimed(row, token, expires_monotonic)
+        return None
+
+    def claim_row(self, row: Sequence[Any], token: str, runner: Runner) -> bool:
+        """Claim the row a probe locked; False when its concurrency limit refused it."""
         self.execute(
             f"""
             UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
@@ -243,7 +261,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
             """,
             {"token": token, "lease_until": row[5], "id": row[0], **runner._asdict()},
         )
-        return self.claimed(row, token, expires_monotonic)
+        return row[-1] is None or bool(self.claimed_ids([row[0]]))
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         params = {"id": job_id, "token": token, "lease": self.seconds(lease)}

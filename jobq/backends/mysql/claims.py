@@ -11,6 +11,7 @@ from ...records import ClaimedJob
 from ..batching import Batching, in_picked_order
 from ..rows import Runner
 from ..shapes import earliest, type_params
+from .limits import MysqlLimits
 from .schema import NOW
 
 READY = (
@@ -26,7 +27,7 @@ def later(seconds_param: str) -> str:
 
 def probe(index: int | None, limit: str = "1") -> str:
     """The next ready row of job type `index` (a parameter), or of any type for None, with
-    the columns of a claim and scheduled_at, locked.
+    the columns of a claim, scheduled_at and the concurrency key, locked.
 
     FORCE INDEX: with a type in the WHERE clause InnoDB's estimates often favour the untyped
     index, and the claim then walks every ready row of the other types in schedule order.
@@ -39,8 +40,8 @@ def probe(index: int | None, limit: str = "1") -> str:
     return f"""
         SELECT id, type, class_name, payload, attempts + 1, {later("lease")}, max_attempts,
             backoff, max_backoff, jitter, deadline, traceparent, tracestate, checkpoint,
-            priority, scheduled_at
-        FROM jobq_jobs FORCE INDEX ({index_name}) WHERE {READY}{which}
+            priority, scheduled_at, limit_key
+        FROM jobq_jobs FORCE INDEX ({index_name}) WHERE {READY} AND blocked_on IS NULL{which}
           AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE {paused})
         ORDER BY priority DESC, scheduled_at, id LIMIT {limit} FOR UPDATE SKIP LOCKED
     """
@@ -65,7 +66,7 @@ def handing(column: str, count: int) -> str:
     return f"CASE id {cases} END"
 
 
-class MysqlBatching(Batching):
+class MysqlBatching(Batching, MysqlLimits):
     def claim_many(
         self,
         types: Sequence[str],
@@ -74,6 +75,7 @@ class MysqlBatching(Batching):
         expires_monotonic: float,
         runner: Runner,
     ) -> list[ClaimedJob]:
+        self.wake_blocked()
         with self.transaction():
             return self.claim_many_within(types, tokens, lease, expires_monotonic, runner)
 
@@ -109,9 +111,12 @@ class MysqlBatching(Batching):
             """,
             handed | runner._asdict(),
         )
+        limited = [row[0] for row in rows if row[-1] is not None]
+        refused = set(limited) - self.claimed_ids(limited) if limited else set()
         claimed = (
             (token, self.claimed(row, token, expires_monotonic))
             for row, token in zip(rows, tokens, strict=False)
+            if row[0] not in refused
         )
         return in_picked_order(claimed, tokens)
 

@@ -6,8 +6,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
@@ -16,14 +15,19 @@ from psycopg.pq import TransactionStatus
 from ...records import ClaimedJob
 from ..base import Backend
 from ..leases import expiry
+from ..limits import REFUSALS
 from ..rows import INSERT_NAMES, NewJob, Renewal, Runner
-from ..shapes import CLAIM_COLUMNS, earliest, type_params
+from ..shapes import type_params
+from ..steps import CopyRows, Step, Steps, fetched, one
+from .claims import COMPLETE, PostgresBatching, claim_statement, complete_and_claim_statement
 from .claims import MIGRATION as BATCHES
-from .claims import PostgresBatching
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
-from .insert import copy_in, insert_statement
+from .dsn import libpq_dsn
+from .insert import copy_steps, insert_statement, outside_transaction
+from .limits import LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
+from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
@@ -31,61 +35,16 @@ from .uniqueness import MIGRATION as UNIQUENESS
 
 log = logging.getLogger("jobq")
 
-COMPLETE = f"""
-        UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = now(), finished_at = now(), result = %(result)s, checkpoint = NULL,
-            {logged()}
-        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
-          AND cancel_requested_at IS NULL
-"""
-
-
-def probe(index: int | None) -> str:
-    """The next ready row of job type `index` (a parameter), or of any type for None."""
-    return (
-        f"SELECT id, priority, scheduled_at FROM jobq_next_ready(%(type{index})s::text)"
-        if (index is not None)
-        else "SELECT id, priority, scheduled_at FROM jobq_next_ready(NULL)"
-    )
-
-
-@cache
-def claim_statement(type_count: int, token_param: str = "token") -> str:
-    """The claim of the next ready job of `type_count` types (type0, type1, ...), or of any
-    type for 0."""
-    probes = [probe(i) for i in range(type_count)] or [probe(None)]
-    return f"""
-        UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
-            token = %({token_param})s, lease_until = now() + make_interval(secs => %(lease)s),
-            host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now(),
-            started_at = coalesce(started_at, now()), attempted_at = now()
-        WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
-        RETURNING {CLAIM_COLUMNS}
-    """
-
-
-@cache
-def complete_and_claim_statement(type_count: int) -> str:
-    """The acknowledgement and the next claim as one statement: one round trip and one commit
-    per job. It always returns one row: whether the acknowledgement applied, then the claimed
-    row's columns (NULL when nothing was ready). The claim cannot pick the row being
-    acknowledged: both parts read one snapshot, in which that row is still in progress."""
-    return f"""
-        WITH done AS ({COMPLETE} RETURNING id),
-        claimed AS ({claim_statement(type_count, "new_token")})
-        SELECT EXISTS (SELECT FROM done), claimed.*
-        FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
-    """
-
-
-def libpq_dsn(dsn: str) -> str:
-    """libpq takes only postgresql:// and postgres:// in lower case; jobq takes any case."""
-    scheme, rest = dsn.split("://", 1)
-    return f"postgresql://{rest}" if scheme.lower() in ("postgres", "postgresql") else dsn
+T = TypeVar("T")
 
 
 class PostgresBackend(
-    PostgresUniqueness, PostgresControls, PostgresBatching, PostgresReporting, Backend
+    PostgresUniqueness,
+    PostgresControls,
+    PostgresBatching,
+    PostgresReporting,
+    PostgresLimits,
+    Backend,
 ):
     kind = "postgresql"
     # The last: the schedules' declarations, and the retry that never fails on a key.
@@ -99,6 +58,7 @@ class PostgresBackend(
         (*DECLARED_AT, RETRY),
         TRACE_CONTEXT,
         RESULTS,
+        LIMITS,
     )
 
     def __init__(
@@ -116,13 +76,36 @@ class PostgresBackend(
         self.listen_dsn = listen_dsn
         self.listening: psycopg.Connection[Any] | None = None
 
-    def fetchone(self, sql: str, params: Any = None) -> Any:
+    def own_cursor(self) -> psycopg.Cursor[Any]:
         # One cursor for the connection's life: making one per statement (with its own
         # adapter map) was a measurable share of a worker's CPU per job.
         if self.cursor is None or self.cursor.closed:
             self.cursor = self.connection.cursor()
-        self.cursor.execute(sql, params)
-        return self.cursor.fetchone()
+        return self.cursor
+
+    def fetchone(self, sql: str, params: Any = None) -> Any:
+        cursor = self.own_cursor()
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+    def perform(self, step: Step, connection: Any) -> Any:
+        if isinstance(step, CopyRows):
+            with connection.cursor() as cursor, cursor.copy(step.statement) as copy:
+                copy.set_types(step.types)
+                for row in step.rows:
+                    copy.write_row(row)
+            return None
+        if connection is not self.connection:
+            return super().perform(step, connection)
+        cursor = self.own_cursor()
+        cursor.execute(step.sql, step.params)
+        return fetched(cursor, step.fetch)
+
+    def run_together(self, steps: Steps[T], connection: Any) -> T:
+        if not outside_transaction(connection):
+            return self.run(steps, connection)
+        with connection.transaction():
+            return self.run(steps, connection)
 
     @classmethod
     def connect(
@@ -164,6 +147,9 @@ class PostgresBackend(
             pgerrors.DeadlockDetected | pgerrors.LockNotAvailable | pgerrors.SerializationFailure,
         )
 
+    def failover_risk(self) -> str | None:
+        return failover_risk(self.connection)
+
     def recovered(self, error: BaseException) -> bool:
         # The statement failed at its Bind or Parse, so it did nothing: rerun unprepared, and
         # the acknowledgement lands.
@@ -196,39 +182,27 @@ class PostgresBackend(
     def record_version(self, version: int) -> None:
         self.execute("INSERT INTO jobq_schema (version) VALUES (%(v)s)", {"v": version})
 
-    def insert(self, job: NewJob, connection: Any = None) -> int:
-        row = self.insert_row(job, connection)
+    def insert_steps(self, job: NewJob) -> Steps[int]:
+        row = yield from self.insert_row_steps(job)
         assert row is not None
         return int(row[0])
 
-    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
-        row = self.insert_row(job, connection, "ON CONFLICT DO NOTHING")
+    def insert_unique_steps(self, job: NewJob) -> Steps[int | None]:
+        row = yield from self.insert_row_steps(job, "ON CONFLICT DO NOTHING")
         return None if row is None else int(row[0])
 
-    def insert_row(self, job: NewJob, connection: Any, taken: str = "") -> Any:
+    def insert_row_steps(self, job: NewJob, taken: str = "") -> Steps[Any]:
         """The new row's id (None when `taken` kept it out): one statement, one round trip."""
         params = self.insert_params(job)
-        statement = insert_statement(INSERT_NAMES, taken)
         params["channel"] = NOTIFY_CHANNEL
-        if connection is None:
-            return self.fetchone(statement, params)
-        cursor: psycopg.Cursor[Any]
-        with connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            return cursor.fetchone()
+        return (yield from one(insert_statement(INSERT_NAMES, taken), params))
 
-    def insert_chunks(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
-        # One COPY, not chunks (see insert.py). In autocommit it gets a transaction
-        # of its own: the ids, the wake-ups and the rows go together or not at all.
-        connection = connection or self.connection
-        rows = [self.insert_values(job) for job in jobs]
-        if not connection.autocommit:
-            return copy_in(connection, rows)
-        with connection.transaction():
-            return copy_in(connection, rows)
+    def insert_chunks_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
+        # One COPY, not chunks (see insert.py).
+        return (yield from copy_steps([self.insert_values(job) for job in jobs]))
 
-    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any) -> list[int]:
-        return self.insert_chunks(jobs, connection)
+    def insert_chunk_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]:
+        return (yield from self.insert_chunks_steps(jobs))
 
     def claim(
         self,
@@ -239,8 +213,15 @@ class PostgresBackend(
         runner: Runner,
     ) -> ClaimedJob | None:
         params = {"token": token, "lease": lease, **runner._asdict(), **type_params(types)}
-        row = self.fetchone(claim_statement(len(types)), params)
-        return None if row is None else self.claimed(row, token, expires_monotonic)
+        # A row a concurrency limit refused comes back still pending, and now blocked (or
+        # left for the claim that holds its key): the next probe looks past it.
+        for _ in range(REFUSALS):
+            row = self.fetchone(claim_statement(len(types)), params)
+            if row is None:
+                return None
+            if row[-1] == "in_progress":
+                return self.claimed(row, token, expires_monotonic)
+        return None
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -269,8 +250,11 @@ class PostgresBackend(
         }
         expires = expiry(lease)
         row = self.fetchone(complete_and_claim_statement(len(types)), params)
-        claimed = None if row[1] is None else self.claimed(row[1:], new_token, expires)
-        return bool(row[0]), claimed
+        if row[1] is None:
+            return bool(row[0]), None
+        if row[-1] != "in_progress":  # refused by a limit: claim again, past it
+            return bool(row[0]), self.claim(types, new_token, lease, expires, runner)
+        return bool(row[0]), self.claimed(row[1:], new_token, expires)
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         row = self.fetchone(

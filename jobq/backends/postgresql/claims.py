@@ -1,4 +1,5 @@
-"""PostgreSQL's batched claims: up to N jobs in one UPDATE, each with its own token; their
+"""PostgreSQL's claims: the next job in one UPDATE, fused with the last one's acknowledgement;
+batched claims, up to N jobs in one UPDATE, each with its own token; their
 acknowledgement fused with the next batch; the release of claims that never started."""
 
 from __future__ import annotations
@@ -25,7 +26,54 @@ READY_MANY = NEXT_READY.replace(
 MIGRATION = (READY_MANY,)
 
 
+COMPLETE = f"""
+        UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
+            updated_at = now(), finished_at = now(), result = %(result)s, checkpoint = NULL,
+            {logged()}
+        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+          AND cancel_requested_at IS NULL
+"""
+
+
 def probe(index: int | None) -> str:
+    """The next ready row of job type `index` (a parameter), or of any type for None."""
+    return (
+        f"SELECT id, priority, scheduled_at FROM jobq_next_ready(%(type{index})s::text)"
+        if (index is not None)
+        else "SELECT id, priority, scheduled_at FROM jobq_next_ready(NULL)"
+    )
+
+
+@cache
+def claim_statement(type_count: int, token_param: str = "token") -> str:
+    """The claim of the next ready job of `type_count` types (type0, type1, ...), or of any
+    type for 0."""
+    probes = [probe(i) for i in range(type_count)] or [probe(None)]
+    return f"""
+        UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
+            token = %({token_param})s, lease_until = now() + make_interval(secs => %(lease)s),
+            host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now(),
+            started_at = coalesce(started_at, now()), attempted_at = now()
+        WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
+        RETURNING {CLAIM_COLUMNS}, status
+    """
+
+
+@cache
+def complete_and_claim_statement(type_count: int) -> str:
+    """The acknowledgement and the next claim as one statement: one round trip and one commit
+    per job. It always returns one row: whether the acknowledgement applied, then the claimed
+    row's columns (NULL when nothing was ready). The claim cannot pick the row being
+    acknowledged: both parts read one snapshot, in which that row is still in progress."""
+    return f"""
+        WITH done AS ({COMPLETE} RETURNING id),
+        claimed AS ({claim_statement(type_count, "new_token")})
+        SELECT EXISTS (SELECT FROM done), claimed.*
+        FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
+    """
+
+
+def probe_many(index: int | None) -> str:
     """The next `n` ready rows of job type `index` (a parameter), or of any type for None."""
     which = "NULL" if index is None else f"%(type{index})s::text"
     return f"SELECT id, priority, scheduled_at FROM jobq_ready_many({which}, %(n)s::integer)"
@@ -35,7 +83,7 @@ def probe(index: int | None) -> str:
 def claim_parts(type_count: int) -> tuple[str, str]:
     """The common table expressions that pick up to n rows and hand each its token (the
     i-th of %(tokens)s to the i-th row picked), and the UPDATE that claims them."""
-    probes = [probe(i) for i in range(type_count)] or [probe(None)]
+    probes = [probe_many(i) for i in range(type_count)] or [probe_many(None)]
     picked = f"""
         picked AS (
             SELECT id, row_number() OVER (ORDER BY priority DESC, scheduled_at, id) AS place
@@ -52,7 +100,7 @@ def claim_parts(type_count: int) -> tuple[str, str]:
             host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now(),
             started_at = coalesce(j.started_at, now()), attempted_at = now()
         FROM handed WHERE j.id = handed.id
-        RETURNING j.token, {RETURNED}
+        RETURNING j.token, {RETURNED}, j.status
     """
     return picked, update
 
@@ -133,9 +181,15 @@ class PostgresBatching(Batching):
     def batch_claimed(
         self, rows: Sequence[Sequence[Any]], tokens: Sequence[str], expires_monotonic: float
     ) -> list[ClaimedJob]:
-        """Rows of (token, claim columns...) as claims, in the order they were picked."""
+        """Rows of (token, claim columns..., status) as claims, in the order they were
+        picked; a row a concurrency limit refused (see limits.py) is still pending."""
         return in_picked_order(
-            ((row[0], self.claimed(row[1:], row[0], expires_monotonic)) for row in rows), tokens
+            (
+                (row[0], self.claimed(row[1:], row[0], expires_monotonic))
+                for row in rows
+                if row[-1] == "in_progress"
+            ),
+            tokens,
         )
 
     sql_held_by = (

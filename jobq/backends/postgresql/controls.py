@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from ..controls import LAST_ID, NO_ACTIVE_HOLDER, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
+from ..steps import Steps, every, one
 from .results import logged
 from .schema import READY, SETTINGS
 
@@ -206,10 +207,10 @@ class PostgresControls(Controls):
         WHERE oldest IS NOT NULL
     """
 
-    def oldest_ready(self) -> dict[str, float]:
+    def oldest_ready_steps(self) -> Steps[dict[str, float]]:
         # One statement rather than Controls' probes, one round trip each.
-        return {name: float(age) for name, age in self.fetchall(self.sql_oldest_ready)}
+        return {name: float(age) for name, age in (yield from every(self.sql_oldest_ready))}
 
-    def resume(self, job_type: str) -> bool:
-        row = self.fetchone(self.sql_resume, {"type": job_type, "channel": NOTIFY_CHANNEL})
+    def resume_steps(self, job_type: str) -> Steps[bool]:
+        row = yield from one(self.sql_resume, {"type": job_type, "channel": NOTIFY_CHANNEL})
         return bool(row[0])

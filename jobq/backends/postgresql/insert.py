@@ -11,16 +11,17 @@ starts and as it ends).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import timedelta
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timedelta
 from functools import cache
 from operator import itemgetter
 from typing import Any
 
-import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from ..rows import INSERT_NAMES
+from ..steps import CopyRows, Steps, one
 from .controls import NOTIFY_CHANNEL
 
 # The ids of `rows` new rows, the transaction's now(), the types of the columns the COPY
@@ -80,41 +81,58 @@ def insert_statement(names: tuple[str, ...], taken: str = "") -> str:
     """
 
 
-def copy_in(connection: psycopg.Connection[Any], rows: Sequence[tuple[Any, ...]]) -> list[int]:
+# The columns the COPY writes, and where each insert parameter is in a row given.
+WRITTEN = ["id", *columns(INSERT_NAMES)]
+POSITION = {name: index for index, name in enumerate(INSERT_NAMES)}
+
+
+def copy_steps(rows: Sequence[tuple[Any, ...]]) -> Steps[list[int]]:
     """Write `rows` (Backend.insert_values of each job) in one COPY, in the connection's
     transaction; returns their ids in the order given."""
-    written = ["id", *columns(INSERT_NAMES)]
-    position = {name: index for index, name in enumerate(INSERT_NAMES)}
     params = {
         "rows": len(rows),
-        "columns": written,
+        "columns": WRITTEN,
         "channel": NOTIFY_CHANNEL,
-        "types": list(dict.fromkeys(row[position["type"]] for row in rows)),
+        "types": list(dict.fromkeys(row[POSITION["type"]] for row in rows)),
     }
-    with connection.cursor() as cursor:
-        cursor.execute(RESERVE, params)
-        reserved = cursor.fetchone()
-        assert reserved is not None
-        ids, now, column_types, _ = reserved
-        if len(column_types) != len(written):
-            raise RuntimeError(f"jobq_jobs lacks one of the columns {written}: is it up to date?")
-        # Ascending, so that ids rise in the order given, as they do for an INSERT.
-        ids.sort()
-        values = itemgetter(*(position[name] for name in written[1:]))
-        # Where each relative parameter is in a row given, and its column in a row written.
-        fills = [(position[name], written.index(column)) for name, column in RELATIVE.items()]
-        # Binary: a quarter of the client CPU of text for the same rows.
-        statement = sql.SQL("COPY jobq_jobs ({}) FROM STDIN (FORMAT BINARY)").format(
-            sql.SQL(", ").join(map(sql.Identifier, written))
-        )
-        # Most calls give every job the same delay: one timedelta for all of them.
-        later = cache(lambda seconds: now + timedelta(seconds=seconds))
-        with cursor.copy(statement) as copy:
-            copy.set_types(column_types)
-            for job_id, row in zip(ids, rows, strict=True):
-                out = [job_id, *values(row)]
-                for relative, column in fills:
-                    if out[column] is None and row[relative] is not None:
-                        out[column] = later(row[relative])
-                copy.write_row(out)
+    reserved = yield from one(RESERVE, params)
+    assert reserved is not None
+    ids, now, column_types, _ = reserved
+    if len(column_types) != len(WRITTEN):
+        raise RuntimeError(f"jobq_jobs lacks one of the columns {WRITTEN}: is it up to date?")
+    # Ascending, so that ids rise in the order given, as they do for an INSERT.
+    ids.sort()
+    # Binary: a quarter of the client CPU of text for the same rows.
+    statement = sql.SQL("COPY jobq_jobs ({}) FROM STDIN (FORMAT BINARY)").format(
+        sql.SQL(", ").join(map(sql.Identifier, WRITTEN))
+    )
+    yield CopyRows(statement, column_types, written_rows(ids, now, rows))
     return list(ids)
+
+
+def written_rows(
+    ids: Sequence[int], now: datetime, rows: Sequence[tuple[Any, ...]]
+) -> Iterator[list[Any]]:
+    """The rows as the COPY writes them: each with its id, and with the absolute times that
+    the relative parameters give from the transaction's now()."""
+    values = itemgetter(*(POSITION[name] for name in WRITTEN[1:]))
+    # Where each relative parameter is in a row given, and its column in a row written.
+    fills = [(POSITION[name], WRITTEN.index(column)) for name, column in RELATIVE.items()]
+    # Most calls give every job the same delay: one timedelta for all of them.
+    later = cache(lambda seconds: now + timedelta(seconds=seconds))
+    for job_id, row in zip(ids, rows, strict=True):
+        out = [job_id, *values(row)]
+        for relative, column in fills:
+            if out[column] is None and row[relative] is not None:
+                out[column] = later(row[relative])
+        yield out
+
+
+def outside_transaction(connection: Any) -> bool:
+    """Whether each statement on this application's connection (sync or async) would commit
+    alone: then statements that must land together (the ids, the wake-ups and the rows of
+    enqueue_many) get a transaction of jobq's own. Inside the application's transaction
+    they are simply part of it: a savepoint of jobq's would roll back part of it on error."""
+    return bool(connection.autocommit) and (
+        connection.info.transaction_status == TransactionStatus.IDLE
+    )

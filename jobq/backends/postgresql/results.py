@@ -66,6 +66,11 @@ ATTEMPT_WRITE = """
 """
 
 
+# Marks a job someone waits for, so that its end notifies: run once the waiter listens, by
+# Queue.wait and AsyncQueue.wait alike.
+MARK_WAITED = "UPDATE jobq_jobs SET waited = true WHERE id = %(id)s AND NOT waited"
+
+
 class PostgresReporting(Reporting):
     connection: psycopg.Connection[Any]
     pooled: bool
@@ -79,9 +84,7 @@ class PostgresReporting(Reporting):
         self.execute(f"LISTEN {FINISHED_CHANNEL}")
         # After the LISTEN: an end that commits once the mark has is notified, and one
         # before it is seen by the waiter's next read of the row.
-        self.execute(
-            "UPDATE jobq_jobs SET waited = true WHERE id = %(id)s AND NOT waited", {"id": job_id}
-        )
+        self.execute(MARK_WAITED, {"id": job_id})
         return True
 
     def wait_for_end(self, job_id: int, timeout: float) -> None:

@@ -11,7 +11,6 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -19,87 +18,26 @@ from ...errors import ConfigurationError, NoSchema
 from ...records import ClaimedJob
 from ..base import Backend
 from ..batching import in_picked_order
+from ..limits import REFUSALS
 from ..rows import NewJob, Renewal, Runner
-from ..shapes import CLAIM_COLUMNS, earliest, type_params
+from ..shapes import type_params
+from ..steps import Fetch, Statement, Step, Steps, every, fetched
+from .claims import claim_many_statement, claim_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
+from .limits import LIMITS, SqliteLimits
 from .results import ATTEMPT_WRITE, RESULTS, logged
-from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
+from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
-
-# What a claim sets besides the attempt: when the job's first and this attempt began.
-STARTED = f"started_at = coalesce(started_at, {NOW}), attempted_at = {NOW}"
-
-TYPED_READY = READY.replace("scheduled_at <=", "+scheduled_at <=", 1)
 
 # The single-statement claim needs UPDATE … RETURNING.
 MIN_VERSION = (3, 35, 0)
 
 
-def probe(index: int | None, limit: str = "1") -> str:
-    """The next ready row (or `limit` rows) of job type `index` (a parameter), or of any
-    type for None.
-
-    INDEXED BY: with no statistics (SQLite has none until ANALYZE) the planner may walk the
-    untyped index for a typed probe, past every row of the other types. The typed probe's
-    schedule test is a filter (unary plus), not a range: statistics that show one type and
-    one priority (an ANALYZE after a burst of one type) made the planner skip over both
-    columns to range over scheduled_at, and then sort every ready row of the type.
-    """
-    if index is None:
-        return f"""
-            SELECT id, priority, scheduled_at FROM jobq_jobs INDEXED BY jobq_jobs_ready
-            WHERE {READY} AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE p.type = jobq_jobs.type)
-            ORDER BY priority DESC, scheduled_at, id LIMIT {limit}
-        """
-    return f"""
-        SELECT id, priority, scheduled_at FROM jobq_jobs INDEXED BY jobq_jobs_ready_by_type
-        WHERE {TYPED_READY} AND type = :type{index}
-          AND NOT EXISTS (SELECT 1 FROM jobq_paused WHERE type = :type{index})
-        ORDER BY priority DESC, scheduled_at, id LIMIT {limit}
-    """
-
-
-@cache
-def claim_statement(type_count: int) -> str:
-    """The claim of the next ready job of `type_count` types (:type0, :type1, ...), or of
-    any type for 0."""
-    probes = [probe(i) for i in range(type_count)] or [probe(None)]
-    return f"""
-        UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
-            token = :token, lease_until = {NOW} + :lease, host = :host, pid = :pid,
-            worker = :worker, updated_at = {NOW}, {STARTED}
-        WHERE id = (SELECT id FROM ({earliest(probes)}))
-        RETURNING {CLAIM_COLUMNS}
-    """
-
-
-@cache
-def claim_many_statement(type_count: int) -> str:
-    """The claim of up to :n ready jobs, as claim_statement picks them, the i-th picked
-    taking the i-th token of :tokens (a JSON array)."""
-    probes = [probe(i, ":n") for i in range(type_count)] or [probe(None, ":n")]
-    return f"""
-        WITH picked AS (
-            SELECT id, row_number() OVER (ORDER BY priority DESC, scheduled_at, id) AS place
-            FROM ({earliest(probes, ":n")})
-        ),
-        handed AS (
-            SELECT picked.id, given.value AS token FROM picked
-            JOIN json_each(:tokens) AS given ON given.key + 1 = picked.place
-        )
-        UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
-            token = handed.token, lease_until = {NOW} + :lease, host = :host, pid = :pid,
-            worker = :worker, updated_at = {NOW}, {STARTED}
-        FROM handed WHERE jobq_jobs.id = handed.id
-        RETURNING token, {CLAIM_COLUMNS}
-    """
-
-
 # Positional parameters, in the order of INSERT_NAMES: SQLite looks each named parameter up
 # in a list of the statement's names, which made a chunk of 2,000 rows take half a second.
-INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?, ?, ?)"
+INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?, ?, ?, ?)"
 
 
 def path_of(dsn: str) -> str:
@@ -112,7 +50,7 @@ def path_of(dsn: str) -> str:
     return path[3:]
 
 
-class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
+class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, Backend):
     kind = "sqlite"
     migrations = (
         *MIGRATIONS,
@@ -122,6 +60,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         DECLARED_AT,
         TRACE_CONTEXT,
         RESULTS,
+        LIMITS,
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
@@ -201,13 +140,18 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         return int(cursor.rowcount)
 
     def fetchone(self, sql: str, params: Any = None) -> Any:
-        cursor = self.connection.execute(sql, params or ())
-        row = cursor.fetchone()
-        cursor.close()  # an UPDATE … RETURNING holds its write lock until the cursor is done
-        return row
+        return self.perform(Statement(sql, params, Fetch.ONE), self.connection)
 
     def fetchall(self, sql: str, params: Any = None) -> list[Any]:
         return list(self.connection.execute(sql, params or ()).fetchall())
+
+    def perform(self, step: Step, connection: Any) -> Any:
+        assert isinstance(step, Statement), "only PostgreSQL copies rows"
+        cursor = connection.execute(step.sql, step.params or ())
+        try:
+            return fetched(cursor, step.fetch)
+        finally:
+            cursor.close()  # a … RETURNING statement holds its write lock until the cursor is done
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -235,30 +179,29 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
     def record_version(self, version: int) -> None:
         self.execute("INSERT INTO jobq_schema (version) VALUES (:v)", {"v": version})
 
-    def insert(self, job: NewJob, connection: Any = None) -> int:
-        return self.insert_chunk([job], connection)[0]
+    def insert_steps(self, job: NewJob) -> Steps[int]:
+        (job_id,) = yield from self.insert_chunk_steps([job])
+        return job_id
 
-    def insert_unique(self, job: NewJob, connection: Any) -> int | None:
-        ids = self.insert_chunk([job], connection, taken="ON CONFLICT DO NOTHING")
+    def insert_unique_steps(self, job: NewJob) -> Steps[int | None]:
+        ids = yield from self.insert_chunk_steps([job], taken="ON CONFLICT DO NOTHING")
         return ids[0] if ids else None
 
-    # Fifteen parameters a row, under SQLite's limit of 32,766 a statement.
+    # Sixteen parameters a row, under SQLite's limit of 32,766 a statement.
     chunk_rows = 2000
 
-    def insert_chunk(self, jobs: Sequence[NewJob], connection: Any, taken: str = "") -> list[int]:
+    def insert_chunk_steps(self, jobs: Sequence[NewJob], taken: str = "") -> Steps[list[int]]:
         """`taken`: what a row whose unique_key is taken does (only rows with a key say)."""
         values = ", ".join([INSERT_ROW] * len(jobs))
         sql = f"""
             INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
                 max_backoff, jitter, scheduled_at, deadline, priority, unique_key, traceparent,
-                tracestate)
+                tracestate, limit_key)
             VALUES {values} {taken}
             RETURNING id
         """
         params = [value for job in jobs for value in self.insert_values(job)]
-        cursor = (connection or self.connection).execute(sql, params)
-        rows = cursor.fetchall()
-        cursor.close()
+        rows = yield from every(sql, params)
         # AUTOINCREMENT ids rise in the order the rows are inserted, which is the order given.
         return sorted(int(row[0]) for row in rows)
 
@@ -271,8 +214,16 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, Backend):
         runner: Runner,
     ) -> ClaimedJob | None:
         params = {"token": token, "lease": lease, **runner._asdict(), **type_params(types)}
-        row = self.fetchone(claim_statement(len(types)), params)
-        return None if row is None else self.claimed(row, token, expires_monotonic)
+        # A row a concurrency limit refused is blocked by the trigger, which changes it but
+        # returns nothing: then the next probe looks past it.
+        for _ in range(REFUSALS):
+            changes = self.connection.total_changes
+            row = self.fetchone(claim_statement(len(types)), params)
+            if row is not None:
+                return self.claimed(row, token, expires_monotonic)
+            if self.connection.total_changes == changes:
+                return None
+        return None
 
     def claim_many(
         self,

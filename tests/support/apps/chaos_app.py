@@ -9,6 +9,7 @@ name.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -123,6 +124,33 @@ class Raise(jobq.Job):
         journal_attempt(self.journal, "end")
 
 
+class ChaosAsync(Chaos):
+    """Chaos as a coroutine: its worker's event loop runs it as a task (--concurrency)."""
+
+    job_name = "ChaosAsync"
+
+    async def handle(self) -> None:  # type: ignore[override]
+        journal_attempt(self.journal, "start", seconds=self.seconds)
+        await asyncio.sleep(self.seconds)
+        journal_attempt(self.journal, "end")
+
+
+class Stubborn(Chaos):
+    """A coroutine that swallows every cancel and sleeps on: only its worker's death stops it."""
+
+    job_name = "Stubborn"
+
+    async def handle(self) -> None:  # type: ignore[override]
+        journal_attempt(self.journal, "start", seconds=self.seconds)
+        deadline = time.monotonic() + self.seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                await asyncio.sleep(left)
+            except asyncio.CancelledError:
+                journal_attempt(self.journal, "swallowed")
+        journal_attempt(self.journal, "end")
+
+
 class ResumableImport(jobq.Job):
     """Imports `rows` rows of `step` seconds each, from the row its last attempt's checkpoint
     reached: each row is journaled ("row") once its checkpoint is saved."""
@@ -150,3 +178,19 @@ class ResumableImport(jobq.Job):
             journal_attempt(self.journal, "row", row=row + 1)
         journal_attempt(self.journal, "end")
         return {"resumed": start}
+
+
+class ChaosLimited(Chaos):
+    """A Chaos job of which at most two of one key run at once; its journal lines carry the
+    key, for the history checker's count."""
+
+    job_name = "ChaosLimited"
+    type = "chaos-limited"
+    concurrency = jobq.Concurrency(2, key=lambda job: job.key)
+
+    def __init__(self, seconds: float, journal: str, key: str) -> None:
+        super().__init__(seconds, journal)
+        self.key = key
+
+    def journal_fields(self) -> dict[str, object]:
+        return {"key": self.key}

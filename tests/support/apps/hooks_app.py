@@ -7,13 +7,15 @@ names the journal.
 from __future__ import annotations
 
 import os
+import threading
 
 import jobq
 from jobq.testing.history import journal_event
 
 
 def write(event: str, **fields: object) -> None:
-    journal_event(os.environ["HOOKS_JOURNAL"], event, **fields)
+    thread = threading.current_thread().name
+    journal_event(os.environ["HOOKS_JOURNAL"], event, thread=thread, **fields)
 
 
 @jobq.on_worker_start

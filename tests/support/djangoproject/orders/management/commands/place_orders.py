@@ -8,16 +8,18 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from jobq.contrib.django import enqueue
-from orders.jobs import MakeReceipt
+from orders.jobs import MakeReceipt, MakeReceiptAsync
 from orders.models import Order
 
 
 class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("count", type=int)
+        parser.add_argument("--coroutines", action="store_true", help="async def receipt jobs")
 
-    def handle(self, *args: Any, count: int, **options: Any) -> None:
+    def handle(self, *args: Any, count: int, coroutines: bool, **options: Any) -> None:
+        kind = MakeReceiptAsync if coroutines else MakeReceipt
         for number in range(count):
             with transaction.atomic():
                 order = Order.objects.create(number=number)
-                enqueue(MakeReceipt(order.pk))
+                enqueue(kind(order.pk))

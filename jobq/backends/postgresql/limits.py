@@ -1,0 +1,151 @@
+"""PostgreSQL's concurrency limits: the columns and tables, the trigger that admits or
+blocks each claim of a limited job, the trigger that wakes a blocked job when an attempt of
+its key ends, and the operator's statements.
+
+The triggers see every claim and every ending, whichever statement makes it (a claim, a
+batch, an acknowledgement fused with the next claim, a settle, a cancel, a release, the
+recovery of an ended lease), so no path can skip them. Both lock the key's row first: its
+claims and its endings are serialised, and each counts the key's live attempts with a fresh
+snapshot (a plpgsql statement takes one), not the one its outer statement started with.
+"""
+
+from __future__ import annotations
+
+from ...limits import CONCURRENCY
+from ..limits import LIMITS_TEMPLATE, Limits
+from .controls import NOTIFY_CHANNEL
+from .schema import NEXT_READY, READY, SETTINGS
+
+# Attempts of the trigger row's key that hold a slot: in progress with a live lease. A lease
+# that ended frees its slot even before maintenance settles the row (a killed master).
+RUNNING = """(SELECT count(*) FROM jobq_jobs r WHERE r.type = {row}.type
+    AND r.limit_key = {row}.limit_key AND r.status = 'in_progress' AND r.lease_until > now())"""
+
+# The limit in force: an operator's override, else the job class's declaration.
+ALLOWED = f"""SELECT coalesce(l.override, l.declared) INTO allowed FROM jobq_limits l
+    WHERE l.type = {{row}}.type AND l.name = '{CONCURRENCY}'"""
+
+KEY_ROW = """INSERT INTO jobq_limit_keys (type, limit_key) VALUES ({row}.type, {row}.limit_key)
+    ON CONFLICT DO NOTHING"""
+
+# A claim skips a key another claim or ending holds (SKIP LOCKED): the job stays ready,
+# unclaimed, and no claim ever waits on another's key, so batches cannot deadlock. Over the
+# limit, the job is marked blocked (blocked_on), which the probes step over, until an ending
+# of its key wakes it. It stays in the ready index: see docs/guides/limits.md for the cost.
+ADMIT = f"""
+    CREATE FUNCTION jobq_limit_admit() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        allowed integer;
+    BEGIN
+        {ALLOWED.format(row="NEW")};
+        IF allowed IS NULL THEN
+            RETURN NEW;
+        END IF;
+        {KEY_ROW.format(row="NEW")};
+        PERFORM FROM jobq_limit_keys k WHERE k.type = NEW.type AND k.limit_key = NEW.limit_key
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN OLD;
+        END IF;
+        IF {RUNNING.format(row="NEW")} >= allowed THEN
+            NEW := OLD;
+            NEW.blocked_on := '{CONCURRENCY}';
+        END IF;
+        RETURN NEW;
+    END
+    $$
+"""
+
+# After every row of the statement (so after the claims a fused statement makes too): wait
+# for the key, count again, and wake as many blocked jobs as there are free slots, best first.
+RELEASE = f"""
+    CREATE FUNCTION jobq_limit_release() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        allowed integer;
+        free integer;
+        woken integer;
+    BEGIN
+        {ALLOWED.format(row="OLD")};
+        {KEY_ROW.format(row="OLD")};
+        PERFORM FROM jobq_limit_keys k WHERE k.type = OLD.type AND k.limit_key = OLD.limit_key
+            FOR UPDATE;
+        free := coalesce(allowed, 1000000) - {RUNNING.format(row="OLD")};
+        IF free > 0 THEN
+            WITH unblocked AS (
+                UPDATE jobq_jobs j SET blocked_on = NULL WHERE j.id IN (
+                    SELECT b.id FROM jobq_jobs b WHERE b.type = OLD.type
+                      AND b.limit_key = OLD.limit_key AND b.status = 'pending'
+                      AND b.blocked_on IS NOT NULL
+                    ORDER BY b.priority DESC, b.scheduled_at, b.id LIMIT free
+                    FOR UPDATE SKIP LOCKED)
+                RETURNING 1
+            )
+            SELECT count(*) INTO woken FROM unblocked;
+            IF woken > 0 THEN
+                PERFORM pg_notify('{NOTIFY_CHANNEL}', OLD.type);
+            END IF;
+        END IF;
+        RETURN NULL;
+    END
+    $$
+"""
+
+# The claim probes again, stepping over blocked jobs. CREATE OR REPLACE sets a function's
+# settings anew, so this one says NO_JIT's too.
+UNBLOCKED_READY = f"{READY} AND blocked_on IS NULL"
+NEXT_UNBLOCKED = (
+    NEXT_READY.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+    .replace(READY, UNBLOCKED_READY)
+    .replace(SETTINGS, f"{SETTINGS} SET jit = off")
+)
+UNBLOCKED_MANY = NEXT_UNBLOCKED.replace(
+    "jobq_next_ready(job_type text)", "jobq_ready_many(job_type text, how_many integer)"
+).replace("LIMIT 1", "LIMIT how_many")
+
+LIMITS: tuple[str, ...] = (
+    # No defaults: adding the columns rewrites no rows.
+    "ALTER TABLE jobq_jobs ADD COLUMN limit_key text, ADD COLUMN blocked_on text",
+    "CREATE TABLE jobq_limits (type text NOT NULL, name text NOT NULL, declared integer, "
+    "override integer, PRIMARY KEY (type, name))",
+    "CREATE TABLE jobq_limit_keys (type text NOT NULL, limit_key text NOT NULL, "
+    "PRIMARY KEY (type, limit_key))",
+    "CREATE INDEX jobq_jobs_limit_running ON jobq_jobs (type, limit_key) "
+    "WHERE status = 'in_progress' AND limit_key IS NOT NULL",
+    "CREATE INDEX jobq_jobs_limit_blocked ON jobq_jobs "
+    "(type, limit_key, priority DESC, scheduled_at, id) "
+    "WHERE status = 'pending' AND blocked_on IS NOT NULL",
+    ADMIT,
+    "CREATE TRIGGER jobq_limit_admit BEFORE UPDATE OF status ON jobq_jobs FOR EACH ROW "
+    "WHEN (OLD.status = 'pending' AND NEW.status = 'in_progress' "
+    "AND NEW.limit_key IS NOT NULL) EXECUTE FUNCTION jobq_limit_admit()",
+    RELEASE,
+    "CREATE TRIGGER jobq_limit_release AFTER UPDATE OF status ON jobq_jobs FOR EACH ROW "
+    "WHEN (OLD.status = 'in_progress' AND NEW.status <> 'in_progress' "
+    "AND OLD.limit_key IS NOT NULL) EXECUTE FUNCTION jobq_limit_release()",
+    NEXT_UNBLOCKED,
+    UNBLOCKED_MANY,
+)
+
+
+class PostgresLimits(Limits):
+    sql_declare_limit = """
+        INSERT INTO jobq_limits (type, name, declared) VALUES (%(type)s, %(name)s, %(count)s)
+        ON CONFLICT (type, name) DO UPDATE SET declared = excluded.declared
+        WHERE jobq_limits.declared IS DISTINCT FROM excluded.declared
+    """
+    sql_override_limit = """
+        INSERT INTO jobq_limits (type, name, override) VALUES (%(type)s, %(name)s, %(count)s)
+        ON CONFLICT (type, name) DO UPDATE SET override = excluded.override
+    """
+    # A raised limit must reach the jobs already blocked: all of the type's go back to the
+    # ready index, and the claims block again those still over it.
+    sql_unblock_type = """
+        WITH unblocked AS (
+            UPDATE jobq_jobs SET blocked_on = NULL
+            WHERE type = %(type)s AND status = 'pending' AND blocked_on IS NOT NULL
+            RETURNING type
+        )
+        SELECT pg_notify(%(channel)s, %(type)s) WHERE EXISTS (SELECT FROM unblocked)
+    """
+    sql_limits = LIMITS_TEMPLATE.format(now="now()")
+    sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = %(id)s"

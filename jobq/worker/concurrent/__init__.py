@@ -1,0 +1,8 @@
+"""The concurrent worker (--concurrency N): up to N attempts at once in one process, on an
+asyncio event loop. `async def handle` jobs run as tasks on the loop, plain `def handle` jobs
+in a pool of N threads; each attempt has its own claim, token, lease and fence row.
+
+- slots.py: the N slots, and the fence row each running attempt holds;
+- attempts.py: how one attempt's code runs, as a task or in a thread;
+- loop.py: the worker's loop: claim for free slots, acknowledge in batches, drain, recycle.
+"""

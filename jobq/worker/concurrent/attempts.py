@@ -1,0 +1,61 @@
+"""How a concurrent worker runs one attempt's code: an `async def handle` as a task on the
+worker's event loop, a plain `def handle` in one of its threads. Either way the attempt is
+framed as a process worker frames it (queue/consuming.py's Handling): current_claim(),
+cancel_requested(), progress() and checkpoint() answer for this attempt, in its task or its
+thread, and the before_job hooks run there (so Django's close_old_connections runs in the
+thread whose connections the job uses). The after_job hooks run there too (loop.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import threading
+from collections.abc import Awaitable
+from concurrent.futures import ThreadPoolExecutor
+from typing import cast
+
+from ...backends.base import Backend
+from ...job import Job
+from ...queue import Queue
+from ...queue.consuming import Handling
+from ...records import ClaimedJob
+
+
+def is_coroutine(job: Job) -> bool:
+    return inspect.iscoroutinefunction(job.handle)
+
+
+class OneStatementAtATime:
+    """The worker's backend as its jobs' progress() and checkpoint() reach it, from their
+    threads and tasks: each write waits for the statement the database thread may be
+    running, as a connection takes one statement at a time. A coroutine's write holds up
+    the event loop for as long: one short statement."""
+
+    def __init__(self, backend: Backend, lock: threading.Lock) -> None:
+        self.backend = backend
+        self.lock = lock
+
+    def attempt_write(self, column: str, job_id: int, token: str, value: str) -> bool:
+        with self.lock:
+            return self.backend.attempt_write(column, job_id, token, value)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.backend, name)
+
+
+async def handled(
+    queue: Queue, claim: ClaimedJob, job: Job, threads: ThreadPoolExecutor, lock: threading.Lock
+) -> Handling:
+    """Run the attempt's code: its frame, with the error that failed it or its result."""
+    backend = cast(Backend, OneStatementAtATime(queue.backend, lock))
+    if is_coroutine(job):
+        with queue._handling(claim, backend) as handling:
+            handling.begin()
+            handling.returned(await cast(Awaitable[object], job.handle()))
+        return handling
+    # run_in_executor does not carry the caller's context variables (the attempt's span
+    # among them) over by itself.
+    context = contextvars.copy_context()
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(threads, context.run, queue._handled, claim, job, backend)

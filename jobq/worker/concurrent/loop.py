@@ -1,0 +1,318 @@
+"""The concurrent worker's loop: up to N attempts at once, on one event loop.
+
+It claims only for its free slots, in one statement; every claimed attempt starts at once,
+as a task. As attempts end, their outcomes are recorded in batches: the completed ones in
+one statement with the next claim (as --prefetch does), each guarded by its own token, the
+failed ones one by one, as a process worker fails them. The database connection is used by
+one thread only, so the loop never waits on the database and no two statements ever share
+the connection at once.
+
+What the master is told (protocol.py): `claimed`/`finished` with `at_once`, then `settling`
+for the attempts whose code is done, before their outcomes are recorded. The master renews
+every attempt and stops the whole worker when any attempt must stop (a thread cannot be
+stopped alone); the keeper fences each attempt in its own fence row (slots.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from ... import protocol, tracing, wire
+from ...job import Job
+from ...queue import Queue
+from ...queue.running import worker_id
+from ...records import ClaimedJob, Outcome
+from .. import attempt, title
+from ..child import EXIT_OK, FIRST_IDLE_WAIT, Child
+from ..fence import Slot
+from ..mark import SettlingMark
+from ..recording import UNACKNOWLEDGED
+from ..session import DatabaseLost, Session, close_quietly
+from ..settings import WorkerSettings
+from ..settling import SettlingReporter
+from .attempts import handled, is_coroutine
+from .slots import Slots
+
+log = logging.getLogger("jobq")
+
+Result = TypeVar("Result")
+# An attempt whose code is done: its claim (with its result), what failed it (None: it
+# completed), and its span, which ends once its outcome is recorded.
+Ended = tuple[ClaimedJob, BaseException | str | None, tracing.AttemptSpan]
+
+
+class Unwatched(SettlingReporter):
+    """The process worker's reporter, less what only makes sense for one attempt at a time:
+    the settling mark (a concurrent worker says `settling` instead) and the search for an
+    attempt's leftover processes, which cannot tell one running attempt's from another's.
+    Whatever its jobs started dies with the worker (every process it starts is marked)."""
+
+    def on_claimed(self, claim: ClaimedJob) -> None:
+        pass
+
+    def on_settling(self, claim: ClaimedJob) -> None:
+        pass
+
+
+class ConcurrentChild(Child):
+    def __init__(
+        self, settings: WorkerSettings, sock: socket.socket, mark: SettlingMark, rows: list[Slot]
+    ) -> None:
+        super().__init__(settings, sock, mark, rows, Unwatched(mark))
+        self.slots = Slots(rows)
+        concurrency = self.settings.concurrency
+        self.threads = ThreadPoolExecutor(concurrency, thread_name_prefix="jobq-job")
+        self.database = ThreadPoolExecutor(1, thread_name_prefix="jobq-database")
+        # Held by every statement on the connection: the database thread's, and the jobs'
+        # progress and checkpoint writes (attempts.py).
+        self.statement = threading.Lock()
+        # Each ended attempt's recorded outcome (None: it could not be recorded), awaited
+        # by its task to end its span.
+        self.outcomes: dict[int, asyncio.Future[Outcome | None]] = {}
+        self.ended: list[Ended] = []
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.woken: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        # The coroutine attempts it runs, which can be cancelled alone; and those the master
+        # asked to stop, with the error to fail them with.
+        self.cancellable: dict[int, asyncio.Task[None]] = {}
+        self.stopped: dict[int, str] = {}
+
+    # -- what the process worker asks, for N slots -----------------------------------------
+
+    def claim_size(self) -> int:
+        """Free slots, but none while draining, paused or due to recycle, and never more
+        than --max-jobs-per-child leaves."""
+        if self.stopping.is_set() or self.slots.claims_paused():
+            return 0
+        begun = self.done + self.slots.busy
+        if self.recycle_due(begun + 1) is not None:
+            return 0
+        size = self.slots.vacant
+        if self.settings.max_jobs:
+            size = min(size, self.settings.max_jobs - begun)
+        return max(0, size)
+
+    def claim(self, queue: Queue) -> list[ClaimedJob]:
+        size = self.claim_size()
+        return queue.claim_many(size, self.settings.types) if size else []
+
+    def show_title(self) -> None:
+        """The earliest attempt it runs, as a process worker shows its one, and how many
+        slots are busy."""
+        running = self.slots.running()
+        if not running:
+            title.state(None, 0.0)
+            return
+        first = running[0]
+        slots = f"{len(running)}/{self.slots.capacity} slots busy"
+        title.show(f"jobq-supervise: worker job {first.id} {first.type} {first.class_name} {slots}")
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def work(self, session: Session) -> int:
+        # Whatever the jobs start is marked as this worker's, for the kill that ends it.
+        attempt.mark(0)
+        try:
+            return asyncio.run(self.serve(session))
+        finally:
+            close_quietly(session.queue)
+            self.threads.shutdown(wait=False, cancel_futures=True)
+            self.database.shutdown(wait=False, cancel_futures=True)
+
+    def told(self, message: protocol.Message) -> None:
+        if isinstance(message, protocol.Stop) and self.loop is not None:
+            self.loop.call_soon_threadsafe(self.stop_attempt, message.id, message.error)
+
+    def stop_attempt(self, job_id: int, error: str) -> None:
+        """The master stops this attempt: a coroutine is cancelled, CancelledError raised into
+        it; a thread cannot be, and the master kills the whole worker after the kill grace."""
+        self.stopped[job_id] = error
+        task = self.cancellable.get(job_id)
+        if task is not None:
+            task.cancel()
+
+    async def serve(self, session: Session) -> int:
+        self.woken = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+        self.begin_first(session)
+        idle_wait = FIRST_IDLE_WAIT
+        while True:
+            if not self.slots.busy and not self.ended:
+                if self.stopping.is_set():
+                    return await self.all_ended(EXIT_OK)
+                recycle = self.recycle_due(self.done)
+                if recycle is not None:
+                    code, why = recycle
+                    log.info("Recycling worker: %s", why, extra={"event": "recycle"})
+                    return await self.all_ended(code)
+            size = self.claim_size()
+            if self.ended or size:
+                try:
+                    claimed = await self.record_and_claim(session, size)
+                except DatabaseLost as lost:
+                    log.error("%s: %s", lost.what, lost.__cause__, extra={"event": "db_error"})
+                    if not await self.in_database(self.reconnect, session):
+                        return EXIT_OK
+                    self.begin_first(session)
+                    continue
+                if claimed:
+                    idle_wait = FIRST_IDLE_WAIT
+                if claimed or not size:
+                    continue
+            # Nothing to record, and nothing ready for the free slots: wait for an attempt
+            # to end, or for the next look at the queue.
+            await self.wait(idle_wait)
+            idle_wait = min(idle_wait * 2, self.settings.poll_interval)
+
+    async def all_ended(self, code: int) -> int:
+        """Exit `code` once every attempt's task ended its span: each runs no more code, and
+        its outcome is recorded."""
+        await asyncio.gather(*self.tasks)
+        return code
+
+    async def wait(self, seconds: float) -> None:
+        """Until an attempt ends, or `seconds`. Draining, too: returning at once there would
+        spin the loop without ever letting the attempts in flight run on."""
+        assert self.woken is not None
+        self.woken.clear()
+        if self.ended:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.woken.wait(), seconds)
+
+    def begin_first(self, session: Session) -> None:
+        """Start the claim a (re)connection made."""
+        first = session.first
+        report = protocol.Claimed(protocol.attempts(first), at_once=True) if first else None
+        self.begin(session, first, report)
+
+    def begin(
+        self, session: Session, claims: list[ClaimedJob], report: protocol.Message | None
+    ) -> None:
+        """Fence each new attempt in a row of its own, tell the master (`report` carries
+        them), start them all."""
+        for claim in claims:
+            self.slots.hold(claim)
+        if report is not None:
+            # Before decoding or running anything: from here on the master renews them.
+            wire.send(self.sock, report)
+        for claim in claims:
+            task = asyncio.create_task(self.attempt_task(session.queue, claim))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def attempt_task(self, queue: Queue, claim: ClaimedJob) -> None:
+        """One attempt, in its span: run its code, hand it over to be recorded, and end the
+        span with the outcome recorded (as a process worker's span ends); then its after_job
+        hooks, where its code ran: in its task, or in one of the threads."""
+        with tracing.processing(claim, worker_id()) as span:
+            ran, error, threaded = await self.run_code(queue, claim)
+            outcome = asyncio.get_running_loop().create_future()
+            self.outcomes[claim.id] = outcome
+            self.slots.let_go(claim)
+            self.ended.append((ran, error, span))
+            self.done += 1
+            assert self.woken is not None
+            self.woken.set()
+            recorded = await outcome
+            if recorded is not None:
+                span.ended(recorded)
+        # Skipped when its outcome could not be recorded, as a process worker skips them.
+        if recorded is None or queue.hooks is None:
+            return
+        if not threaded:
+            queue.hooks.after_job(ran, recorded)
+            return
+        context = contextvars.copy_context()
+        await asyncio.get_running_loop().run_in_executor(
+            self.threads, context.run, queue.hooks.after_job, ran, recorded
+        )
+
+    async def run_code(
+        self, queue: Queue, claim: ClaimedJob
+    ) -> tuple[ClaimedJob, BaseException | str | None, bool]:
+        """The attempt's code: its claim with its result, what failed it, if anything, and
+        whether it ran in a thread."""
+        error: BaseException | str | None
+        threaded = False
+        try:
+            job = queue._startable(claim)
+            if isinstance(job, Job) and is_coroutine(job):
+                self.cancellable[claim.id] = asyncio.current_task()  # type: ignore[assignment]
+            if claim.id in self.stopped:  # told to stop before it began
+                raise asyncio.CancelledError
+            if not isinstance(job, Job):
+                error = job
+            else:
+                threaded = not is_coroutine(job)
+                handling = await handled(queue, claim, job, self.threads, self.statement)
+                error, claim = handling.error, claim.completed(handling.result)
+        except asyncio.CancelledError:
+            error = self.stopped.get(claim.id, "Cancelled")
+            log.warning("Job %d cancelled: %s", claim.id, error, extra={"event": "cancelled"})
+        except BaseException as escaped:  # SystemExit and the like: fail it, then drain
+            log.warning("Job %d raised %r: the worker drains", claim.id, escaped)
+            error = escaped
+            self.stopping.set()
+        self.cancellable.pop(claim.id, None)
+        self.stopped.pop(claim.id, None)
+        return claim, error, threaded
+
+    async def record_and_claim(self, session: Session, size: int) -> list[ClaimedJob]:
+        """Record the ended attempts' outcomes and claim `size` jobs for the free slots, in
+        the database's thread; report both; start the new attempts."""
+        ended, self.ended = self.ended, []
+        if ended:
+            # Before their outcomes are recorded: a round that misses them kills nothing.
+            wire.send(self.sock, protocol.Settling([claim.id for claim, _, _ in ended]))
+        try:
+            outcomes, claims = await self.in_database(self.recorded, session, ended, size)
+        except Exception as error:
+            # Their leases run out unrenewed, and maintenance settles them.
+            lost = [(claim.id, UNACKNOWLEDGED) for claim, _, _ in ended]
+            wire.send(self.sock, protocol.Finished(lost))
+            for claim, _, _ in ended:
+                self.outcomes.pop(claim.id).set_result(None)
+            raise DatabaseLost("Recording outcomes failed") from error
+        for claim, outcome in outcomes:
+            self.outcomes.pop(claim.id).set_result(outcome)
+        finished = [(claim.id, str(outcome)) for claim, outcome in outcomes]
+        report = protocol.Finished(finished, protocol.attempts(claims), at_once=True)
+        self.begin(session, claims, report if finished or claims else None)
+        return claims
+
+    def recorded(
+        self, session: Session, ended: list[Ended], size: int
+    ) -> tuple[list[tuple[ClaimedJob, Outcome]], list[ClaimedJob]]:
+        """In the database's thread: fail the failed attempts, then complete the completed
+        ones with the next claim in one statement."""
+        queue, types = session.queue, self.settings.types
+        outcomes = [
+            (claim, queue._failed(claim, error, span)) for claim, error, span in ended if error
+        ]
+        completed = [claim for claim, error, _ in ended if error is None]
+        claims: list[ClaimedJob] = []
+        if completed:
+            settled, claims = queue.complete_many_and_claim(completed, size, types)
+            outcomes += zip(completed, settled, strict=True)
+        elif size:
+            claims = queue.claim_many(size, types)
+        return outcomes, claims
+
+    async def in_database(self, call: Callable[..., Result], *args: object) -> Result:
+        return await asyncio.get_running_loop().run_in_executor(
+            self.database, self.one_at_a_time, call, *args
+        )
+
+    def one_at_a_time(self, call: Callable[..., Result], *args: object) -> Result:
+        with self.statement:
+            return call(*args)

@@ -1,0 +1,134 @@
+"""A concurrency limit holds in the claim on every database: a key never has more attempts
+in progress than its limit, a full key's jobs wait out of the way of other keys (even at a
+higher priority), and a slot comes back whenever its attempt ends, or its lease does."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+
+import jobq
+from jobq.limits import CONCURRENCY
+from jobq.supervisor.housekeeper import depth
+from jobq.supervisor.metrics import QueueDepth
+from tests.support.jobs import Limited, Noop
+from tests.support.waiting import wait_lease_ended
+
+
+def running_by_key(queue: jobq.Queue) -> Counter[str]:
+    claims = queue.backend.fetchall(
+        "SELECT limit_key FROM jobq_jobs WHERE status = 'in_progress' AND limit_key IS NOT NULL"
+    )
+    return Counter(row[0] for row in claims)
+
+
+def test_a_full_key_lets_other_keys_by_and_wakes_when_a_slot_frees(queue: jobq.Queue) -> None:
+    high = [queue.enqueue(Limited("a", i), priority=5) for i in range(5)]
+    others = [queue.enqueue(Limited("b", i)) for i in range(2)]
+    plain = queue.enqueue(Noop())
+
+    first = queue.claim_many(10)
+    assert running_by_key(queue) == {"a": 2, "b": 2}
+    assert {c.id for c in first} == {*high[:2], *others, plain}
+    assert queue.waits_on(high[2]) == ("a", CONCURRENCY)
+    assert [(r.type, r.in_force, r.in_use, r.blocked) for r in queue.limits()] == [
+        ("limited", 2, 4, 3)
+    ]
+    assert [b.id for b in queue.blocked()] == high[:1:-1]
+    # What the supervisor's metrics show: per type and limit, never per key.
+    figures = QueueDepth()
+    figures.update([], {}, 0.0, limits=depth(queue).limits)
+    samples = {
+        (sample.name, tuple(sample.labels.values())): sample.value
+        for family in figures.collect_limits()
+        for sample in family.samples
+    }
+    assert samples == {
+        ("jobq_limit_slots_in_use", ("limited", CONCURRENCY)): 4,
+        ("jobq_jobs_blocked", ("limited",)): 3,
+    }
+    assert queue.claim() is None
+
+    done = next(c for c in first if c.id == high[0])
+    assert queue.complete(done)
+    (next_one,) = queue.claim_many(10)
+    assert next_one.id == high[2]
+    assert running_by_key(queue)["a"] == 2
+
+
+@pytest.mark.lease(1)
+def test_a_slot_is_free_once_its_lease_ends(queue: jobq.Queue) -> None:
+    """As when a master is SIGKILLed with the attempt: nothing settles it, yet once its
+    lease has ended the key takes a new attempt; settling it wakes the blocked job."""
+    queue.set_limit("limited", 1)
+    held = queue.enqueue(Limited("a"))
+    waiting = queue.enqueue(Limited("a"))
+    claim = queue.claim()
+    assert claim is not None
+    assert claim.id == held
+    assert queue.claim() is None
+    wait_lease_ended(queue, held)
+    fresh = queue.enqueue(Limited("a"))
+    again = queue.claim()
+    assert again is not None
+    assert again.id == fresh
+    assert queue.run_maintenance()["requeued"] == 1
+    assert queue.complete(again)
+    last = queue.claim()
+    assert last is not None
+    assert last.id in (held, waiting)
+
+
+def test_an_override_is_read_at_claim_time(queue: jobq.Queue) -> None:
+    ids = [queue.enqueue(Limited("a", i)) for i in range(5)]
+    assert len(queue.claim_many(5)) == 2
+    queue.set_limit("limited", 4)
+    assert len(queue.claim_many(5)) == 2
+    assert running_by_key(queue)["a"] == 4
+    queue.set_limit("limited", 1)
+    assert queue.claim() is None
+    queue.set_limit("limited", None)
+    assert queue.limits()[0].in_force == 2
+    assert queue.waits_on(ids[4]) in (("a", None), ("a", CONCURRENCY))
+
+
+def test_concurrent_claims_never_start_an_attempt_beyond_the_limit(
+    queue: jobq.Queue, dsn: str
+) -> None:
+    queue.enqueue_many([Limited(f"k{i % 3}", i) for i in range(90)])
+    stop = threading.Event()
+    peaks: list[int] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with jobq.Queue.connect(dsn) as mine:
+                while not stop.is_set():
+                    batch = mine.claim_many(3)
+                    left = mine.counts("limited")
+                    if not batch and not left.get("pending") and not left.get("in_progress"):
+                        return
+                    for claim in batch:
+                        mine.complete(claim)
+        except BaseException as error:
+            errors.append(error)
+
+    def watch() -> None:
+        with jobq.Queue.connect(dsn) as mine:
+            while not stop.is_set():
+                peaks.append(max(running_by_key(mine).values(), default=0))
+
+    workers = [threading.Thread(target=work) for _ in range(4)]
+    watcher = threading.Thread(target=watch)
+    for thread in [*workers, watcher]:
+        thread.start()
+    for thread in workers:
+        thread.join(60)
+    stop.set()
+    watcher.join(10)
+    assert not errors
+    assert peaks
+    assert max(peaks) <= 2
+    assert queue.counts("limited").get("completed") == 90
