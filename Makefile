@@ -3,7 +3,7 @@
 # The project's virtualenv when there is one (scripts/test creates it), else python3.
 PYTHON ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 
-.PHONY: test test-fast chaos bench
+.PHONY: test test-fast chaos bench docs
 
 # Lint, type-check and run every test against real PostgreSQL, MariaDB and SQLite.
 test:
@@ -21,3 +21,8 @@ chaos:
 
 bench:
 	$(PYTHON) -m bench $(BENCH_ARGS)
+
+# The documentation site at http://127.0.0.1:8000/, rebuilt as pages or the code they render
+# change. Needs the docs extra (pip install -e '.[docs]'; ./scripts/test installs it).
+docs:
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs serve

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import logging
@@ -19,12 +18,10 @@ import jobq
 import jobq.queue
 import jobq.schedules
 from jobq.cli import commands as cli
-from jobq.options import markdown_table
 from jobq.schedules import periodic
 from jobq.web import Credentials, make_app
 from jobq.web import views as web_views
 from tests.support.jobs import Boom, Limited, Noop, Record
-from tests.support.paths import REPO
 
 NO_RETRY = jobq.RetryPolicy(max_attempts=1)
 SCRIPT = "<script>alert('owned')</script>"
@@ -515,16 +512,6 @@ def test_a_bind_that_is_not_host_and_port_is_refused(
     web_command: Callable[[str], str], bind: str
 ) -> None:
     assert "--bind must be HOST:PORT" in web_command(bind)
-
-
-def test_the_readme_lists_the_web_command_s_options() -> None:
-    readme = (REPO / "README.md").read_text()
-    commands = next(
-        action
-        for action in cli.build_parser()._actions
-        if isinstance(action, argparse._SubParsersAction)
-    )
-    assert markdown_table(commands.choices["web"].get_default("options")) in readme
 
 
 @pytest.mark.databases("postgresql")

@@ -1,5 +1,5 @@
-"""The command line without running it: the README's option table and the test app's job names,
-how --json gives a payload."""
+"""The command line without running it: the test app's job names, how --json gives a payload.
+The option tables are the documentation site's (tests/unit/test_docs.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ import pytest
 
 import jobq
 from jobq.cli.controls import payload_value
-from jobq.options import markdown_table
 from tests.support.apps import jobs_app
 from tests.support.apps.jobs_app import AppendLine
-from tests.support.paths import REPO
 
 
 def test_the_test_app_is_the_one_the_worker_imports() -> None:
@@ -18,11 +16,6 @@ def test_the_test_app_is_the_one_the_worker_imports() -> None:
     # `tests.support.apps.jobs_app`: the names stored with jobs must not depend on which.
     assert AppendLine.job_name == "jobs_app.AppendLine"
     assert jobq.job.registered("jobs_app.AppendLine") is jobs_app.AppendLine
-
-
-def test_the_readme_option_table_is_the_declared_one() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert markdown_table() in readme
 
 
 @pytest.mark.parametrize(
