@@ -218,6 +218,8 @@ def live(postgresql_server: ServerInfo, tmp_path_factory: pytest.TempPathFactory
 def play_scenario(queue: jobq.Queue, running: Supervisor, dsn: str, workdir: Path) -> None:
     journal = str(workdir / "journal")
     fence_release = workdir / "fence-release"
+    # A limit in force, for the limit panels: its type gets no jobs, so both read 0.
+    queue.set_limit("limited", 2)
     fenced = queue.enqueue(Hold(journal, str(fence_release), limit=30), retry=ONCE_MORE)
     # Never released: --job-timeout ends it.
     queue.enqueue(Hold(journal, str(workdir / "never"), limit=30), retry=SINGLE)
