@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 import jobq
 
@@ -67,6 +68,8 @@ def alive(pid: int) -> bool:
         return False
 
 
+# SQLite is the next test's, through the demo's own default.
+@pytest.mark.databases("postgresql", "mariadb")
 def test_demo_lease(dsn: str, tmp_path: Path) -> None:
     output = run_demo("--dsn", dsn, cwd=tmp_path)
     # Shown without its password (the test databases have none, but the line must be there).
