@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ except ImportError:
     from django_tasks import TaskContext, task
     from django_tasks.signals import task_enqueued, task_finished, task_started
 
+from jobq.contrib.django import queue_for
 from jobq.contrib.django.tasks import TaskResultDoesNotExist
 
 from .models import Order
@@ -39,10 +41,13 @@ def flaky(context: TaskContext) -> int:
     return context.attempt
 
 
-@task(queue_name="tasks")
-async def later(value: str) -> str:
+@task(queue_name="tasks", takes_context=True)
+async def later(context: TaskContext, value: str) -> dict[str, Any]:
     await asyncio.sleep(0)
-    return value.upper()
+    if context.attempt == 1:
+        raise RuntimeError("first attempt fails")
+    # On the worker's event loop, in its main thread (a plain job would run in another).
+    return {"value": value.upper(), "thread": threading.current_thread().name}
 
 
 SIGNALS: list[str] = []
@@ -103,5 +108,6 @@ def report(ids: dict[str, str]) -> None:
             "started": r.started_at is not None,
             "finished": r.finished_at is not None,
             "deferred": r.task.run_after is not None,
+            "class": queue_for().get(int(result_id)).class_name,  # type: ignore[union-attr]
         }
     print(json.dumps(out))
