@@ -84,3 +84,12 @@ def test_tasks_run_under_supervise_and_read_back_as_djangos_results(dsn: str) ->
         assert notes.count(f"enqueued {ids[name]} READY") == 1
         assert notes.count(f"started {ids[name]} RUNNING") == attempts, name
         assert len([n for n in notes if n.startswith(f"finished {ids[name]} ")]) == attempts
+
+
+@pytest.mark.databases("postgresql", "sqlite", "mariadb")
+def test_the_backend_under_djangos_test_runner(dsn: str) -> None:
+    """tests/support/djangoproject/orders/test_tasks.py: enqueue in a TestCase's transaction,
+    aenqueue and aget_result, priority order and the system checks."""
+    output = ok(manage(dsn, "test", "orders.test_tasks", "--noinput"))
+    assert "Ran 5 tests" in output, output
+    assert "\nOK" in output, output

@@ -7,6 +7,7 @@ from __future__ import annotations
 from inspect import iscoroutinefunction
 from typing import Any, cast
 
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
@@ -23,6 +24,7 @@ from .task_api import (
     normalize_json,
     task_enqueued,
 )
+from .task_checks import setting_errors
 from .task_jobs import TASK_JOBS, AsyncTaskJob, TaskJob
 
 __all__ = ["AsyncTaskJob", "JobqBackend", "TaskJob", "TaskResultDoesNotExist"]
@@ -56,6 +58,9 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
                 f"TASKS[{alias!r}]['OPTIONS']: unknown {sorted(options)}; "
                 "JobqBackend takes DATABASE, RETRY and DEADLINE"
             )
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        return [*super().check(**kwargs), *setting_errors(self.alias, self.database, self.queues)]
 
     def enqueue(self, task: Task[Any, Any], args: Any, kwargs: Any) -> TaskResult[Any, Any]:
         self.validate_task(task)

@@ -50,7 +50,9 @@ async def later(context: TaskContext, value: str) -> dict[str, Any]:
     return {"value": value.upper(), "thread": threading.current_thread().name}
 
 
-SIGNALS: list[str] = []
+@task(queue_name="tasks")
+def ordered(number: int) -> None:
+    Order.objects.create(number=number, receipt="ordered")
 
 
 def noted(name: str) -> Any:
