@@ -26,8 +26,9 @@ from .task_api import (
 )
 from .task_checks import setting_errors
 from .task_jobs import TASK_JOBS, AsyncTaskJob, TaskJob
+from .task_options import JobqTask, check_options, options_of
 
-__all__ = ["AsyncTaskJob", "JobqBackend", "TaskJob", "TaskResultDoesNotExist"]
+__all__ = ["AsyncTaskJob", "JobqBackend", "JobqTask", "TaskJob", "TaskResultDoesNotExist"]
 
 # Django says how a task's run ended; jobq's row says more (expired, cancelled): both failed.
 STATUSES = {
@@ -45,6 +46,7 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
     supports_get_result = True
     supports_priority = True
     supports_async_task = True
+    task_class = JobqTask
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
@@ -59,6 +61,11 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
                 "JobqBackend takes DATABASE, RETRY and DEADLINE"
             )
 
+    def validate_task(self, task: Task[Any, Any]) -> None:
+        super().validate_task(task)
+        if isinstance(task, JobqTask):
+            check_options(task)
+
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         return [*super().check(**kwargs), *setting_errors(self.alias, self.database, self.queues)]
 
@@ -69,13 +76,15 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
         normal_kwargs = cast(dict[str, Any], normalize_json(dict(kwargs)))
         job_class = AsyncTaskJob if iscoroutinefunction(task.func) else TaskJob
         job = job_class(task.module_path, normal_args, normal_kwargs, self.alias)
+        retry, deadline, unique_key = options_of(task, args, kwargs)
         job_id = producer.queue_for(self.database).enqueue(
             job,
             type=task.queue_name,
             priority=task.priority,
             scheduled_at=task.run_after,
-            retry=self.retry,
-            deadline=self.deadline,
+            retry=retry or self.retry,
+            deadline=self.deadline if deadline is None else deadline,
+            unique_key=unique_key,
         )
         result = self.get_result(str(job_id))
         task_enqueued.send(type(self), task_result=result)

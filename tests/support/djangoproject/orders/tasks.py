@@ -18,6 +18,7 @@ except ImportError:
     from django_tasks import TaskContext, task
     from django_tasks.signals import task_enqueued, task_finished, task_started
 
+import jobq
 from jobq.contrib.django import queue_for
 from jobq.contrib.django.tasks import TaskResultDoesNotExist
 
@@ -53,6 +54,21 @@ async def later(context: TaskContext, value: str) -> dict[str, Any]:
 @task(queue_name="tasks")
 def ordered(number: int) -> None:
     Order.objects.create(number=number, receipt="ordered")
+
+
+def receipt_key(order_id: int) -> str:
+    return f"receipt-{order_id}"
+
+
+# jobq's own options, through JobqBackend's task_class.
+@task(
+    queue_name="tasks",
+    retry=jobq.RetryPolicy(max_attempts=1),
+    deadline=timedelta(hours=1),
+    unique_key=receipt_key,
+)
+def receipt(order_id: int) -> None:
+    pass
 
 
 def noted(name: str) -> Any:

@@ -1,24 +1,35 @@
 """Django's Tasks API on JobqBackend under Django's own test runner (`manage.py test
 orders.test_tasks`, from tests/system/test_django_tasks.py): enqueue in a test's
-transaction, the async API, priority order, and the system checks."""
+transaction, the async API, priority order, the system checks and jobq's per-task options."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from django.core.checks import run_checks
 from django.db import connection
 from django.test import TestCase, TransactionTestCase, override_settings
 
+try:
+    from django.tasks import task
+except ImportError:
+    from django_tasks import task
+
 import jobq
 from jobq.contrib.django import dsn, queue_for
 from jobq.contrib.django.task_api import InvalidTask, TaskResultDoesNotExist
 from orders.models import Order
-from orders.tasks import add, ordered
+from orders.tasks import add, ordered, receipt
 
 
 def committed() -> dict[str, int]:
     """jobq's counts as another connection sees them: what has been committed."""
     with jobq.Queue.connect(dsn()) as own:
         return own.counts()
+
+
+def plain() -> None:
+    pass
 
 
 class InATestCase(TestCase):
@@ -59,6 +70,25 @@ class InATestCase(TestCase):
             found = {m.id: m.msg for m in run_checks() if m.id.startswith("jobq.")}
         self.assertEqual(sorted(found), ["jobq.E002", "jobq.E003"])
         self.assertIn("'elsewhere', not in DATABASES", found["jobq.E002"])
+
+    def test_jobqs_options_per_task(self) -> None:
+        first, again, other = (receipt.enqueue(n).id for n in (7, 7, 8))
+        self.assertEqual(again, first)  # one job per unique key while it waits
+        self.assertNotEqual(other, first)
+        record = queue_for().get(int(first))
+        assert record is not None
+        self.assertEqual((record.retry.max_attempts, record.unique_key), (1, "receipt-7"))
+        assert record.deadline is not None
+        self.assertEqual(record.deadline - record.created_at, timedelta(hours=1))
+        # A task's options survive using(), and a result's task carries them.
+        self.assertEqual(receipt.using(priority=5).retry, receipt.retry)
+        self.assertEqual(receipt.get_result(first).task.unique_key, receipt.unique_key)
+
+    def test_an_unknown_or_wrong_option_is_refused(self) -> None:
+        with self.assertRaisesRegex(TypeError, r"^@task\(\): JobqBackend takes no option 'lease'"):
+            task(lease=30)(plain)
+        with self.assertRaisesRegex(InvalidTask, "retry must be a jobq.RetryPolicy"):
+            task(retry={"max_attempts": 1})(plain)
 
 
 class Claims(TransactionTestCase):
