@@ -8,29 +8,25 @@ from typing import Any
 
 import pytest
 
+import jobq
 from tests.support.supervising import FAST
-from tests.support.waiting import wait_for
 from tests.system.test_django import manage, ok, stop, supervise
 
 
-def shell(dsn: str, code: str) -> Any:
-    """Run `code` in `manage.py shell`; what it printed last, as JSON."""
+def shell(dsn: str, code: str, lines: int) -> list[Any]:
+    """Run `code` in `manage.py shell` (each start of Django costs a second or two): the
+    last `lines` lines it printed, each as JSON."""
     output = ok(manage(dsn, "shell", "-v", "0", "-c", code))
-    return json.loads(output.strip().splitlines()[-1])
-
-
-def results(dsn: str, ids: dict[str, str]) -> dict[str, Any]:
-    found: dict[str, Any] = shell(dsn, f"from orders.tasks import report; report({ids!r})")
-    return found
+    return [json.loads(line) for line in output.strip().splitlines()[-lines:]]
 
 
 @pytest.mark.databases("postgresql", "sqlite", "mariadb")
 def test_tasks_run_under_supervise_and_read_back_as_djangos_results(dsn: str) -> None:
     ok(manage(dsn, "migrate", "--noinput"))
-    ids: dict[str, str] = shell(dsn, "from orders.tasks import enqueue_all; enqueue_all()")
+    code = "import json; from orders.tasks import enqueue_all, report; ids = enqueue_all(); "
+    ids, before = shell(dsn, code + "print(json.dumps(ids)); report(ids)", 2)
     assert all(isinstance(i, str) for i in ids.values())
 
-    before = results(dsn, ids)
     assert before["rolled_back"] is None  # its transaction rolled back: gone
     assert before["add"]["status"] == "READY"
     assert before["add"]["attempts"] == 0
@@ -42,15 +38,18 @@ def test_tasks_run_under_supervise_and_read_back_as_djangos_results(dsn: str) ->
     assert not before["add"]["deferred"]
     del ids["rolled_back"]
     tomorrow = ids.pop("tomorrow")
+    run = [int(i) for i in ids.values()]
     # Three at once: plain tasks in the worker's threads, the async one on its event loop.
     with supervise(dsn, "--type", "tasks", "--concurrency", "3", *FAST) as running:
-
-        def finished() -> bool:
-            return all(r["finished"] for r in results(dsn, ids).values())
-
-        wait_for(f"every task finished; log:\n{running.log}", finished, 90)
+        with jobq.Queue.connect(dsn) as queue:
+            try:
+                for job_id in run:
+                    queue.wait(job_id, timeout=90)
+            except TimeoutError:
+                pytest.fail(f"not every task finished; log:\n{running.log}")
         stop(running)
-    after = results(dsn, ids)
+    code = f"from orders.tasks import notes, report; report({ids | {'tomorrow': tomorrow}!r}); "
+    after, notes = shell(dsn, code + "notes()", 2)
 
     assert after["add"]["status"] == "SUCCESSFUL"
     assert after["add"]["return_value"] == {"sum": 5}
@@ -73,12 +72,9 @@ def test_tasks_run_under_supervise_and_read_back_as_djangos_results(dsn: str) ->
     assert after["later"]["class"] == "jobq.contrib.django.tasks.AsyncTaskJob"
     assert [e[0] for e in after["later"]["errors"]] == ["builtins.RuntimeError"]
 
-    # The signal receivers note each signal as an order's receipt.
-    code = "import json; from orders.models import Order; "
-    code += "print(json.dumps(list(Order.objects.values_list('receipt', flat=True))))"
-    assert results(dsn, {"tomorrow": tomorrow})["tomorrow"]["status"] == "READY"  # run_after
+    assert after["tomorrow"]["status"] == "READY"  # run_after
 
-    notes = shell(dsn, code)
+    # The signal receivers note each signal as an order's receipt.
     for name in ids:
         attempts = after[name]["attempts"]
         assert notes.count(f"enqueued {ids[name]} READY") == 1

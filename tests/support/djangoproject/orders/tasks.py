@@ -86,8 +86,8 @@ for _name, _signal in (
     _signal.connect(noted(_name), weak=False)
 
 
-def enqueue_all() -> None:
-    """Prints the ids of the tasks enqueued, by name, as JSON."""
+def enqueue_all() -> dict[str, str]:
+    """The ids of the tasks enqueued, by name."""
     ids = {
         "add": add.enqueue(2, b=3).id,
         "fails": fails.enqueue("bad input").id,
@@ -101,7 +101,7 @@ def enqueue_all() -> None:
             raise LookupError
     except LookupError:
         pass
-    print(json.dumps(ids))
+    return ids
 
 
 def report(ids: dict[str, str]) -> None:
@@ -129,3 +129,8 @@ def report(ids: dict[str, str]) -> None:
             "class": queue_for().get(int(result_id)).class_name,  # type: ignore[union-attr]
         }
     print(json.dumps(out))
+
+
+def notes() -> None:
+    """Prints what the signal receivers noted, as JSON."""
+    print(json.dumps(list(Order.objects.exclude(receipt="").values_list("receipt", flat=True))))
