@@ -77,15 +77,16 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
         job_class = AsyncTaskJob if iscoroutinefunction(task.func) else TaskJob
         job = job_class(task.module_path, normal_args, normal_kwargs, self.alias)
         retry, deadline, unique_key = options_of(task, args, kwargs)
-        job_id = producer.queue_for(self.database).enqueue(
-            job,
-            type=task.queue_name,
-            priority=task.priority,
-            scheduled_at=task.run_after,
-            retry=retry or self.retry,
-            deadline=self.deadline if deadline is None else deadline,
-            unique_key=unique_key,
-        )
+        options = {
+            "type": task.queue_name,
+            "priority": task.priority,
+            "scheduled_at": task.run_after,
+            "retry": retry or self.retry,
+            "deadline": self.deadline if deadline is None else deadline,
+            "unique_key": unique_key,
+        }
+        # A lock wait (another transaction holds the unique key) ends as Django's error.
+        job_id = producer.written(job, options, self.database)
         result = self.get_result(str(job_id))
         task_enqueued.send(type(self), task_result=result)
         return result

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.core.checks import run_checks
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 from django.test import TestCase, TransactionTestCase, override_settings
 
 try:
@@ -18,6 +18,7 @@ except ImportError:
 import jobq
 from jobq.contrib.django import dsn, queue_for
 from jobq.contrib.django.task_api import InvalidTask, TaskResultDoesNotExist
+from orders.locks import key_held
 from orders.models import Order
 from orders.tasks import add, ordered, receipt
 
@@ -103,3 +104,9 @@ class Claims(TransactionTestCase):
         self.assertEqual(queue_for().process_jobs(4), 4)
         ran = Order.objects.filter(receipt="ordered").order_by("pk")
         self.assertEqual(list(ran.values_list("number", flat=True)), [100, 50, 0, -100])
+
+    def test_a_lock_wait_for_a_tasks_unique_key_ends_as_djangos_error(self) -> None:
+        if connection.vendor == "sqlite":
+            self.skipTest("no lock waits inside an IMMEDIATE SQLite transaction")
+        with key_held("receipt-9"), self.assertRaises(OperationalError), transaction.atomic():
+            receipt.enqueue(9)
