@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
 from ...job import Job
@@ -63,11 +64,25 @@ class AsyncTaskJob(TaskJob):
     job_name = "jobq.contrib.django.tasks.AsyncTaskJob"
 
     async def handle(self) -> Any:
-        task, args = await sync_to_async(self.started)()
+        task, args = await sync_to_async(self.started_in_thread)()
         try:
             return normalize_json(await task.acall(*args, **self.kwargs))
         finally:
-            await sync_to_async(self.finished)()
+            await sync_to_async(self.finished_in_thread)()
+
+    # The ORM calls of async code run in sync_to_async's thread, whose connections jobq's
+    # hooks never see (they run where the attempt runs): as Django's ASGI handler does around
+    # a request, the attempt closes them there, or a connection past CONN_MAX_AGE (or to a
+    # database since dropped) would stay open for the worker's life.
+    def started_in_thread(self) -> tuple[Task[Any, Any], list[Any]]:
+        close_old_connections()
+        return self.started()
+
+    def finished_in_thread(self) -> None:
+        try:
+            self.finished()
+        finally:
+            close_old_connections()
 
 
 TASK_JOBS = {TaskJob.job_name, AsyncTaskJob.job_name}

@@ -56,6 +56,11 @@ def ordered(number: int) -> None:
     Order.objects.create(number=number, receipt="ordered")
 
 
+@task(queue_name="tasks")
+async def ordered_async(number: int) -> None:
+    await Order.objects.acreate(number=number, receipt="ordered")
+
+
 def receipt_key(order_id: int) -> str:
     return f"receipt-{order_id}"
 

@@ -20,7 +20,7 @@ from jobq.contrib.django import dsn, queue_for
 from jobq.contrib.django.task_api import InvalidTask, TaskResultDoesNotExist
 from orders.locks import key_held
 from orders.models import Order
-from orders.tasks import add, ordered, receipt
+from orders.tasks import add, ordered, ordered_async, receipt
 
 
 def committed() -> dict[str, int]:
@@ -101,9 +101,12 @@ class Claims(TransactionTestCase):
     def test_a_higher_priority_runs_first(self) -> None:
         for priority in (0, 100, -100, 50):
             ordered.using(priority=priority).enqueue(priority)
-        self.assertEqual(queue_for().process_jobs(4), 4)
+        # process_jobs runs one attempt at a time: an async task on a loop of its own.
+        ordered_async.using(priority=75).enqueue(75)
+        self.assertEqual(queue_for().process_jobs(5), 5)
+        self.assertEqual(queue_for().counts(), {"completed": 5})
         ran = Order.objects.filter(receipt="ordered").order_by("pk")
-        self.assertEqual(list(ran.values_list("number", flat=True)), [100, 50, 0, -100])
+        self.assertEqual(list(ran.values_list("number", flat=True)), [100, 75, 50, 0, -100])
 
     def test_a_lock_wait_for_a_tasks_unique_key_ends_as_djangos_error(self) -> None:
         if connection.vendor == "sqlite":
