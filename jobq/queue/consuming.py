@@ -3,6 +3,8 @@ the attempt's id and token; and renew the leases of attempts still running."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import secrets
 import time
@@ -239,10 +241,22 @@ class Consuming:
         return job
 
     def _handled(self, claim: ClaimedJob, job: Job, backend: Backend | None = None) -> Handling:
-        """The before_job hooks and handle(), its result kept or its error."""
+        """The before_job hooks and handle(), its result kept or its error; an `async def
+        handle` outside a concurrent worker runs, frame and all, on a loop of its own."""
+        if inspect.iscoroutinefunction(job.handle):
+            return asyncio.run(self._handled_coroutine(claim, job, backend))
         with self._handling(claim, backend) as handling:
             handling.begin()
             handling.returned(job.handle())
+        return handling
+
+    async def _handled_coroutine(
+        self, claim: ClaimedJob, job: Job, backend: Backend | None
+    ) -> Handling:
+        """_handled for an `async def handle`, its frame's context that of the awaiting task."""
+        with self._handling(claim, backend) as handling:
+            handling.begin()
+            handling.returned(await job.handle())
         return handling
 
     def _handling(self, claim: ClaimedJob, backend: Backend | None = None) -> Handling:

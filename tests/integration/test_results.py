@@ -13,7 +13,7 @@ from jobq.attempt_log import Progress
 from jobq.hooks import JobHooks
 from jobq.queue import progress
 from jobq.results import RESULT_LIMIT
-from tests.support.result_jobs import Answer, Resume, Unstorable
+from tests.support.result_jobs import Answer, Resume, ResumeAsync, Unstorable
 from tests.support.waiting import wait_for, wait_lease_ended
 
 
@@ -58,6 +58,18 @@ def test_results_round_trip_on_every_acknowledgement_path(queue: jobq.Queue) -> 
     # Listed jobs carry their results too.
     listed = {record.id: record.result for record in queue.jobs(type="answer")}
     assert listed[chained[0]] == NESTED
+
+
+def test_a_coroutine_job_runs_to_its_end_where_no_event_loop_runs_attempts(
+    queue: jobq.Queue,
+) -> None:
+    # process_jobs, as a process worker: the coroutine is awaited, in the attempt's frame.
+    job_id = queue.enqueue(ResumeAsync(2, fail_at=99))
+    assert queue.process_jobs(1) == 1
+    record = queue.wait(job_id, timeout=0)
+    assert record.status is jobq.Status.COMPLETED
+    assert record.result == {"from": 0, "attempt": 1}
+    assert record.progress == Progress(2, 2, "rows")  # written from inside the coroutine
 
 
 def test_a_result_that_cannot_be_stored_fails_the_attempt_and_stores_nothing(

@@ -8,29 +8,25 @@ from typing import Any
 
 import pytest
 
+import jobq
 from tests.support.supervising import FAST
-from tests.support.waiting import wait_for
 from tests.system.test_django import manage, ok, stop, supervise
 
 
-def shell(dsn: str, code: str) -> Any:
-    """Run `code` in `manage.py shell`; what it printed last, as JSON."""
+def shell(dsn: str, code: str, lines: int) -> list[Any]:
+    """Run `code` in `manage.py shell` (each start of Django costs a second or two): the
+    last `lines` lines it printed, each as JSON."""
     output = ok(manage(dsn, "shell", "-v", "0", "-c", code))
-    return json.loads(output.strip().splitlines()[-1])
-
-
-def results(dsn: str, ids: dict[str, str]) -> dict[str, Any]:
-    found: dict[str, Any] = shell(dsn, f"from orders.tasks import report; report({ids!r})")
-    return found
+    return [json.loads(line) for line in output.strip().splitlines()[-lines:]]
 
 
 @pytest.mark.databases("postgresql", "sqlite", "mariadb")
 def test_tasks_run_under_supervise_and_read_back_as_djangos_results(dsn: str) -> None:
     ok(manage(dsn, "migrate", "--noinput"))
-    ids: dict[str, str] = shell(dsn, "from orders.tasks import enqueue_all; enqueue_all()")
+    code = "import json; from orders.tasks import enqueue_all, report; ids = enqueue_all(); "
+    ids, before = shell(dsn, code + "print(json.dumps(ids)); report(ids)", 2)
     assert all(isinstance(i, str) for i in ids.values())
 
-    before = results(dsn, ids)
     assert before["rolled_back"] is None  # its transaction rolled back: gone
     assert before["add"]["status"] == "READY"
     assert before["add"]["attempts"] == 0
@@ -42,14 +38,18 @@ def test_tasks_run_under_supervise_and_read_back_as_djangos_results(dsn: str) ->
     assert not before["add"]["deferred"]
     del ids["rolled_back"]
     tomorrow = ids.pop("tomorrow")
-    with supervise(dsn, "--type", "tasks", *FAST) as running:
-
-        def finished() -> bool:
-            return all(r["finished"] for r in results(dsn, ids).values())
-
-        wait_for(f"every task finished; log:\n{running.log}", finished, 90)
+    run = [int(i) for i in ids.values()]
+    # Three at once: plain tasks in the worker's threads, the async one on its event loop.
+    with supervise(dsn, "--type", "tasks", "--concurrency", "3", *FAST) as running:
+        with jobq.Queue.connect(dsn) as queue:
+            try:
+                for job_id in run:
+                    queue.wait(job_id, timeout=90)
+            except TimeoutError:
+                pytest.fail(f"not every task finished; log:\n{running.log}")
         stop(running)
-    after = results(dsn, ids)
+    code = f"from orders.tasks import notes, report; report({ids | {'tomorrow': tomorrow}!r}); "
+    after, notes = shell(dsn, code + "notes()", 2)
 
     assert after["add"]["status"] == "SUCCESSFUL"
     assert after["add"]["return_value"] == {"sum": 5}
@@ -67,15 +67,25 @@ def test_tasks_run_under_supervise_and_read_back_as_djangos_results(dsn: str) ->
     assert [e[0] for e in after["flaky"]["errors"]] == ["builtins.RuntimeError"]
     assert len(after["flaky"]["worker_ids"]) == 2
 
-    assert after["later"]["return_value"] == "QUIET"  # an async task
+    # An async task: a coroutine job on the worker's loop, with its context per attempt.
+    assert after["later"]["return_value"] == {"value": "QUIET", "thread": "MainThread"}
+    assert after["later"]["class"] == "jobq.contrib.django.tasks.AsyncTaskJob"
+    assert [e[0] for e in after["later"]["errors"]] == ["builtins.RuntimeError"]
+
+    assert after["tomorrow"]["status"] == "READY"  # run_after
 
     # The signal receivers note each signal as an order's receipt.
-    code = "import json; from orders.models import Order; "
-    code += "print(json.dumps(list(Order.objects.values_list('receipt', flat=True))))"
-    assert results(dsn, {"tomorrow": tomorrow})["tomorrow"]["status"] == "READY"  # run_after
-
-    notes = set(shell(dsn, code))
     for name in ids:
-        assert f"enqueued {ids[name]} READY" in notes
-        assert f"started {ids[name]} RUNNING" in notes
-        assert any(note.startswith(f"finished {ids[name]} ") for note in notes)
+        attempts = after[name]["attempts"]
+        assert notes.count(f"enqueued {ids[name]} READY") == 1
+        assert notes.count(f"started {ids[name]} RUNNING") == attempts, name
+        assert len([n for n in notes if n.startswith(f"finished {ids[name]} ")]) == attempts
+
+
+@pytest.mark.databases("postgresql", "sqlite", "mariadb")
+def test_the_backend_under_djangos_test_runner(dsn: str) -> None:
+    """tests/support/djangoproject/orders/test_tasks.py: enqueue in a TestCase's transaction,
+    aenqueue and aget_result, priority order, the system checks and per-task options."""
+    output = ok(manage(dsn, "test", "orders.test_tasks", "--noinput"))
+    assert "Ran 8 tests" in output, output
+    assert "\nOK" in output, output

@@ -50,11 +50,12 @@ def enqueue(
     return None
 
 
-def written(job: Job, options: dict[str, Any]) -> int:
-    """Enqueue on Django's connection, a database error raised as Django raises its own:
-    a deadlock or lock timeout is django.db.OperationalError, for the application's retry
-    logic to catch, and Django knows its connection saw an error. jobq never reruns it: the
-    transaction it aborted is the application's (see the README's Transactions section)."""
-    name = settings.alias()
+def written(job: Job, options: dict[str, Any], alias: str | None = None) -> int:
+    """Enqueue on Django's connection for `alias` (default: JOBQ["DATABASE"]), a database
+    error raised as Django raises its own: a deadlock or lock timeout is
+    django.db.OperationalError, for the application's retry logic to catch, and Django knows
+    its connection saw an error. jobq never reruns it: the transaction it aborted is the
+    application's (see the README's Transactions section)."""
+    name = alias or settings.alias()
     with connections[name].wrap_database_errors:
         return queue_for(name).enqueue(job, **options)

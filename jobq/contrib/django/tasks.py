@@ -4,35 +4,31 @@ django-tasks backport package on older Django (the same API under another name).
 
 from __future__ import annotations
 
-import asyncio
-import inspect
+from inspect import iscoroutinefunction
 from typing import Any, cast
 
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from ... import current_claim
-from ...job import Job
 from ...records import JobRecord, Status
 from ...retry import RetryPolicy
-
-# Django 6's django.tasks, else the django-tasks backport (the same API under another name).
-try:
-    from django.tasks import task_backends
-    from django.tasks.backends.base import BaseTaskBackend
-    from django.tasks.base import Task, TaskContext, TaskError, TaskResult, TaskResultStatus
-    from django.tasks.exceptions import TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued, task_finished, task_started
-    from django.utils.json import normalize_json
-except ImportError:
-    from django_tasks import task_backends  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
-    from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
-    from django_tasks.base import Task, TaskContext, TaskError, TaskResult, TaskResultStatus  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
-    from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
-    from django_tasks.signals import task_enqueued, task_finished, task_started  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
-    from django_tasks.utils import normalize_json  # type: ignore[assignment, no-redef, attr-defined, import-untyped, unused-ignore]
-
 from . import producer
+from .task_api import (
+    BaseTaskBackend,
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    normalize_json,
+    task_enqueued,
+)
+from .task_checks import setting_errors
+from .task_jobs import TASK_JOBS, AsyncTaskJob, TaskJob
+from .task_options import JobqTask, check_options, options_of
+
+__all__ = ["AsyncTaskJob", "JobqBackend", "JobqTask", "TaskJob", "TaskResultDoesNotExist"]
 
 # Django says how a task's run ended; jobq's row says more (expired, cancelled): both failed.
 STATUSES = {
@@ -40,41 +36,6 @@ STATUSES = {
     Status.IN_PROGRESS: TaskResultStatus.RUNNING,
     Status.COMPLETED: TaskResultStatus.SUCCESSFUL,
 }
-
-
-class TaskJob(Job):
-    """A Django task, run by a jobq worker: the function is found by its module path."""
-
-    job_name = "jobq.contrib.django.tasks.TaskJob"
-
-    def __init__(self, module_path: str, args: list[Any], kwargs: dict[str, Any], backend: str):
-        self.module_path = module_path
-        self.args = args
-        self.kwargs = kwargs
-        self.backend = backend
-
-    def handle(self) -> Any:
-        task: Task[Any, Any] = import_string(self.module_path)
-        backend = JobqBackend.named(self.backend)
-        claim = current_claim()
-        assert claim is not None, "TaskJob runs only in a jobq worker"
-        result = backend.get_result(str(claim.id))
-        task_started.send(type(backend), task_result=result)
-        try:
-            call_args: list[Any] = list(self.args)
-            if task.takes_context:
-                call_args.insert(0, TaskContext(task_result=result))
-            value = task.func(*call_args, **self.kwargs)
-            if inspect.isawaitable(value):
-                # A coroutine task runs to its end inside this job (see the guide).
-                value = asyncio.run(_awaited(value))
-            return normalize_json(value)
-        finally:
-            task_finished.send(type(backend), task_result=backend.get_result(str(claim.id)))
-
-
-async def _awaited(value: Any) -> Any:
-    return await value
 
 
 class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
@@ -85,6 +46,7 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
     supports_get_result = True
     supports_priority = True
     supports_async_task = True
+    task_class = JobqTask
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
@@ -99,26 +61,32 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
                 "JobqBackend takes DATABASE, RETRY and DEADLINE"
             )
 
-    @staticmethod
-    def named(alias: str) -> JobqBackend:
-        backend = task_backends[alias]
-        assert isinstance(backend, JobqBackend), f"TASKS[{alias!r}] is not a JobqBackend"
-        return backend
+    def validate_task(self, task: Task[Any, Any]) -> None:
+        super().validate_task(task)
+        if isinstance(task, JobqTask):
+            check_options(task)
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        return [*super().check(**kwargs), *setting_errors(self.alias, self.database, self.queues)]
 
     def enqueue(self, task: Task[Any, Any], args: Any, kwargs: Any) -> TaskResult[Any, Any]:
         self.validate_task(task)
         # Stored as Django would hand them back: tuples as lists, lazy strings as str.
         normal_args = cast(list[Any], normalize_json(list(args)))
         normal_kwargs = cast(dict[str, Any], normalize_json(dict(kwargs)))
-        job = TaskJob(task.module_path, normal_args, normal_kwargs, self.alias)
-        job_id = producer.queue_for(self.database).enqueue(
-            job,
-            type=task.queue_name,
-            priority=task.priority,
-            scheduled_at=task.run_after,
-            retry=self.retry,
-            deadline=self.deadline,
-        )
+        job_class = AsyncTaskJob if iscoroutinefunction(task.func) else TaskJob
+        job = job_class(task.module_path, normal_args, normal_kwargs, self.alias)
+        retry, deadline, unique_key = options_of(task, args, kwargs)
+        options = {
+            "type": task.queue_name,
+            "priority": task.priority,
+            "scheduled_at": task.run_after,
+            "retry": retry or self.retry,
+            "deadline": self.deadline if deadline is None else deadline,
+            "unique_key": unique_key,
+        }
+        # A lock wait (another transaction holds the unique key) ends as Django's error.
+        job_id = producer.written(job, options, self.database)
         result = self.get_result(str(job_id))
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -128,7 +96,7 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
             record = producer.queue_for(self.database).get(int(result_id))
         except ValueError:
             record = None
-        if record is None or record.class_name != TaskJob.job_name:
+        if record is None or record.class_name not in TASK_JOBS:
             raise TaskResultDoesNotExist(result_id)
         return self.result_of(record)
 

@@ -11,7 +11,6 @@ import asyncio
 import contextvars
 import inspect
 import threading
-from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
@@ -50,10 +49,7 @@ async def handled(
     """Run the attempt's code: its frame, with the error that failed it or its result."""
     backend = cast(Backend, OneStatementAtATime(queue.backend, lock))
     if is_coroutine(job):
-        with queue._handling(claim, backend) as handling:
-            handling.begin()
-            handling.returned(await cast(Awaitable[object], job.handle()))
-        return handling
+        return await queue._handled_coroutine(claim, job, backend)
     # run_in_executor does not carry the caller's context variables (the attempt's span
     # among them) over by itself.
     context = contextvars.copy_context()

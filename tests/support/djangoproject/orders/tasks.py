@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +18,8 @@ except ImportError:
     from django_tasks import TaskContext, task
     from django_tasks.signals import task_enqueued, task_finished, task_started
 
+import jobq
+from jobq.contrib.django import queue_for
 from jobq.contrib.django.tasks import TaskResultDoesNotExist
 
 from .models import Order
@@ -39,13 +42,38 @@ def flaky(context: TaskContext) -> int:
     return context.attempt
 
 
-@task(queue_name="tasks")
-async def later(value: str) -> str:
+@task(queue_name="tasks", takes_context=True)
+async def later(context: TaskContext, value: str) -> dict[str, Any]:
     await asyncio.sleep(0)
-    return value.upper()
+    if context.attempt == 1:
+        raise RuntimeError("first attempt fails")
+    # On the worker's event loop, in its main thread (a plain job would run in another).
+    return {"value": value.upper(), "thread": threading.current_thread().name}
 
 
-SIGNALS: list[str] = []
+@task(queue_name="tasks")
+def ordered(number: int) -> None:
+    Order.objects.create(number=number, receipt="ordered")
+
+
+@task(queue_name="tasks")
+async def ordered_async(number: int) -> None:
+    await Order.objects.acreate(number=number, receipt="ordered")
+
+
+def receipt_key(order_id: int) -> str:
+    return f"receipt-{order_id}"
+
+
+# jobq's own options, through JobqBackend's task_class.
+@task(
+    queue_name="tasks",
+    retry=jobq.RetryPolicy(max_attempts=1),
+    deadline=timedelta(hours=1),
+    unique_key=receipt_key,
+)
+def receipt(order_id: int) -> None:
+    pass
 
 
 def noted(name: str) -> Any:
@@ -63,8 +91,8 @@ for _name, _signal in (
     _signal.connect(noted(_name), weak=False)
 
 
-def enqueue_all() -> None:
-    """Prints the ids of the tasks enqueued, by name, as JSON."""
+def enqueue_all() -> dict[str, str]:
+    """The ids of the tasks enqueued, by name."""
     ids = {
         "add": add.enqueue(2, b=3).id,
         "fails": fails.enqueue("bad input").id,
@@ -78,7 +106,7 @@ def enqueue_all() -> None:
             raise LookupError
     except LookupError:
         pass
-    print(json.dumps(ids))
+    return ids
 
 
 def report(ids: dict[str, str]) -> None:
@@ -103,5 +131,11 @@ def report(ids: dict[str, str]) -> None:
             "started": r.started_at is not None,
             "finished": r.finished_at is not None,
             "deferred": r.task.run_after is not None,
+            "class": queue_for().get(int(result_id)).class_name,  # type: ignore[union-attr]
         }
     print(json.dumps(out))
+
+
+def notes() -> None:
+    """Prints what the signal receivers noted, as JSON."""
+    print(json.dumps(list(Order.objects.exclude(receipt="").values_list("receipt", flat=True))))

@@ -10,6 +10,7 @@ from django.test import TestCase, TransactionTestCase
 import jobq
 from jobq.contrib.django import dsn, enqueue, queue_for
 from orders.jobs import MakeReceipt
+from orders.locks import key_held
 from orders.models import Order
 
 
@@ -86,25 +87,13 @@ class EnqueueInTransactions(TransactionTestCase):
             # The project's IMMEDIATE transactions take the write lock at Django's BEGIN:
             # nothing jobq writes inside atomic() can wait for a lock.
             self.skipTest("no lock waits inside an IMMEDIATE SQLite transaction")
-        with connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                cursor.execute("SET lock_timeout = '300ms'")
-            else:
-                cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
-        with jobq.Queue.connect(dsn()) as holder:
-            # Another producer's uncommitted job holds the key the application asks for.
-            if connection.vendor == "postgresql":
-                holder.connection.execute("BEGIN")
-            else:
-                holder.connection.begin()
-            holder.enqueue(self.order(), unique_key="receipt", connection=holder.connection)
-            with transaction.atomic():
-                kept = Order.objects.create(number=2)
-                with self.assertRaises(OperationalError), transaction.atomic():
-                    enqueue(self.order(), unique_key="receipt")
-                # The savepoint rolled back the enqueue only: the order stays.
-                kept.number = 3
-                kept.save()
-            holder.connection.rollback()
+        # Another producer's uncommitted job holds the key the application asks for.
+        with key_held("receipt"), transaction.atomic():
+            kept = Order.objects.create(number=2)
+            with self.assertRaises(OperationalError), transaction.atomic():
+                enqueue(self.order(), unique_key="receipt")
+            # The savepoint rolled back the enqueue only: the order stays.
+            kept.number = 3
+            kept.save()
         self.assertEqual(Order.objects.get(pk=kept.pk).number, 3)
         self.assertEqual(queue_for().counts(), {})

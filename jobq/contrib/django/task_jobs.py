@@ -1,0 +1,88 @@
+"""A Django task as jobq runs it: the job that JobqBackend stores, which imports the task's
+function by its module path in the worker and calls it, as Django's own backends do, between
+task_started and task_finished. A plain function runs as a plain job; an `async def` one as
+a coroutine job, on the worker's event loop under --concurrency (and on an event loop of its
+own for the attempt in a worker that runs one attempt at a time)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from django.utils.module_loading import import_string
+
+from ...job import Job
+from ...queue.running import current_claim
+from .task_api import Task, TaskContext, normalize_json, task_backends, task_finished, task_started
+
+
+class TaskJob(Job):
+    """A task whose function is a plain `def`."""
+
+    job_name = "jobq.contrib.django.tasks.TaskJob"
+
+    def __init__(self, module_path: str, args: list[Any], kwargs: dict[str, Any], backend: str):
+        self.module_path = module_path
+        self.args = args
+        self.kwargs = kwargs
+        self.backend = backend
+
+    def handle(self) -> Any:
+        task, args = self.started()
+        try:
+            # Task.call: a coroutine function stored as a plain job still runs to its end.
+            return normalize_json(task.call(*args, **self.kwargs))
+        finally:
+            self.finished()
+
+    def started(self) -> tuple[Task[Any, Any], list[Any]]:
+        """Send task_started with this attempt's result (RUNNING, this attempt counted); the
+        task, and its arguments, led by its TaskContext if it takes one."""
+        task: Task[Any, Any] = import_string(self.module_path)
+        backend = task_backends[self.backend]
+        result = backend.get_result(self.result_id())
+        task_started.send(type(backend), task_result=result)
+        context = [TaskContext(task_result=result)] if task.takes_context else []
+        return task, [*context, *self.args]
+
+    def finished(self) -> None:
+        backend = task_backends[self.backend]
+        task_finished.send(type(backend), task_result=backend.get_result(self.result_id()))
+
+    @staticmethod
+    def result_id() -> str:
+        claim = current_claim()
+        assert claim is not None, "a task's job runs only in a jobq worker"
+        return str(claim.id)
+
+
+class AsyncTaskJob(TaskJob):
+    """A task whose function is `async def`: a coroutine job. Reading its result and sending
+    the signals use the ORM, so they run in sync_to_async's thread, as in any async code."""
+
+    job_name = "jobq.contrib.django.tasks.AsyncTaskJob"
+
+    async def handle(self) -> Any:
+        task, args = await sync_to_async(self.started_in_thread)()
+        try:
+            return normalize_json(await task.acall(*args, **self.kwargs))
+        finally:
+            await sync_to_async(self.finished_in_thread)()
+
+    # The ORM calls of async code run in sync_to_async's thread, whose connections jobq's
+    # hooks never see (they run where the attempt runs): as Django's ASGI handler does around
+    # a request, the attempt closes them there, or a connection past CONN_MAX_AGE (or to a
+    # database since dropped) would stay open for the worker's life.
+    def started_in_thread(self) -> tuple[Task[Any, Any], list[Any]]:
+        close_old_connections()
+        return self.started()
+
+    def finished_in_thread(self) -> None:
+        try:
+            self.finished()
+        finally:
+            close_old_connections()
+
+
+TASK_JOBS = {TaskJob.job_name, AsyncTaskJob.job_name}
