@@ -190,7 +190,9 @@ class Pool:
         # child dies before its first message.
         worker_id = new_worker_id()
         settings = dataclasses.replace(
-            self.config.worker_settings(), patient=patient, worker_id=worker_id
+            self.config.worker_settings(self.config.pool_specs()[0]),
+            patient=patient,
+            worker_id=worker_id,
         )
         slots = self.fences.allocate_many(settings.concurrency)
         if slots is None:
