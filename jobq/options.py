@@ -46,8 +46,7 @@ class Option:
       `minimum` is None, above zero);
     - "count": a whole number, at least `minimum`, and at most `maximum` if it is set (with
       `beyond`, the fix the error suggests);
-    - "MiB": a positive number of mebibytes;
-    - "port": a TCP port number, 0 meaning any free one;
+    - "MiB": a positive number of mebibytes; "port": a TCP port number, 0 meaning any free one;
     - "text": any non-empty text; "choice": one of `choices`; "type": a job type name;
     - "pool": a pool of workers, TYPES:WORKERS[:CONCURRENCY] (see pool_specs.py);
     - "switch": a flag without a value; its variable reads 1/true/yes/on or 0/false/no/off.
@@ -338,6 +337,8 @@ SUPERVISOR = (
 )
 
 BY_NAME = {o.name: o for o in SUPERVISOR}
+# `jobq-supervise ctl`: which master it tells.
+MASTER = Option("master", None, "its pid; default: the only one", unit="count", metavar="PID")
 
 # `jobq web`, beside the DSN and the logging options every command takes.
 WEB = (

@@ -15,6 +15,7 @@ from ..lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 from ..pool_specs import SHAPE, conflict
 from ..supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing
 from ..supervisor.master import Master
+from . import ctl
 from .closed_stdout import quiet_on_closed_stdout
 from .commands import Parser, parse
 
@@ -37,7 +38,8 @@ When --lease is given without them, those four are fitted to it: every lease the
 minimums allow starts.
 
 signals: TERM/INT drain (a second one stops at once), QUIT stops at once, HUP replaces
-the workers one at a time with freshly imported code, TTIN/TTOU add or remove a worker.
+the workers one at a time with freshly imported code, TTIN/TTOU add or remove a worker
+(of the only pool; with several, `jobq-supervise ctl ttin|ttou POOL` names the pool).
 """
 
 
@@ -72,6 +74,9 @@ def check_pools(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 @quiet_on_closed_stdout
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ctl"]:
+        return ctl.main(argv[1:])
     parser = supervise_parser()
     args = parse(parser, argv)
     check_pools(parser, args)

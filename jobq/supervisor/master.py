@@ -25,6 +25,7 @@ from ..dsn import scheme_of
 from ..outcomes import job_extra
 from . import appcheck, settlement
 from .config import SupervisorConfig
+from .control import Control, open_control
 from .endpoint import Endpoint
 from .forking import adopt_orphans
 from .helpers import Helpers
@@ -67,6 +68,7 @@ class Master:
         self.renewals = Renewals(config, self.metrics)
         self.probes = Probes(self.shared, self.pools, self.helpers)
         self.endpoint: Endpoint | None = None
+        self.control: Control | None = None
         self.exit_code = 0
         self.drain_deadline = float("inf")
         self.last_pass = float("-inf")
@@ -92,6 +94,7 @@ class Master:
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
         adopt_orphans()
+        self.control = open_control(self.selector, self.pools)
         self.helpers.start(Helper.KEEPER)
         # Before any process is forked: a port that cannot be bound stops the start cleanly.
         if self.config.metrics_port is not None:
@@ -113,8 +116,9 @@ class Master:
             self.shared.phase = Phase.STOPPED
             self.helpers.stop()
             self.reap()
-            if self.endpoint is not None:
-                self.endpoint.close()
+            for opened in (self.endpoint, self.control):
+                if opened is not None:
+                    opened.close()
         log.info("jobq-supervise stopped", extra={"event": "stopped"})
         return self.exit_code
 

@@ -62,6 +62,9 @@ class Pools:
             return f"{len(self.children)}/{pool.target} workers [{types}]"
         return " ".join(f"[{p.name}] {len(p.workers())}/{p.target}" for p in self.by_name.values())
 
+    def all(self) -> list[Pool]:
+        return list(self.by_name.values())
+
     def of(self, worker: WorkerProcess) -> Pool:
         return self.by_name[worker.pool]
 
@@ -111,9 +114,7 @@ class Pools:
             )
             log.warning(said, extra={"event": "scale"})
             return said
-        pool = next(iter(self.by_name.values())) if name is None else self.by_name.get(name)
-        if pool is None:
-            return f"no pool {name!r}: the pools are {', '.join(map(repr, self.by_name))}"
+        pool = next(iter(self.by_name.values())) if name is None else self.by_name[name]
         return pool.scale(change)
 
     def on_ready(self, worker: WorkerProcess) -> None:
