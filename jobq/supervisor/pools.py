@@ -32,6 +32,8 @@ class Pools:
         self.fences = FenceTable(FENCE_SLOTS)
         self.stopper = Stopper(shared)
         self.generation = 0
+        for spec in shared.config.pool_specs():
+            shared.metrics.know_pool(spec.name)
         self.by_name = {
             spec.name: Pool(spec, shared, self.children, self.fences, self.stopper)
             for spec in shared.config.pool_specs()
@@ -153,7 +155,7 @@ class Pools:
         if worker.stop_reason is None and worker.fenced_by_keeper():
             # The master could not vouch for its lease in time, and was late to say so.
             worker.stop_reason = StopReason.SELF_FENCE
-            self.shared.metrics.killed.labels(StopReason.SELF_FENCE).inc()
+            self.shared.metrics.killed.labels(worker.pool, StopReason.SELF_FENCE).inc()
         for slot in worker.slots:
             self.fences.release(slot)
         status = os.waitpid(worker.pid, 0)[1]
@@ -173,11 +175,11 @@ class Pools:
         if code in RECYCLED:
             reason = RECYCLED[code]
             if reason is not None:
-                self.shared.metrics.killed.labels(reason).inc()
+                self.shared.metrics.killed.labels(worker.pool, reason).inc()
         elif running and not worker.retiring and worker.stop_reason is None:
             # Died on its own (a crash, or it could not start); the master's own kills are
             # counted by reason in jobq_workers_killed_total.
-            self.shared.metrics.restarts.inc()
+            self.shared.metrics.restarts.labels(worker.pool).inc()
 
     def crash_looping(self, worker: WorkerProcess, how: str, running: bool) -> bool:
         return self.of(worker).crash_looping(worker, how, running)

@@ -197,4 +197,5 @@ class Stopper:
             # After the signal, which nothing may delay; the job's own handler must first
             # run and return, so the drain is heard before the worker could claim again.
             self.drain(worker)
-        self.shared.metrics.killed.labels(reason).inc()  # after the signal, which is urgent
+        # After the signal, which is urgent.
+        self.shared.metrics.killed.labels(worker.pool, reason).inc()

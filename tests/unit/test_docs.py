@@ -61,7 +61,8 @@ def registered_metrics() -> dict[str, tuple[str, frozenset[str]]]:
         [("email", "pending", 1)], {"email": 0.0}, 0.0, ["email"], [("email", "tenant", 1, 0)]
     )
     metrics.on_scheduled([("nightly", "enqueued")])
-    metrics.on_workers({WorkerState.IDLE: 1}, [1024], (1, 0))
+    metrics.know_pool("email")
+    metrics.on_workers({"email": ({WorkerState.IDLE: 1}, (1, 0))}, [1024])
     found = {}
     for family in metrics.registry.collect():
         labels = frozenset(key for sample in family.samples for key in sample.labels) - {"le"}
