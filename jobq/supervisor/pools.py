@@ -112,7 +112,7 @@ class Pools:
         if name is None and len(self.by_name) > 1:
             said = (
                 f"TTIN/TTOU ignored: this supervisor runs {len(self.by_name)} pools; resize one "
-                "with `jobq-supervise ctl --pool NAME ttin` (or ttou)"
+                "with `jobq-supervise ctl ttin POOL` (or ttou)"
             )
             log.warning(said, extra={"event": "scale"})
             return said
