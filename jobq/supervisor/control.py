@@ -75,13 +75,15 @@ class Control:
 
     def read(self, sock: socket.socket) -> None:
         try:
-            said = self.connections[sock] + sock.recv(MAX_REQUEST)
+            chunk = sock.recv(MAX_REQUEST)
         except BlockingIOError:
             return
         except OSError:
             self.drop(sock)
             return
-        if b"\n" not in said and len(said) < MAX_REQUEST and said:
+        said = self.connections[sock] + chunk
+        # Until its line is in; a client that closed without one is answered what it said.
+        if chunk and b"\n" not in said and len(said) < MAX_REQUEST:
             self.connections[sock] = said
             return
         answer = self.answer(said.split(b"\n", 1)[0].decode("utf-8", "replace").strip())

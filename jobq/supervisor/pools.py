@@ -40,10 +40,6 @@ class Pools:
         }
 
     @property
-    def target(self) -> int:
-        return sum(pool.target for pool in self.by_name.values())
-
-    @property
     def named(self) -> bool:
         """Whether --pool made them: logs and titles then name each pool."""
         return bool(self.shared.config.pools)

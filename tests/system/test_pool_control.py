@@ -26,15 +26,21 @@ def master() -> Iterator[Master]:
         master.selector.close()
 
 
-def told(control: Control, line: str) -> str:
-    """What the master answers `line`, its loop's events played by hand."""
+def told(control: Control, line: str, end: bytes = b"\n") -> str:
+    """What the master answers `line`, its loop's events played by hand; without `end`, the
+    client closes its side instead."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
         client.connect(control.listener.getsockname())
-        client.sendall(line.encode() + b"\n")
+        client.sendall(line.encode() + end)
+        if not end:
+            client.shutdown(socket.SHUT_WR)
         control.on_event(selectors.EVENT_READ)
-        for key, mask in control.selector.select(1.0):
-            if key.data is not control:
-                key.data.on_event(mask)
+        for _ in range(3):  # the line, then (without `end`) its end
+            if not control.connections:
+                break
+            for key, mask in control.selector.select(1.0):
+                if key.data is not control:
+                    key.data.on_event(mask)
         assert not control.connections  # answered and closed
         return client.recv(4096).decode().rstrip("\n")
 
@@ -48,6 +54,7 @@ def test_a_named_pool_grows_and_shrinks_and_keeps_one_worker(master: Master) -> 
         )
         assert told(control, "ttou import") == "Pool size now 1 (pool import)"
         assert told(control, "pools") == "import 0/1\nemail,sms 0/2\n* 0/1"
+        assert told(control, "pools", end=b"") == "import 0/1\nemail,sms 0/2\n* 0/1"
         assert told(control, "ttin nope") == (
             "refused: no pool 'nope': the pools are 'import', 'email,sms', '*'"
         )

@@ -3,11 +3,16 @@ the set of pools, and the one-line refusals that name the pool at fault."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from jobq.cli.supervise import main
+from jobq.errors import ConfigurationError
+from jobq.job import registered_types
 from jobq.pool_specs import PoolSpec, completed, conflict, parse_pool
 from jobq.supervisor.config import SupervisorConfig
+from tests.support.apps import jobs_app
 from tests.support.configs import supervisor_config
 
 
@@ -109,3 +114,18 @@ def test_the_command_refuses_bad_pools_in_one_line(
     said = capsys.readouterr().err
     assert said.count("\n") == 1, said
     assert said.startswith(f"jobq-supervise: {error}"), said
+
+
+def test_a_worker_of_every_other_type_claims_the_registered_types_less_the_others() -> None:
+    config = SupervisorConfig("sqlite:///x", pools=(PoolSpec(("a",), 1), PoolSpec((), 1)))
+    every_other = config.worker_settings(config.pool_specs()[1])
+    registered = registered_types()
+    assert jobs_app.AppendLine.type in registered
+    assert set(every_other.claimable().types) == registered - {"a"}
+    assert every_other.claimable().others == ()
+    # Alone, it claims every type, registered or not: no list to resolve.
+    alone = config.worker_settings(PoolSpec((), 1))
+    assert alone.claimable() is alone
+    nothing_left = dataclasses.replace(every_other, others=tuple(registered))
+    with pytest.raises(ConfigurationError, match=r"^pool '\*' has no type to claim"):
+        nothing_left.claimable()
