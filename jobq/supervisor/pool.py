@@ -23,7 +23,7 @@ from ..worker.fence import FenceTable
 from ..worker.mark import SettlingMark
 from .forking import fork
 from .shared import Shared
-from .stopping import Stopper
+from .stopping import Stopper, of_pool
 from .workers import WorkerProcess
 
 log = logging.getLogger("jobq")
@@ -104,11 +104,12 @@ class Pool:
 
     def scale(self, change: int) -> str:
         """TTIN (+1) or TTOU (-1): a pool keeps at least one worker. What was done."""
+        which = f" (pool {self.name})" if self.shared.config.pools else ""
         if self.target + change < 1:
-            said = f"Pool size stays 1: a pool has at least one worker (pool {self.name})"
+            said = f"Pool size stays 1: a pool has at least one worker{which}"
         else:
             self.target += change
-            said = f"Pool size now {self.target} (pool {self.name})"
+            said = f"Pool size now {self.target}{which}"
         log.info(said, extra={"event": "scale", "pool": self.name})
         return said
 
@@ -151,9 +152,9 @@ class Pool:
         self.children[process.pid] = worker
         self.shared.selector.register(process.sock, selectors.EVENT_READ, worker)
         log.info(
-            "Spawned worker %d of pool %s",
+            "Spawned worker %d%s",
             process.pid,
-            self.name,
+            of_pool(self.shared.config, self.name),
             extra={"event": "spawned", "worker": process.pid, "pool": self.name},
         )
 
@@ -173,11 +174,11 @@ class Pool:
         looping = self.startup_failures >= CRASH_LOOP_LIMIT and running
         if looping:
             log.error(
-                "Workers keep exiting before they are ready (%d in a row, the last with %s, in"
-                " pool %s): stopping. The workers' log above says why; check the DSN and --app.",
+                "Workers%s keep exiting before they are ready (%d in a row, the last with %s):"
+                " stopping. The workers' log above says why; check the DSN and --app.",
+                of_pool(self.shared.config, self.name),
                 self.startup_failures,
                 how,
-                self.name,
                 extra={"event": "crash_loop", "pool": self.name},
             )
         backoff = min(MAX_SPAWN_BACKOFF, 0.1 * 2**self.startup_failures)

@@ -9,6 +9,7 @@ import logging
 
 from .. import lease_clock, protocol
 from ..outcomes import job_extra
+from .config import SupervisorConfig
 from .shared import Shared
 from .states import StopReason
 from .workers import Lease, WorkerProcess
@@ -35,6 +36,11 @@ STOPPING: dict[StopReason, tuple[int, str, str]] = {
 }
 
 
+def of_pool(config: SupervisorConfig, pool: str) -> str:
+    """What a log line says of a worker's pool: nothing without --pool, as before pools."""
+    return f" of pool {pool}" if config.pools else ""
+
+
 class Stopper:
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
@@ -50,9 +56,9 @@ class Stopper:
         if worker.retiring:
             return
         log.info(
-            "Retiring worker %d of pool %s (%s)",
+            "Retiring worker %d%s (%s)",
             worker.pid,
-            worker.pool,
+            of_pool(self.config, worker.pool),
             why,
             extra={"event": "retiring", "pool": worker.pool},
         )
