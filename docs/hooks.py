@@ -27,6 +27,7 @@ from mkdocs.structure.pages import Page
 
 from jobq import backends, options
 from jobq.cli.commands import build_parser
+from jobq.cli.ctl import ctl_parser
 from jobq.cli.supervise import supervise_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +99,11 @@ def help_width() -> Iterator[None]:
 
 def cli_reference(_: str | None) -> str:
     """Every command's --help, as the command prints it."""
-    parsers = {"jobq-supervise": supervise_parser(), "jobq": build_parser()}
+    parsers = {
+        "jobq-supervise": supervise_parser(),
+        "jobq-supervise ctl": ctl_parser(),
+        "jobq": build_parser(),
+    }
     parsers.update({f"jobq {name}": sub for name, sub in subcommands().items()})
     sections = []
     with help_width():

@@ -338,7 +338,9 @@ SUPERVISOR = (
 
 BY_NAME = {o.name: o for o in SUPERVISOR}
 # `jobq-supervise ctl`: which master it tells.
-MASTER = Option("master", None, "its pid; default: the only one", unit="count", metavar="PID")
+MASTER = Option(
+    "master", None, "the master's pid", unit="count", metavar="PID", shown_default="the only one"
+)
 
 # `jobq web`, beside the DSN and the logging options every command takes.
 WEB = (
