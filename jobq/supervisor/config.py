@@ -18,6 +18,9 @@ TIMING_RULE = (
     f"{FENCE_LEAD:g} s + safety_margin < lease"
 )
 MINIMUMS: dict[str, float] = {o.name: o.minimum or 0.0 for o in RENEWAL}
+# Rows of the fence table: the most attempts one supervisor's workers run at once (a worker
+# takes one row per attempt it may run: its pool's concurrency). 128 bytes each.
+FENCE_SLOTS = 8192
 # A lease given alone leaves the timing rule this share of it as slack.
 FITTED_SHARE = Decimal("0.9")
 
@@ -98,6 +101,13 @@ class SupervisorConfig:
         clash = conflict(self.pools)
         if clash is not None:
             found.append(clash)
+        at_once = sum(pool.workers * pool.concurrency for pool in self.pool_specs())
+        if at_once > FENCE_SLOTS:
+            found.append(
+                f"the workers would run {at_once} attempts at once (workers x concurrency, every "
+                f"pool's), more than the {FENCE_SLOTS} one supervisor can fence: run fewer "
+                "workers, or a second supervisor"
+            )
         drain = self.graceful_timeout + self.kill_grace
         if self.termination_grace_period is not None and self.termination_grace_period <= drain:
             found.append(

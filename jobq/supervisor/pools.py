@@ -9,6 +9,7 @@ import os
 
 from ..worker import child
 from ..worker.fence import FenceTable
+from .config import FENCE_SLOTS
 from .pool import Pool, describe_exit
 from .shared import Shared
 from .states import StopReason
@@ -17,9 +18,6 @@ from .workers import WorkerProcess
 
 log = logging.getLogger("jobq")
 
-# Rows of the fence table: the most attempts one supervisor's workers run at once (a worker
-# takes one row per attempt it may run: its pool's concurrency). 128 bytes each.
-FENCE_SLOTS = 8192
 # Exits a worker makes on purpose: they are not restarts in the metrics' sense.
 RECYCLED = {child.EXIT_RECYCLED: None, child.EXIT_MEMORY: StopReason.MEMORY}
 

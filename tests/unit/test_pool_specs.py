@@ -129,3 +129,12 @@ def test_a_worker_of_every_other_type_claims_the_registered_types_less_the_other
     nothing_left = dataclasses.replace(every_other, others=tuple(registered))
     with pytest.raises(ConfigurationError, match=r"^pool '\*' has no type to claim"):
         nothing_left.claimable()
+
+
+def test_more_attempts_at_once_than_the_fence_table_holds_are_refused() -> None:
+    pools = (PoolSpec(("a",), 5, 1000), PoolSpec(("b",), 4, 1000))
+    assert SupervisorConfig("sqlite:///x", pools=pools).problems() == [
+        "the workers would run 9000 attempts at once (workers x concurrency, every pool's), "
+        "more than the 8192 one supervisor can fence: run fewer workers, or a second supervisor"
+    ]
+    assert SupervisorConfig("sqlite:///x", pools=pools[:1]).problems() == []
