@@ -18,7 +18,18 @@ from .harness.context import REPO, Bench
 from .harness.jobqdb import JobqDb
 from .harness.results import Drain
 from .harness.servers import MariadbServer, PostgresServer
-from .measures import drain, floor, iobound, latency, limit, prefetch, profiling, renewal, scale
+from .measures import (
+    drain,
+    floor,
+    iobound,
+    latency,
+    limit,
+    pools,
+    prefetch,
+    profiling,
+    renewal,
+    scale,
+)
 from .peers.peer import Peer, installed
 from .peers.pgq import Pgqueuer
 from .peers.proc import Procrastinate
@@ -149,6 +160,8 @@ def run(bench: Bench) -> None:
             bench.io_drains = found
         if "latency" in s.sections:
             latencies(bench, dsn, peers)
+        if "pools" in s.sections:
+            pooled(bench, dsn)
     finally:
         for peer, _ in peers:
             peer.close()
@@ -258,6 +271,17 @@ def latencies(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
     for lat in found:
         if lat is not None:
             bench.latencies.append(lat)
+            p50, p99 = (tables.ms(latency.percentile(lat.samples, q)) for q in (50, 99))
+            bench.say(f"latency {lat.system}: p50 {p50}, p99 {p99} {lat.note}")
+
+
+def pooled(bench: Bench, dsn: str) -> None:
+    """Pickup latency beside a backlog of long jobs, in one pool and in a pool each."""
+    for name, sizing in pools.layouts(bench.settings.latency_workers):
+        run = partial(pools.starved, bench, dsn, name, sizing)
+        lat = attempt(bench, f"jobq latency, {name}", run)
+        if lat is not None:
+            bench.pool_latencies.append(lat)
             p50, p99 = (tables.ms(latency.percentile(lat.samples, q)) for q in (50, 99))
             bench.say(f"latency {lat.system}: p50 {p50}, p99 {p99} {lat.note}")
 

@@ -16,7 +16,7 @@ import os
 import re
 import sqlite3
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from mkdocs.structure.pages import Page
 
 from jobq import backends, options
 from jobq.cli.commands import build_parser
+from jobq.cli.ctl import ctl_parser
 from jobq.cli.supervise import supervise_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +68,20 @@ def options_table(command: str) -> str:
     for name in names:
         for option in parser_for(name).get_default("options"):
             declared.setdefault(option.name, option)
-    return options.markdown_table(list(declared.values()))
+    return markdown_table(list(declared.values()))
+
+
+def markdown_table(declared: Sequence[options.Option]) -> str:
+    """An option table of the documentation site."""
+    rows = ["| option | environment | default | meaning |", "|---|---|---|---|"]
+    for each in declared:
+        unit = {"seconds": " (s)", "MiB": " (MiB)"}.get(each.unit, "")
+        if each.choices:
+            unit = f": {', '.join(each.choices)}"
+        rows.append(
+            f"| `{each.flag}` | `{each.variable}` | {each.default_text()} | {each.help}{unit} |"
+        )
+    return "\n".join(rows)
 
 
 @contextmanager
@@ -85,7 +99,11 @@ def help_width() -> Iterator[None]:
 
 def cli_reference(_: str | None) -> str:
     """Every command's --help, as the command prints it."""
-    parsers = {"jobq-supervise": supervise_parser(), "jobq": build_parser()}
+    parsers = {
+        "jobq-supervise": supervise_parser(),
+        "jobq-supervise ctl": ctl_parser(),
+        "jobq": build_parser(),
+    }
     parsers.update({f"jobq {name}": sub for name, sub in subcommands().items()})
     sections = []
     with help_width():

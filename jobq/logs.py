@@ -16,9 +16,9 @@ from .dsn import scrub
 
 # Fields that jobq attaches to its log records (see outcomes.job_extra).
 JOB_FIELDS = ("event", "job_id", "job_type", "attempt")
-# Fields of the master's records about one of its workers: its pid, and how it exited. Only
-# the JSON format writes them: a plain line has them in its message already.
-WORKER_FIELDS = ("worker", "exit")
+# Fields of the master's records about one of its workers: its pid, how it exited, its pool.
+# Only the JSON format writes them: a plain line has them in its message already.
+WORKER_FIELDS = ("worker", "exit", "pool")
 
 FORMATS = ("plain", "json")
 

@@ -2,7 +2,7 @@
 
 Each declaration carries the default, the environment variable, the unit, the lower bound and
 the help text. The argument parsers, the supervisor's own settings check and the README's
-option table are all made from it, so none of them can drift from the others.
+option table (docs/hooks.py) are all made from it, so none of them can drift from the others.
 
 An environment variable is checked exactly like its flag, and an error names whichever of the
 two the value came from: `JOBQ_LEASE: not a number: 'abc'`.
@@ -20,6 +20,7 @@ from typing import Any
 from . import logs
 from .dsn import DEFAULT_DSN
 from .job import check_type_name
+from .pool_specs import SHAPE, parse_pool
 from .retry import MAX_DELAY
 
 LAST_PORT = 65535
@@ -45,12 +46,12 @@ class Option:
       `minimum` is None, above zero);
     - "count": a whole number, at least `minimum`, and at most `maximum` if it is set (with
       `beyond`, the fix the error suggests);
-    - "MiB": a positive number of mebibytes;
-    - "port": a TCP port number, 0 meaning any free one;
+    - "MiB": a positive number of mebibytes; "port": a TCP port number, 0 meaning any free one;
     - "text": any non-empty text; "choice": one of `choices`; "type": a job type name;
+    - "pool": a pool of workers, TYPES:WORKERS[:CONCURRENCY] (see pool_specs.py);
     - "switch": a flag without a value; its variable reads 1/true/yes/on or 0/false/no/off.
 
-    A repeatable option is given as its flag once per value, or as a comma-separated variable.
+    A repeatable option is given as its flag once per value, or in a variable `separator` splits.
     """
 
     name: str  # the setting's attribute name; the flag and variable are made from it
@@ -65,6 +66,7 @@ class Option:
     shown_default: str | None = None  # how the README and --help name the default
     called: str | None = None  # the flag's and variable's name, when not the attribute's
     repeatable: bool = False
+    separator: str | None = ","
 
     @property
     def flag(self) -> str:
@@ -75,22 +77,25 @@ class Option:
         return "JOBQ_" + (self.called or self.name).upper()
 
     def read(self, text: str) -> Any:
-        """The value `text` stands for (a list for a repeatable option, whose variable is
-        comma-separated); ValueError with the reason when it is not one."""
+        """The value `text` stands for (a list for a repeatable option, whose variable
+        separates its values); ValueError with the reason when it is not one."""
         if not self.repeatable:
             return self.read_one(text)
-        # A stray comma is harmless, but a list of nothing must not mean "all".
-        parts = [part.strip() for part in text.split(",")]
-        if len(parts) > 1:
+        # A stray separator is harmless, but a list of nothing must not mean "all".
+        parts = [part.strip() for part in text.split(self.separator)]
+        if len(parts) != 1:
             parts = [part for part in parts if part]
             if not parts:
-                raise ValueError(f"nothing but commas in {text!r}")
+                what = "commas" if self.separator else "spaces"
+                raise ValueError(f"nothing but {what} in {text!r}")
         return [self.read_one(part) for part in parts]
 
     def read_one(self, text: str) -> Any:
         if self.unit == "type":
             check_type_name(text)
             return text
+        if self.unit == "pool":
+            return parse_pool(text, MAX_CONCURRENCY)
         if self.unit == "choice":
             match = {choice.lower(): choice for choice in self.choices}.get(text.strip().lower())
             if match is None:
@@ -255,6 +260,18 @@ SUPERVISOR = (
     LISTEN_DSN,
     APP,
     TYPES,
+    Option(
+        "pools",
+        (),
+        "workers of their own for these types (*: all others), repeatable, in "
+        "place of --type/--workers/--concurrency; space-separated in the variable",
+        unit="pool",
+        repeatable=True,
+        separator=None,
+        metavar=SHAPE,
+        shown_default="one pool",
+        called="pool",
+    ),
     LEASE,
     Option("workers", 4, "worker processes", unit="count"),
     *RENEWAL,
@@ -320,6 +337,10 @@ SUPERVISOR = (
 )
 
 BY_NAME = {o.name: o for o in SUPERVISOR}
+# `jobq-supervise ctl`: which master it tells.
+MASTER = Option(
+    "master", None, "the master's pid", unit="count", metavar="PID", shown_default="the only one"
+)
 
 # `jobq web`, beside the DSN and the logging options every command takes.
 WEB = (
@@ -374,16 +395,3 @@ def resolve(
             explicit.add(each.name)
         setattr(args, each.name, value)
     return explicit
-
-
-def markdown_table(options: Sequence[Option] = SUPERVISOR) -> str:
-    """The README's option table."""
-    rows = ["| option | environment | default | meaning |", "|---|---|---|---|"]
-    for each in options:
-        unit = {"seconds": " (s)", "MiB": " (MiB)"}.get(each.unit, "")
-        if each.choices:
-            unit = f": {', '.join(each.choices)}"
-        rows.append(
-            f"| `{each.flag}` | `{each.variable}` | {each.default_text()} | {each.help}{unit} |"
-        )
-    return "\n".join(rows)

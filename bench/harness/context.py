@@ -25,8 +25,8 @@ from .servers import MariadbServer, PostgresServer
 REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parents[2])
 
 SECTIONS = (
-    "drain", "limit", "peers", "prefetch", "iobound", "latency", "renewal", "other-dbs", "profile",
-    "scale",
+    "drain", "limit", "peers", "prefetch", "iobound", "latency", "pools", "renewal", "other-dbs",
+    "profile", "scale",
 )  # fmt: skip
 
 
@@ -78,6 +78,7 @@ class Bench:
     sqlite_dir: Path | None = None
     drains: list[Drain] = field(default_factory=list)
     latencies: list[Latency] = field(default_factory=list)
+    pool_latencies: list[Latency] = field(default_factory=list)  # beside a long backlog
     renewals: list[RenewalRound] = field(default_factory=list)
     master: MasterLoad | None = None
     profile_results: dict[str, Profile] = field(default_factory=dict)

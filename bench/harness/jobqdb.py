@@ -135,10 +135,14 @@ class JobqDb:
         return int(count), int(after or 0), float(span or 0.0), others
 
 
-def supervise_cmd(dsn: str, workers: int, *extra: str, log_level: str = "WARNING") -> list[str]:
+def supervise_cmd(
+    dsn: str, workers: int | None, *extra: str, log_level: str = "WARNING"
+) -> list[str]:
+    """The supervisor's command line; without `workers`, `extra` sizes it (--pool)."""
+    sizing = () if workers is None else ("--workers", str(workers))
     return [
         PYTHON, "-m", "jobq.supervisor", "--dsn", dsn, "--app", "bench.harness.app",
-        "--workers", str(workers), "--log-level", log_level, *extra,
+        *sizing, "--log-level", log_level, *extra,
     ]  # fmt: skip
 
 

@@ -50,9 +50,11 @@ async def paced(
     path: Path,
     workers: int,
     alive: Callable[[], bool],
+    before: Callable[[], None] = lambda: None,
 ) -> dict[int, float]:
-    """Warm up, then enqueue at the configured rate; returns {index: time enqueue returned}.
-    Gives up early (returning what it sent) once `alive()` says the workers are gone."""
+    """Warm up, call `before`, then enqueue at the configured rate; returns {index: time
+    enqueue returned}. Gives up early (returning what it sent) once `alive()` says the
+    workers are gone."""
     # Warm-up: one job per worker, so every worker has connected, claimed, and gone idle.
     for i in range(workers):
         await enqueue(WARMUP - i, time.time())
@@ -63,6 +65,7 @@ async def paced(
             break
         await asyncio.sleep(0.1)
     await asyncio.sleep(1.0)  # let every worker settle back into its wait
+    before()
     interval = 1.0 / bench.settings.latency_rate
     count = int(bench.settings.latency_rate * bench.settings.latency_seconds)
     returned: dict[int, float] = {}

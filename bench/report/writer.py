@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..harness.context import Bench
-from ..harness.results import Drain
+from ..harness.results import Drain, Latency
 from ..measures import iobound, prefetch, scale
 from ..measures.latency import percentile
 from .chart import plot
@@ -38,6 +38,7 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
         *throughput(bench, plot_problem),
         *detail(bench.drains),
         *latencies(bench),
+        *pool_latencies(bench),
         *renewal_cost(bench),
         *other_databases(bench.drains),
         *profiles(bench),
@@ -169,11 +170,17 @@ def latencies(bench: Bench) -> list[str]:
         "'from the call' starts just before the enqueue call; 'from the commit' starts when "
         "it returned (the NOTIFY is sent at commit).",
         "",
+    ]
+    return [*lines, *latency_table(bench.latencies), ""]
+
+
+def latency_table(found: list[Latency]) -> list[str]:
+    lines = [
         "| system | settings | jobs | p50 from the call | p99 from the call | "
         "p50 from the commit | p99 from the commit | max | note |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for lat in bench.latencies:
+    for lat in found:
         lines.append(
             f"| {lat.system} | {lat.settings} | {len(lat.samples)}/{lat.sent} | "
             f"{ms(percentile(lat.samples, 50))} | {ms(percentile(lat.samples, 99))} | "
@@ -181,7 +188,23 @@ def latencies(bench: Bench) -> list[str]:
             f"{ms(percentile(lat.after_commit, 99))} | "
             f"{ms(max(lat.samples) if lat.samples else float('nan'))} | {lat.note} |"
         )
-    return [*lines, ""]
+    return lines
+
+
+def pool_latencies(bench: Bench) -> list[str]:
+    if not bench.pool_latencies:
+        return []
+    s = bench.settings
+    lines = [
+        "## Pickup latency beside a backlog of long jobs (pools, issue 32)",
+        "",
+        f"The same stream ({s.latency_rate:g} short jobs/s for {s.latency_seconds:g} s), "
+        "enqueued behind a backlog of long jobs: once with one pool of "
+        f"{s.latency_workers} workers for both types, once with half the workers in a pool "
+        "of the long jobs' type and half in one of the short jobs' (bench/measures/pools.py).",
+        "",
+    ]
+    return [*lines, *latency_table(bench.pool_latencies), ""]
 
 
 def renewal_cost(bench: Bench) -> list[str]:

@@ -12,10 +12,15 @@ from ..backends import for_dsn
 from ..dsn import default_dsn, scrub
 from ..errors import JobqError
 from ..lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
+from ..pool_specs import SHAPE, conflict
 from ..supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing
 from ..supervisor.master import Master
+from . import ctl
 from .closed_stdout import quiet_on_closed_stdout
 from .commands import Parser, parse
+
+# The one-pool form's options, which --pool replaces.
+ONE_POOL = {"types", "workers", "concurrency"}
 
 
 def timing_rule() -> str:
@@ -33,7 +38,8 @@ When --lease is given without them, those four are fitted to it: every lease the
 minimums allow starts.
 
 signals: TERM/INT drain (a second one stops at once), QUIT stops at once, HUP replaces
-the workers one at a time with freshly imported code, TTIN/TTOU add or remove a worker.
+the workers one at a time with freshly imported code, TTIN/TTOU add or remove a worker
+(of the only pool; with several, `jobq-supervise ctl ttin|ttou POOL` names the pool).
 """
 
 
@@ -50,15 +56,37 @@ def supervise_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_pools(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--pool is one way to size the workers, --type/--workers/--concurrency the other."""
+    if not args.pools:
+        return
+    mixed = sorted(ONE_POOL & args.explicit)
+    if mixed:
+        flags = ", ".join(options.BY_NAME[name].flag for name in mixed)
+        parser.error(
+            f"--pool cannot be combined with {flags}: give each pool's types, workers and "
+            f"concurrency as --pool {SHAPE}"
+        )
+    clash = conflict(args.pools)
+    if clash is not None:
+        parser.error(f"--pool: {clash}")
+
+
 @quiet_on_closed_stdout
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse(supervise_parser(), argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ctl"]:
+        return ctl.main(argv[1:])
+    parser = supervise_parser()
+    args = parse(parser, argv)
+    check_pools(parser, args)
     dsn = args.dsn or default_dsn()
     settings = {o.name: getattr(args, o.name) for o in options.SUPERVISOR}
     fitted = fitted_timing(args.lease)
     settings.update({n: v for n, v in fitted.items() if n not in args.explicit})
     del settings["log_level"], settings["log_format"]
-    config = SupervisorConfig(**{**settings, "dsn": dsn, "types": tuple(args.types or ())})
+    given = {"dsn": dsn, "types": tuple(args.types or ()), "pools": tuple(args.pools or ())}
+    config = SupervisorConfig(**{**settings, **given})
     if not sys.platform.startswith("linux"):
         # pidfds and PR_SET_PDEATHSIG, which fencing stands on, are Linux's alone.
         print(

@@ -9,6 +9,7 @@ from decimal import Decimal
 from ..errors import ConfigurationError
 from ..lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE, exact, timing_budget
 from ..options import BY_NAME, RENEWAL, declared
+from ..pool_specs import PoolSpec, completed, conflict
 from ..worker.settings import WorkerSettings
 
 # Every term of lease_clock.timing_budget, as --help and refusals write it.
@@ -17,6 +18,9 @@ TIMING_RULE = (
     f"{FENCE_LEAD:g} s + safety_margin < lease"
 )
 MINIMUMS: dict[str, float] = {o.name: o.minimum or 0.0 for o in RENEWAL}
+# Rows of the fence table: the most attempts one supervisor's workers run at once (a worker
+# takes one row per attempt it may run: its pool's concurrency). 128 bytes each.
+FENCE_SLOTS = 8192
 # A lease given alone leaves the timing rule this share of it as slack.
 FITTED_SHARE = Decimal("0.9")
 
@@ -47,6 +51,8 @@ class SupervisorConfig:
     dsn: str
     app: str | None = None
     types: tuple[str, ...] = ()
+    # --pool, each: in place of types, workers and concurrency, which make the only pool.
+    pools: tuple[PoolSpec, ...] = ()
     lease: float = declared("lease")
     workers: int = declared("workers")
     renew_interval: float = declared("renew_interval")
@@ -92,6 +98,16 @@ class SupervisorConfig:
                 f"{self.kill_grace:g} + {FENCE_LEAD:g} + {self.safety_margin:g} = "
                 f"{float(self.timing_budget()):g} s, not below the {self.lease:g} s lease"
             )
+        clash = conflict(self.pools)
+        if clash is not None:
+            found.append(clash)
+        at_once = sum(pool.workers * pool.concurrency for pool in self.pool_specs())
+        if at_once > FENCE_SLOTS:
+            found.append(
+                f"the workers would run {at_once} attempts at once (workers x concurrency, every "
+                f"pool's), more than the {FENCE_SLOTS} one supervisor can fence: run fewer "
+                "workers, or a second supervisor"
+            )
         drain = self.graceful_timeout + self.kill_grace
         if self.termination_grace_period is not None and self.termination_grace_period <= drain:
             found.append(
@@ -106,11 +122,19 @@ class SupervisorConfig:
         if found:
             raise ConfigurationError("refusing to start:\n  " + "\n  ".join(found))
 
-    def worker_settings(self) -> WorkerSettings:
+    def pool_specs(self) -> tuple[PoolSpec, ...]:
+        """Every pool, in the order given; without --pool, the one of --type and --workers."""
+        if self.pools:
+            return completed(self.pools)
+        return (PoolSpec(self.types, self.workers, self.concurrency),)
+
+    def worker_settings(self, pool: PoolSpec) -> WorkerSettings:
         return WorkerSettings(
             dsn=self.dsn,
             lease=self.lease,
-            types=self.types,
+            types=pool.types,
+            others=pool.others,
+            pool=pool.name if self.pools else None,
             poll_interval=self.poll_interval,
             safety_margin=self.safety_margin,
             max_jobs=self.max_jobs_per_child,
@@ -118,5 +142,5 @@ class SupervisorConfig:
             app=self.app,
             listen_dsn=self.listen_dsn,
             prefetch=self.prefetch,
-            concurrency=self.concurrency,
+            concurrency=pool.concurrency,
         )

@@ -1,12 +1,13 @@
-"""The master: one loop that keeps the pool, renews every lease, and fences.
+"""The master: one loop that keeps the pools, renews every lease, and fences.
 
 The master never waits on the database itself: renewals run in the renewer process and
 other queries in the housekeeper process. A slow or dead database can delay a renewal, but
 never the loop that kills a worker whose lease can no longer be vouched for.
 
-What it delegates holds the state it shares (shared.py), never the master: the pool's rules
-are pool.py's, the helpers' lifecycle (restarts, backoff) helpers.py's, renewal rounds
-renewal.py's, the endpoint's pages probes.py's. The loop, messages and signals are here."""
+What it delegates holds the state it shares (shared.py), never the master: the pools' rules
+are pools.py's and pool.py's, how a worker is stopped stopping.py's, the helpers' lifecycle
+(restarts, backoff) helpers.py's, renewal rounds renewal.py's, the endpoint's pages
+probes.py's. The loop, messages and signals are here."""
 
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ from ..dsn import scheme_of
 from ..outcomes import job_extra
 from . import appcheck, settlement
 from .config import SupervisorConfig
+from .control import Control, open_control
 from .endpoint import Endpoint
 from .forking import adopt_orphans
 from .helpers import Helpers
 from .metrics import Metrics
-from .pool import Pool, describe_exit
+from .pool import describe_exit
+from .pools import Pools
 from .probes import Probes
 from .renewal import Missed, Renewals
 from .shared import Shared
@@ -55,14 +58,17 @@ class Master:
         self.metrics = Metrics(
             SCHEMES.get(scheme_of(config.dsn), "unknown"), config.lease, config.renew_interval
         )
-        for job_type in config.types:
-            self.metrics.know_type(job_type)
+        for pool in config.pool_specs():
+            for job_type in pool.types:
+                self.metrics.know_type(job_type)
         self.shared = Shared(config, self.selector, self.metrics, self.close_inherited)
-        self.pool = Pool(self.shared)
-        self.helpers = Helpers(self.shared, self.pool.fences)
+        self.pools = Pools(self.shared)
+        self.stopper = self.pools.stopper
+        self.helpers = Helpers(self.shared, self.pools.fences)
         self.renewals = Renewals(config, self.metrics)
-        self.probes = Probes(self.shared, self.pool, self.helpers)
+        self.probes = Probes(self.shared, self.pools, self.helpers)
         self.endpoint: Endpoint | None = None
+        self.control: Control | None = None
         self.exit_code = 0
         self.drain_deadline = float("inf")
         self.last_pass = float("-inf")
@@ -88,6 +94,7 @@ class Master:
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
         adopt_orphans()
+        self.control = open_control(self.selector, self.pools)
         self.helpers.start(Helper.KEEPER)
         # Before any process is forked: a port that cannot be bound stops the start cleanly.
         if self.config.metrics_port is not None:
@@ -97,21 +104,21 @@ class Master:
         self.helpers.start(Helper.HOUSEKEEPER)
         self.shared.phase = Phase.RUNNING
         log.info(
-            "jobq-supervise started: %d workers, types %s, lease %g s",
-            self.pool.target,
-            ",".join(self.config.types) or "all",
+            "jobq-supervise started: %s, lease %g s",
+            self.pools.described(),
             self.config.lease,
             extra={"event": "started"},
         )
         try:
-            while self.shared.phase is Phase.RUNNING or self.pool.children:
+            while self.shared.phase is Phase.RUNNING or self.pools.children:
                 self.tick()
         finally:
             self.shared.phase = Phase.STOPPED
             self.helpers.stop()
             self.reap()
-            if self.endpoint is not None:
-                self.endpoint.close()
+            for opened in (self.endpoint, self.control):
+                if opened is not None:
+                    opened.close()
         log.info("jobq-supervise stopped", extra={"event": "stopped"})
         return self.exit_code
 
@@ -141,9 +148,9 @@ class Master:
         self.helpers.tend(now)
         self.renew(now)
         self.fence(now)
-        self.sending = self.helpers.flush() | self.pool.flush()
+        self.sending = self.helpers.flush() | self.pools.flush()
         if self.shared.phase is Phase.RUNNING:
-            self.pool.manage(now, patient=self.helpers.database_seen)
+            self.pools.manage(now, patient=self.helpers.database_seen)
         if self.endpoint is not None:
             self.endpoint.tend(now)
         self.show_title()
@@ -155,13 +162,13 @@ class Master:
         running = self.shared.phase is Phase.RUNNING
         held = self.endpoint.due() if self.endpoint is not None else float("inf")
         due = (self.drain_deadline, self.helpers.due(), self.renewals.due())
-        return min(*due, held, self.pool.next_due(running))
+        return min(*due, held, self.pools.next_due(running))
 
     def fence(self, now: float) -> None:
         if self.shared.phase is Phase.DRAINING and now >= self.drain_deadline:
             log.warning("Graceful timeout reached: stopping the remaining workers")
             self.stop_now()
-        self.pool.fence(now)
+        self.pools.fence(now)
 
     # -- workers' messages -----------------------------------------------------------------
 
@@ -178,7 +185,7 @@ class Master:
 
     def on_message(self, worker: WorkerProcess, message: protocol.Message) -> None:
         if isinstance(message, protocol.Ready):
-            self.pool.on_ready(worker)
+            self.pools.on_ready(worker)
         elif isinstance(message, protocol.Claimed):
             self.on_claimed(worker, message.attempts, message.at_once)
         elif isinstance(message, protocol.Started):
@@ -216,7 +223,7 @@ class Master:
         if lease is not None:
             worker.vouch(lease)
         elif job_id in worker.lost and worker.stop_reason is None:
-            self.pool.stop(worker, StopReason.LOST, now, at_once=True)  # killed, then said
+            self.stopper.stop(worker, StopReason.LOST, now, at_once=True)  # killed, then said
             log.error(
                 "Worker %d started job %d, whose lease a renewal round found lost: killed it",
                 worker.pid,
@@ -239,7 +246,7 @@ class Master:
             if exited is None or exited.si_pid == 0:
                 return
             pid = exited.si_pid
-            worker = self.pool.children.pop(pid, None)
+            worker = self.pools.children.pop(pid, None)
             if worker is not None:
                 self.buried(worker)
                 continue
@@ -253,7 +260,7 @@ class Master:
             with contextlib.suppress(KeyError):
                 self.selector.unregister(worker.process.sock)
         running = self.shared.phase is Phase.RUNNING
-        how, gone = self.pool.bury(worker, running)
+        how, gone = self.pools.bury(worker, running)
         failures = [
             settlement.orphaned(worker, lease, how if gone else None, self.shared)
             for lease in worker.running.values()
@@ -262,7 +269,7 @@ class Master:
         for settling in (*failures, settlement.left_behind(worker)):
             if settling is not None:
                 self.helpers.tell(Helper.HOUSEKEEPER, settling)
-        if self.pool.crash_looping(worker, how, running):
+        if self.pools.crash_looping(worker, how, running):
             self.exit_code = 1
             self.stop_now()
 
@@ -279,19 +286,19 @@ class Master:
             )
             self.helpers.replace(Helper.RENEWER)
             return
-        request = self.renewals.start(now, self.pool.held())
+        request = self.renewals.start(now, self.pools.held())
         if request is not None:
             self.helpers.tell(Helper.RENEWER, request)  # or to the renewer started again
 
     def on_renewed(self, result: protocol.Renewed) -> None:
         if self.renewals.round is not None and result.round == self.renewals.round.id:
             self.helpers.saw_database(result.error)
-        answer = self.renewals.answered(result, self.pool.children)
+        answer = self.renewals.answered(result, self.pools.children)
         if answer is None:
             return
         lost = sum(self.lost(missed) for missed in answer.missed)
         for worker, lease in answer.cancelled:
-            self.pool.cancel(worker, lease, time.monotonic())
+            self.stopper.cancel(worker, lease, time.monotonic())
         seconds = time.monotonic() - answer.round.sent
         self.metrics.on_round(seconds, answer.extended, lost)
 
@@ -313,7 +320,7 @@ class Master:
         lease = worker.running.get(missed.job_id)
         if lease is None or lease.claim.token != missed.token or settling:
             return False
-        self.pool.stop(worker, StopReason.LOST, time.monotonic(), at_once=True)
+        self.stopper.stop(worker, StopReason.LOST, time.monotonic(), at_once=True)
         log.error(
             "Worker %d lost job %d to another attempt: killed it",
             worker.pid,
@@ -328,13 +335,11 @@ class Master:
         """In a new child: let go of the master's selector and its siblings' memory; fork()
         then closes every descriptor the child does not use."""
         self.selector.close()
-        for sibling in self.pool.children.values():
+        for sibling in self.pools.children.values():
             sibling.mark.close()
 
     def show_title(self) -> None:
-        types = ",".join(self.config.types) or "all types"
-        pool = f"{len(self.pool.children)}/{self.pool.target} workers"
-        text = f"jobq-supervise: master {pool} [{types}] {self.shared.phase}"
+        text = f"jobq-supervise: master {self.pools.title()} {self.shared.phase}"
         if text != self.title:
             setproctitle(text)
             self.title = text
@@ -358,8 +363,7 @@ class Master:
         )
         self.shared.phase = Phase.DRAINING
         self.drain_deadline = time.monotonic() + self.config.graceful_timeout
-        for worker in self.pool.children.values():
-            self.pool.retire(worker, "drain")
+        self.pools.drain_all()
 
     handle_int = handle_term
 
@@ -370,7 +374,7 @@ class Master:
     def stop_now(self) -> None:
         self.shared.phase = Phase.STOPPING
         self.drain_deadline = float("inf")
-        self.pool.stop_all(time.monotonic())
+        self.pools.stop_all(time.monotonic())
 
     def handle_hup(self) -> None:
         if self.shared.phase is Phase.RUNNING:
@@ -378,17 +382,12 @@ class Master:
 
     def reload_checked(self) -> None:
         if self.shared.phase is Phase.RUNNING:
-            self.pool.generation += 1
+            self.pools.generation += 1
             log.info("Reloading: replacing workers one at a time", extra={"event": "reload"})
             self.helpers.refresh(Helper.HOUSEKEEPER)  # it imports the app for the schedules
 
     def handle_ttin(self) -> None:
-        self.pool.target += 1
-        log.info("Pool size now %d", self.pool.target, extra={"event": "scale"})
+        self.pools.scale(None, +1)
 
     def handle_ttou(self) -> None:
-        if self.pool.target > 1:
-            self.pool.target -= 1
-            log.info("Pool size now %d", self.pool.target, extra={"event": "scale"})
-        else:
-            log.info("Pool size stays 1: a pool has at least one worker", extra={"event": "scale"})
+        self.pools.scale(None, -1)

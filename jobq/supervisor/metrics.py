@@ -2,7 +2,8 @@
 their events over the socket they already use, so nothing is lost when a worker is killed
 and there are no multiprocess files to clean up.
 
-Labels are bounded: job types and fixed words, never a job id or an error text.
+Labels are bounded: job types, pool names (their types, as --pool gave them) and fixed
+words, never a job id or an error text.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ SLOT_OUTCOMES = tuple(str(outcome) for outcome in Slot)
 HELPER_RESTART_REASONS = ("exited", "unresponsive", "fork_failed")
 # jobq_workers' states: a worker that is still starting is neither.
 COUNTED_STATES = (WorkerState.BUSY, WorkerState.IDLE)
+SLOT_STATES = ("busy", "free")
+# A pool's workers by state, and its ready workers' (busy, free) slots.
+PoolFigures = tuple[Mapping[WorkerState, int], tuple[int, int]]
 
 
 class QueueDepth(Collector):
@@ -185,7 +189,7 @@ class Metrics:
             "be renewed in time), self_fence (the fence keeper killed it for that reason while "
             "the master did not), lost, job_timeout, memory, shutdown, cancelled (an operator "
             "cancelled its job)",
-            ["reason"],
+            ["pool", "reason"],
             registry=registry,
         )
         self.unconfirmed = Counter(
@@ -195,7 +199,10 @@ class Metrics:
             registry=registry,
         )
         self.restarts = Counter(
-            "jobq_worker_restarts", "Workers started to replace one that exited", registry=registry
+            "jobq_worker_restarts",
+            "Workers started to replace one that exited",
+            ["pool"],
+            registry=registry,
         )
         self.helper_restarts = Counter(
             "jobq_helper_restarts",
@@ -212,13 +219,16 @@ class Metrics:
             registry=registry,
         )
         self.workers = Gauge(
-            "jobq_workers", "Worker processes by state: busy or idle", ["state"], registry=registry
+            "jobq_workers",
+            "Worker processes by pool and state: busy or idle",
+            ["pool", "state"],
+            registry=registry,
         )
         self.slots = Gauge(
             "jobq_worker_slots",
             "Attempts the ready workers run (busy) and could run besides (free): --concurrency "
             "slots each",
-            ["state"],
+            ["pool", "state"],
             registry=registry,
         )
         self.memory = Gauge(
@@ -252,14 +262,8 @@ class Metrics:
                 "renew_interval_seconds": f"{renew_interval:g}",
             }
         )
-        for state in COUNTED_STATES:
-            self.workers.labels(state)
-        for taken in ("busy", "free"):
-            self.slots.labels(taken)
         for result in ("extended", "lost", "error"):
             self.renewals.labels(result)
-        for reason in StopReason:
-            self.killed.labels(reason)
         for helper in Helper:
             self.helpers_up.labels(helper.event)
             for why in HELPER_RESTART_REASONS:
@@ -267,6 +271,16 @@ class Metrics:
         for outcome in ("requeued", "failed", "expired"):
             self.recovered.labels(outcome)
         self.per_type: dict[str, TypeSeries] = {}
+
+    def know_pool(self, pool: str) -> None:
+        """A pool's series, at zero from the start (see know_type)."""
+        for state in COUNTED_STATES:
+            self.workers.labels(pool, state)
+        for taken in SLOT_STATES:
+            self.slots.labels(pool, taken)
+        for reason in StopReason:
+            self.killed.labels(pool, reason)
+        self.restarts.labels(pool)
 
     def know_type(self, job_type: str) -> TypeSeries:
         """A type's series, created at zero before its first event: Prometheus does not count
@@ -329,13 +343,12 @@ class Metrics:
         for name, _, _ in counts:
             self.know_type(name)
 
-    def on_workers(
-        self, states: Mapping[WorkerState, int], rss: list[int], slots: tuple[int, int]
-    ) -> None:
-        """Workers by state, their memory, and their (busy, free) slots."""
-        for state in COUNTED_STATES:
-            self.workers.labels(state).set(states.get(state, 0))
-        self.slots.labels("busy").set(slots[0])
-        self.slots.labels("free").set(slots[1])
+    def on_workers(self, pools: Mapping[str, PoolFigures], rss: list[int]) -> None:
+        """Each pool's workers by state and (busy, free) slots, and all workers' memory."""
+        for pool, (states, slots) in pools.items():
+            for state in COUNTED_STATES:
+                self.workers.labels(pool, state).set(states.get(state, 0))
+            for taken, n in zip(SLOT_STATES, slots, strict=True):
+                self.slots.labels(pool, taken).set(n)
         self.memory.labels("max").set(max(rss, default=0))
         self.memory.labels("sum").set(sum(rss))

@@ -11,15 +11,25 @@ from .. import protocol
 from ..dsn import scrub
 from .endpoint import Endpoint, Response, plain
 from .helpers import Helpers
-from .pool import Pool, resident_memory
+from .metrics import PoolFigures
+from .pool import resident_memory
+from .pools import Pools
 from .shared import Shared
 from .states import Helper, Phase
+from .workers import WorkerProcess
+
+
+def pool_figures(workers: list[WorkerProcess]) -> PoolFigures:
+    ready = [w for w in workers if w.ready]
+    busy = sum(len(w.running) for w in ready)
+    slots = (busy, sum(len(w.slots) for w in ready) - busy)
+    return collections.Counter(w.state for w in workers), slots
 
 
 class Probes:
-    def __init__(self, shared: Shared, pool: Pool, helpers: Helpers) -> None:
+    def __init__(self, shared: Shared, pools: Pools, helpers: Helpers) -> None:
         self.shared = shared
-        self.pool = pool
+        self.pools = pools
         self.helpers = helpers
 
     def serve(self) -> Endpoint:
@@ -40,13 +50,9 @@ class Probes:
         return present and depth.stale(now)
 
     def scrape(self) -> Response:
-        workers = self.pool.children.values()
         metrics = self.shared.metrics
-        ready = [w for w in workers if w.ready]
-        busy = sum(len(w.running) for w in ready)
-        slots = (busy, sum(len(w.slots) for w in ready) - busy)
-        states = collections.Counter(w.state for w in workers)
-        metrics.on_workers(states, resident_memory(workers), slots)
+        figures = {pool.name: pool_figures(pool.workers()) for pool in self.pools.all()}
+        metrics.on_workers(figures, resident_memory(self.pools.children.values()))
         return 200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry)
 
     def health(self) -> Response:
@@ -60,7 +66,7 @@ class Probes:
         problems = []
         if self.shared.phase is not Phase.RUNNING:
             problems.append(f"the supervisor is {self.shared.phase}")
-        if not any(w.ready and not w.retiring for w in self.pool.children.values()):
+        if not any(w.ready and not w.retiring for w in self.pools.children.values()):
             problems.append("no worker is ready")
         problem = self.helpers.database_problem
         if problem is not None:

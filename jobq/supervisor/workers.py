@@ -46,6 +46,7 @@ class WorkerProcess:
     worker_id: str  # what every row it claims is marked with (see running.worker_id)
     generation: int
     spawned: float
+    pool: str  # its pool's name
     ready: bool = False
     # The attempts it runs, by job id: at most one, but in a concurrent worker.
     running: dict[int, Lease] = field(default_factory=dict)

@@ -78,9 +78,11 @@ class Child:
         self.prefetch = PrefetchRule(settings.prefetch, settings.types)
 
     def main(self) -> int:
-        title.starting()
+        title.starting(self.settings.pool)
         try:
             start_worker(self.settings.app)
+            self.settings = self.settings.claimable()
+            self.prefetch = PrefetchRule(self.settings.prefetch, self.settings.types)
         except Exception as error:
             # An application's own bug is worth its traceback; a missing module is not.
             trace = not isinstance(error, ConfigurationError)

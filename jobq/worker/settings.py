@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from ..errors import ConfigurationError
+from ..job import registered_types
+from ..pool_specs import EVERY_OTHER
 
 
 @dataclass(frozen=True)
 class WorkerSettings:
     dsn: str
     lease: float
-    types: tuple[str, ...]
+    types: tuple[str, ...]  # empty: every type but `others`
     poll_interval: float
     safety_margin: float
     max_jobs: int | None
@@ -26,3 +30,20 @@ class WorkerSettings:
     worker_id: str | None = None
     # --concurrency: how many attempts it runs at once (1: the process worker, one by one).
     concurrency: int = 1
+    # Its pool's name when --pool made it (see pool_specs.py), for its process title; and
+    # the types other pools name, which a pool of every other type (*) leaves alone.
+    pool: str | None = None
+    others: tuple[str, ...] = ()
+
+    def claimable(self) -> WorkerSettings:
+        """These settings with the types it may claim, once its application is imported: a
+        pool of every other type claims the registered types the other pools do not name."""
+        if not self.others:
+            return self
+        types = tuple(sorted(registered_types() - set(self.others)))
+        if not types:
+            raise ConfigurationError(
+                f"pool {self.pool or EVERY_OTHER!r} has no type to claim: the application "
+                "registers none that another pool does not name"
+            )
+        return replace(self, types=types, others=())

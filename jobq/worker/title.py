@@ -9,6 +9,8 @@ from setproctitle import setproctitle
 from ..records import ClaimedJob
 
 shown = ""
+# "jobq-supervise: worker", and its pool's name when --pool made it.
+who = "jobq-supervise: worker"
 
 
 def show(text: str) -> None:
@@ -18,15 +20,18 @@ def show(text: str) -> None:
         shown = text
 
 
-def starting() -> None:
+def starting(pool: str | None) -> None:
     # Set first thing after the fork: until then the child shows its master's title.
-    show("jobq-supervise: worker starting")
+    global who
+    if pool is not None:
+        who = f"jobq-supervise: worker [{pool}]"
+    show(f"{who} starting")
 
 
 def state(claim: ClaimedJob | None, started: float) -> None:
     """Idle, or the job being run and for how long."""
     if claim is None:
-        show("jobq-supervise: worker idle")
+        show(f"{who} idle")
         return
     seconds = int(time.monotonic() - started)
-    show(f"jobq-supervise: worker job {claim.id} {claim.type} {claim.class_name} {seconds}s")
+    show(f"{who} job {claim.id} {claim.type} {claim.class_name} {seconds}s")

@@ -23,8 +23,8 @@ ALERT_TESTS = REPO_DIR / "deploy" / "prometheus" / "jobq-alerts.test.yml"
 
 # What Grafana would put in for the dashboard's variables: 1m is four 15 s scrapes, the
 # smallest window $__rate_interval gives with the default scrape interval, and ".*" is the
-# `type` variable's "All" value.
-VARIABLES = {"__rate_interval": "1m", "__interval": "1m", "type": ".*"}
+# `type` and `pool` variables' "All" value.
+VARIABLES = {"__rate_interval": "1m", "__interval": "1m", "type": ".*", "pool": ".*"}
 
 # The samples a family of each type exposes. Families with labels have no samples until a
 # label value is first used, so the names cannot all come from collect()'s samples.

@@ -25,8 +25,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from jobq import options
 from jobq.backends.postgresql.schema import READY
 from jobq.cli.supervise import supervise_parser
+from jobq.pool_specs import PoolSpec, conflict
 from jobq.supervisor.helpers import HOUSEKEEPER_GRACE
 from jobq.supervisor.master import LOOP_TICK
 from tests.support.configs import supervisor_config
@@ -306,12 +308,31 @@ def mebibytes(quantity: str) -> float:
     return float(match[1]) * (units[match[2]] if match[2] else 2**-20)
 
 
+def pools(data: dict[str, str]) -> list[PoolSpec]:
+    """The pools of JOBQ_POOL, read as jobq-supervise reads them."""
+    found: list[PoolSpec] = options.BY_NAME["pools"].read(data["JOBQ_POOL"])
+    return found
+
+
+def test_the_example_runs_several_pools_in_one_deployment() -> None:
+    data = settings(kustomize(OVERLAY))
+    example = pools(data)
+    assert len(example) > 1
+    # One pool takes every other type, so KEDA's count of every ready job is the sum of the
+    # pools' backlogs.
+    assert [pool.name for pool in example].count("*") == 1
+    assert conflict(example) is None
+    # jobq-supervise refuses --pool beside the one-pool options.
+    assert not {"JOBQ_WORKERS", "JOBQ_TYPE", "JOBQ_CONCURRENCY"} & set(data)
+
+
 def test_workers_are_recycled_before_the_memory_limit(rendered: tuple[str, list[Doc]]) -> None:
     _, docs = rendered
     data = settings(docs)
     resources = container(docs)["resources"]
     limit = mebibytes(resources["limits"]["memory"])
-    workers = int(data["JOBQ_WORKERS"])
+    workers = sum(pool.workers for pool in pools(data)) if "JOBQ_POOL" in data else 0
+    workers = workers or int(data["JOBQ_WORKERS"])
     per_child = float(data["JOBQ_MAX_MEMORY_PER_CHILD"])
     assert workers * per_child + MASTER_MEMORY_MIB <= limit
     assert mebibytes(resources["requests"]["memory"]) <= limit

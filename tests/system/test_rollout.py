@@ -37,7 +37,9 @@ def test_a_rolling_restart_loses_nothing_and_never_overlaps(
     ids = [queue.enqueue(Work(0.002, journal)) for _ in range(SHORT_JOBS)]
     # Longer than two leases of 6 s: only renewal keeps them from running twice.
     ids += [queue.enqueue(Work(14, journal), type="long") for _ in range(LONG_JOBS)]
-    settings = ("--workers", "4", "--app", "rollout_app", "--graceful-timeout", "40", *FAST)
+    # Two pools: the long jobs cannot take the short ones' workers, on either side.
+    pools = ("--pool", "work:2", "--pool", "long:2")
+    settings = (*pools, "--app", "rollout_app", "--graceful-timeout", "40", *FAST)
     with supervisor(postgresql_dsn, *settings) as old:
         wait_for(
             "some work done while long jobs run",

@@ -20,6 +20,7 @@ from mkdocs.config import load_config
 import jobq
 from docs import hooks
 from jobq.cli.commands import build_parser
+from jobq.cli.ctl import ctl_parser
 from jobq.cli.supervise import supervise_parser
 from jobq.supervisor.metrics import Metrics
 from jobq.supervisor.states import WorkerState
@@ -61,7 +62,8 @@ def registered_metrics() -> dict[str, tuple[str, frozenset[str]]]:
         [("email", "pending", 1)], {"email": 0.0}, 0.0, ["email"], [("email", "tenant", 1, 0)]
     )
     metrics.on_scheduled([("nightly", "enqueued")])
-    metrics.on_workers({WorkerState.IDLE: 1}, [1024], (1, 0))
+    metrics.know_pool("email")
+    metrics.on_workers({"email": ({WorkerState.IDLE: 1}, (1, 0))}, [1024])
     found = {}
     for family in metrics.registry.collect():
         labels = frozenset(key for sample in family.samples for key in sample.labels) - {"le"}
@@ -129,6 +131,8 @@ def test_every_command_shown_is_one_the_parsers_accept(page: Path) -> None:
     for command in shown_commands(page):
         program, *args = shlex.split(command)
         parser = supervise_parser() if program == "jobq-supervise" else build_parser()
+        if program == "jobq-supervise" and args[:1] == ["ctl"]:
+            parser, args = ctl_parser(), args[1:]
         refusal = io.StringIO()
         try:
             with contextlib.redirect_stderr(refusal):

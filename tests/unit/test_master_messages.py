@@ -46,12 +46,12 @@ def test_a_queued_attempt_a_round_missed_is_lost_and_its_start_stops_the_worker(
     master = Master(SupervisorConfig(dsn="postgresql://jobq@db/jobq"))
     stops: list[StopReason] = []
     monkeypatch.setattr(
-        master.pool, "stop", lambda w, reason, now, at_once=False: stops.append(reason)
+        master.stopper, "stop", lambda w, reason, now, at_once=False: stops.append(reason)
     )
     ours, theirs = wire.pair()
     mark = SettlingMark()
     process = Forked(pid=2**22 + 1, pidfd=-1, sock=ours)
-    worker = WorkerProcess(process, mark, [cast(Slot, None)], "w1", 0, 0.0)
+    worker = WorkerProcess(process, mark, [cast(Slot, None)], "w1", 0, 0.0, "*")
     try:
         ours.setblocking(False)
         master.selector.register(ours, selectors.EVENT_READ, worker)

@@ -92,9 +92,9 @@ def test_a_queued_job_starts_only_with_more_than_half_its_vouched_lease_left() -
 # -- the master's view of a worker's attempts ---------------------------------------------------
 
 
-def worker_rest() -> tuple[SettlingMark, list[Slot], str, int, float]:
+def worker_rest() -> tuple[SettlingMark, list[Slot], str, int, float, str]:
     # The shared memory plays no part in the bookkeeping.
-    return cast(SettlingMark, None), [cast(Slot, None)], "w1", 0, 0.0
+    return cast(SettlingMark, None), [cast(Slot, None)], "w1", 0, 0.0, "*"
 
 
 def worker() -> WorkerProcess:

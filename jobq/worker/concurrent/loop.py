@@ -114,7 +114,7 @@ class ConcurrentChild(Child):
             return
         first = running[0]
         slots = f"{len(running)}/{self.slots.capacity} slots busy"
-        title.show(f"jobq-supervise: worker job {first.id} {first.type} {first.class_name} {slots}")
+        title.show(f"{title.who} job {first.id} {first.type} {first.class_name} {slots}")
 
     # -- the loop --------------------------------------------------------------------------
 
