@@ -111,13 +111,20 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting):
 
     # -- producing (enqueue and enqueue_many are Producing's) ----------------------------
 
-    def _add(self, row: NewJob, connection: Any) -> int:
+    def _add(self, row: NewJob, connection: Any, parents: tuple[int, ...]) -> int:
+        if parents:
+            return self._add_many([row], connection, parents)[0]
         add = self.backend.add
         return self._publish("enqueue", connection, [row], lambda job, to: [add(job[0], to)])[0]
 
-    def _add_many(self, rows: list[NewJob], connection: Any) -> list[int]:
+    def _add_many(self, rows: list[NewJob], connection: Any, parents: tuple[int, ...]) -> list[int]:
         if not rows:
             return []
+        if parents:
+            after = self.backend.add_after
+            return self._publish(
+                "enqueue", connection, rows, lambda jobs, to: after(jobs, parents, to)
+            )
         return self._publish("enqueue_many", connection, rows, self.backend.add_many)
 
     def _publish(

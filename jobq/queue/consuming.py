@@ -3,6 +3,7 @@ the attempt's id and token; and renew the leases of attempts still running."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import time
@@ -59,7 +60,8 @@ class Handling:
         self.result: str | None = None
 
     def __enter__(self) -> Handling:
-        self.tokens = running.set(self.claim), running_on.set(self.backend)
+        current = dataclasses.replace(self.claim, parents_of=self.backend.parents)
+        self.tokens = running.set(current), running_on.set(self.backend)
         return self
 
     def begin(self) -> None:

@@ -34,7 +34,7 @@ REFRESH = 5
 # The overview counts the jobs that finished in this many minutes (every unfinished one),
 # and charts completions over as many.
 RECENT_MINUTES = 60
-UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS))
+UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS), str(Status.WAITING))
 # The overview lists at most this many running jobs under their workers (the newest claimed).
 RUNNING_SHOWN = 200
 

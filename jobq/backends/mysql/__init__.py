@@ -33,6 +33,7 @@ from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
+from .workflows import WORKFLOWS, MysqlWorkflows
 
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
 TRANSIENT_ERRORS = {1213, 1205}
@@ -94,7 +95,7 @@ def connect_args(dsn: str) -> dict[str, Any]:
     return args
 
 
-class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
+class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows, Backend):
     kind = "mysql"
     migrations = (
         *MIGRATIONS,
@@ -105,6 +106,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         TRACE_CONTEXT,
         RESULTS,
         LIMITS,
+        WORKFLOWS,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
