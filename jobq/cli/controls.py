@@ -57,8 +57,9 @@ RECORD_KEYS = (
     "attempted_at",
 )
 # `jobq show --json` adds the job's concurrency key and the limit it waits on (both null
-# when none): reading them is one more query, worth it for one job, not for a listing.
-SHOW_KEYS = (*RECORD_KEYS, "concurrency_key", "waits_on")
+# when none), and the jobs it was enqueued after and those enqueued after it: reading them
+# is more queries, worth it for one job, not for a listing.
+SHOW_KEYS = (*RECORD_KEYS, "concurrency_key", "waits_on", "parents", "dependents")
 STATUS = Option(
     "status",
     None,
@@ -231,6 +232,8 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
         raise CommandError(f"no job with id {args.id}")
     shown = as_json(record)
     shown["concurrency_key"], shown["waits_on"] = queue.waits_on(record.id)
+    shown["parents"] = list(queue.parents(record.id))
+    shown["dependents"] = list(queue.dependents(record.id))
     if args.json:
         print(json.dumps(shown, indent=2, default=repr))
         return 0
@@ -239,6 +242,8 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     shown["progress"] = record.progress
     shown["checkpoint"] = None if record.checkpoint is None else printed(record.checkpoint)
     shown["history"] = "; ".join(map(attempt_line, record.history)) or None
+    for key in ("parents", "dependents"):
+        shown[key] = ", ".join(map(str, shown[key])) or None
     width = max(map(len, shown))
     for key, value in shown.items():
         text = "" if value is None else str(value)

@@ -24,11 +24,12 @@ from .limits import LimitControls
 from .new_jobs import Options, Schedule, new_job, seconds_of, traced
 from .producing import Producing, application_connection
 from .waiting import Waiting
+from .workflows import WorkflowReads
 
 T = TypeVar("T")
 
 
-class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting):
+class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, WorkflowReads):
     """A job queue in one database, reached through one connection.
 
     A Queue is not thread-safe: give each thread or process its own.

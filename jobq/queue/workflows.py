@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..backends.base import Backend
+
 
 def parents_of(after: Iterable[int] | None, unique_key: Any) -> tuple[int, ...]:
     """enqueue's `after`, checked: job ids, each once, in the order given."""
@@ -24,3 +26,17 @@ def parents_of(after: Iterable[int] | None, unique_key: Any) -> tuple[int, ...]:
             "that job's id, and its parents are not these"
         )
     return parents
+
+
+class WorkflowReads:
+    """What the queue tells of a job's place in a workflow."""
+
+    backend: Backend
+
+    def parents(self, job_id: int) -> tuple[int, ...]:
+        """The ids of the jobs `job_id` was enqueued after (its record: Queue.get)."""
+        return self.backend.parents(job_id)
+
+    def dependents(self, job_id: int) -> tuple[int, ...]:
+        """The ids of the jobs enqueued after `job_id`."""
+        return self.backend.dependents(job_id)

@@ -273,3 +273,19 @@ def test_limits_are_listed_overridden_and_what_waits_shown(queue: jobq.Queue, jo
     assert jobq_("limit", "limited")[0] == 1
     assert jobq_("limit", "limited", "--clear")[0] == 0
     assert queue.limits()[0].in_force == 2
+
+
+@pytest.mark.databases("sqlite")
+def test_show_lists_parents_and_dependents(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
+    parents = queue.enqueue_many([Noop(), Noop()])
+    child = queue.enqueue(Noop(), after=parents)
+    code, out, _ = jobq_("show", str(child), "--json")
+    shown = json.loads(out)
+    assert (code, shown["status"], shown["parents"], shown["dependents"]) == (
+        0,
+        "waiting",
+        parents,
+        [],
+    )
+    code, out, _ = jobq_("show", str(parents[0]))
+    assert ["dependents", str(child)] in [line.split() for line in out.splitlines()]
