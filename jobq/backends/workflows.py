@@ -35,6 +35,14 @@ class Workflows:
     @abstractmethod
     def add_many_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]: ...
 
+    connection: Any
+
+    @abstractmethod
+    def execute(self, sql: str, params: Any = None, connection: Any = None) -> int: ...
+
+    @abstractmethod
+    def fetchall(self, sql: str, params: Any = None) -> list[Any]: ...
+
     @abstractmethod
     def run_together(self, steps: Steps[T], connection: Any) -> T: ...
 
@@ -50,6 +58,10 @@ class Workflows:
             return self.run_together(self.add_after_steps(jobs, parents), connection)
         with self.transaction():
             return self.run(self.add_after_steps(jobs, parents))
+
+    def apply_endings(self) -> None:
+        """Apply the parents' endings a database records for later, in the transaction open
+        (MySQL's, see mysql/workflows.py); elsewhere the triggers applied them already."""
 
     def marks(self, name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
         names = [f"{name}{i}" for i in range(len(values))]

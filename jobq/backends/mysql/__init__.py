@@ -240,6 +240,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         expires_monotonic: float,
         runner: Runner,
     ) -> ClaimedJob | None:
+        self.apply_endings()
         params: dict[str, Any] = {"lease": self.seconds(lease), **type_params(types)}
         # A row a concurrency limit refused stays pending, now blocked (or left for the
         # claim that holds its key): the next probe looks past it.
@@ -337,6 +338,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
             row = None
             if self.execute(self.sql_settle, params) == 1:
                 row = self.fetchone("SELECT status FROM jobq_jobs WHERE id = %(id)s", params)
+                self.apply_endings()
             self.connection.commit()
         except BaseException:
             self.rollback_quietly()
