@@ -5,7 +5,7 @@ release, cancel or revive dependents as their parents end (see `<db>/workflows.p
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, TypeVar
 
@@ -54,10 +54,7 @@ class Workflows:
     ) -> list[int]:
         """add_after_steps(), on `connection` in its transaction, or else in a transaction of
         this backend's own."""
-        if connection is not None:
-            return self.run_together(self.add_after_steps(jobs, parents), connection)
-        with self.transaction():
-            return self.run(self.add_after_steps(jobs, parents))
+        return self.in_one(self.add_after_steps(jobs, parents), connection)
 
     def apply_endings(self) -> None:
         """Apply the parents' endings a database records for later, in the transaction open
@@ -93,16 +90,118 @@ class Workflows:
                 )
         return ids
 
-    def edges_steps(self, children: Sequence[int], parents: Sequence[int]) -> Steps[int]:
+    def edges_steps(
+        self, children: Sequence[int], parents: Sequence[int], any_ending: bool = False
+    ) -> Steps[int]:
+        """Every child after every parent: counted down by the parent's completion, or with
+        `any_ending` (a batch's `then` after its members) by any ending of it."""
         mark = self.placeholder.format
-        params: dict[str, int] = {}
+        params: dict[str, Any] = {"any": any_ending}
         values = []
         for i, child in enumerate(children):
             for j, parent in enumerate(parents):
                 params[f"c{i}_{j}"], params[f"p{i}_{j}"] = child, parent
-                values.append(f"({mark(f'p{i}_{j}')}, {mark(f'c{i}_{j}')})")
-        sql = f"INSERT INTO jobq_dependencies (parent, child) VALUES {', '.join(values)}"
+                values.append(f"({mark(f'p{i}_{j}')}, {mark(f'c{i}_{j}')}, {mark('any')})")
+        sql = (
+            f"INSERT INTO jobq_dependencies (parent, child, any_ending) VALUES {', '.join(values)}"
+        )
         return (yield from count(sql, params))
+
+    # -- batches: members, and a `then` job that waits for every member's ending ----------
+
+    def add_then(self, then: NewJob, connection: Any = None) -> int:
+        """Store a batch's `then` job, waiting: for its members, and for the batch to be
+        sealed (one count of its own), so that no member ending before the last is enqueued
+        can release it. Its id is the batch's."""
+        return self.in_one(self.add_then_steps(then), connection)
+
+    def add_then_steps(self, then: NewJob) -> Steps[int]:
+        (batch_id,) = yield from self.add_many_steps([then])
+        mark = self.placeholder.format
+        yield from count(
+            f"UPDATE jobq_jobs SET status = 'waiting', waiting_for = 1 WHERE id = {mark('id')}",
+            {"id": batch_id},
+        )
+        return batch_id
+
+    def add_members(
+        self, jobs: Sequence[NewJob], batch_id: int, connection: Any = None
+    ) -> list[int]:
+        """Store the jobs as members of the batch, in one transaction with the count its
+        `then` job waits for."""
+        return self.in_one(self.add_members_steps(jobs, batch_id), connection)
+
+    def add_members_steps(self, jobs: Sequence[NewJob], batch_id: int) -> Steps[list[int]]:
+        mark = self.placeholder.format
+        # The `then` row first: members added to one batch on two connections queue up here.
+        added = yield from count(
+            f"UPDATE jobq_jobs SET waiting_for = waiting_for + {mark('n')} "
+            f"WHERE id = {mark('batch')} AND status = 'waiting'",
+            {"n": len(jobs), "batch": batch_id},
+        )
+        if added != 1:
+            raise ValueError(f"batch {batch_id} is sealed or unknown; enqueue in its with block")
+        ids = yield from self.add_many_steps(jobs)
+        for start in range(0, len(ids), EDGES_A_STATEMENT):
+            members = ids[start : start + EDGES_A_STATEMENT]
+            marks, params = self.marks("member", members)
+            yield from count(
+                f"UPDATE jobq_jobs SET batch_id = {mark('batch')} WHERE id IN ({marks})",
+                params | {"batch": batch_id},
+            )
+            yield from self.edges_steps([batch_id], members, any_ending=True)
+        return ids
+
+    def seal(self, batch_id: int, then_type: str, connection: Any = None) -> None:
+        """No more members: the batch's own count goes, which releases its `then` job when
+        every member has ended already (or it has none)."""
+        self.in_one(self.seal_steps(batch_id, then_type), connection)
+
+    def seal_steps(self, batch_id: int, then_type: str) -> Steps[None]:
+        # The status first: MySQL assigns left to right, and it reads the count as it was.
+        params = {"id": batch_id, "type": then_type, **self.wake_params}
+        yield from count(
+            "UPDATE jobq_jobs SET status = CASE WHEN status = 'waiting' AND waiting_for = 1 "
+            "THEN 'pending' ELSE status END, waiting_for = waiting_for - 1 "
+            f"WHERE id = {self.placeholder.format('id')}",
+            params,
+        )
+        if self.sql_wake is not None:
+            yield from every(self.sql_wake, params)
+
+    # Wakes idle workers for a job of type %(type)s made ready; None where they poll.
+    sql_wake: ClassVar[str | None] = None
+    wake_params: ClassVar[Mapping[str, str]]
+
+    def batch_counts(self, batch_id: int) -> dict[Status, int]:
+        """The batch's members by status."""
+        mark = self.placeholder.format
+        sql = (
+            f"SELECT status, count(*) FROM jobq_jobs WHERE batch_id = {mark('id')} GROUP BY status"
+        )
+        rows = self.run(every(sql, {"id": batch_id}))
+        return {Status(status): int(n) for status, n in rows}
+
+    def batch_members(self, batch_id: int) -> list[int]:
+        mark = self.placeholder.format
+        sql = f"SELECT id FROM jobq_jobs WHERE batch_id = {mark('id')} ORDER BY id"
+        return [int(row[0]) for row in self.run(every(sql, {"id": batch_id}))]
+
+    sql_cancel: ClassVar[str]
+
+    def cancel_batch(self, batch_id: int) -> int:
+        """Cancel the batch's unfinished members as Controls.cancel cancels one job (those in
+        progress are asked to stop); returns how many were pending, waiting or running."""
+        mark = self.placeholder.format
+        sql = self.sql_cancel.replace(f"WHERE id = {mark('id')}", f"WHERE batch_id = {mark('id')}")
+        return self.run(count(sql, {"id": batch_id}))
+
+    def in_one(self, steps: Steps[T], connection: Any) -> T:
+        """The steps on `connection` in its transaction, or else in one of this backend's."""
+        if connection is not None:
+            return self.run_together(steps, connection)
+        with self.transaction():
+            return self.run(steps)
 
     def parents(self, job_id: int) -> tuple[int, ...]:
         """The ids of the jobs `job_id` was enqueued after, in id order."""

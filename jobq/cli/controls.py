@@ -193,6 +193,8 @@ def cmd_jobs(queue: Queue, args: argparse.Namespace) -> int:
         queue.blocked(type=args.job_type, limit=args.limit)
         if args.blocked
         else queue.jobs(status=args.status, type=args.job_type, limit=args.limit)
+        if args.batch is None
+        else members(queue, args)
     )
     if args.json:
         print(json.dumps([as_json(record) for record in records], indent=2, default=repr))
@@ -251,7 +253,29 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     return 0
 
 
+def members(queue: Queue, args: argparse.Namespace) -> list[JobRecord]:
+    """`jobq jobs --batch`: the batch's members, newest first, of --status and --type."""
+    if args.blocked:
+        raise CommandError("give --batch or --blocked, not both")
+    found = (queue.get(each) for each in reversed(queue.batch_members(args.batch)))
+    return [
+        record
+        for record in found
+        if record is not None
+        and args.status in (None, record.status)
+        and args.job_type in (None, record.type)
+    ][: args.limit]
+
+
 def cmd_cancel(queue: Queue, args: argparse.Namespace) -> int:
+    if args.batch is not None:
+        if args.ids:
+            raise CommandError("give job ids or --batch, not both")
+        count = queue.cancel_batch(args.batch)
+        print(f"jobq: batch {args.batch}: {count} unfinished member(s) cancelled or stopping")
+        return 0
+    if not args.ids:
+        raise CommandError("give job ids, or --batch ID to cancel a batch's members")
     refused = 0
     for number in job_ids(args.ids):
         if not queue.cancel(number):

@@ -14,15 +14,17 @@ from ..backends.rows import NewJob
 from ..codec import Codec, JsonCodec
 from ..dsn import default_dsn
 from ..hooks import JobHooks
+from ..job import Job
 from ..listener import Listener
 from ..records import Status
 from ..retry import MAX_DELAY
 from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance
 from .batched import BatchConsuming
+from .batches import Batch, then_row
 from .limits import LimitControls
 from .new_jobs import Options, Schedule, new_job, seconds_of, traced
-from .producing import Producing, application_connection
+from .producing import OWN_CONNECTION, Producing, application_connection
 from .waiting import Waiting
 from .workflows import WorkflowReads
 
@@ -163,6 +165,29 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         if target is not None:
             return write(target)
         return backend.retrying(what, lambda: write(None))
+
+    # -- batches (see batches.py) ------------------------------------------------------------
+
+    def batch(self, then: Job, connection: Any = OWN_CONNECTION) -> Batch:
+        """A batch whose `then` job is enqueued, exactly once, after every member enqueued in
+        the with block has ended (completed, failed, expired or cancelled); with no member,
+        at once. With `connection`, the batch is written in the application's transaction."""
+        return Batch(self, then_row(self, then), connection)
+
+    def batch_status(self, batch_id: int) -> dict[str, int]:
+        """The batch's members by status (every status, 0 where none)."""
+        counts = self.backend.batch_counts(batch_id)
+        return {str(status): counts.get(status, 0) for status in Status}
+
+    def batch_members(self, batch_id: int) -> list[int]:
+        """The ids of the batch's members, oldest first."""
+        return self.backend.batch_members(batch_id)
+
+    def cancel_batch(self, batch_id: int) -> int:
+        """Cancel the batch's unfinished members (those running are asked to stop); its
+        `then` job runs once they have ended. Returns how many it reached."""
+        backend = self.backend
+        return backend.retrying("cancel", lambda: backend.cancel_batch(batch_id))
 
     # -- periodic jobs ---------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Workflows on the queue's side: the parents a job is enqueued after, checked."""
+"""Workflows on the queue's side: the parents a job is enqueued after, checked, and a
+job's parents and dependents."""
 
 from __future__ import annotations
 

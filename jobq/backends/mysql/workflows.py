@@ -43,10 +43,12 @@ RECORD = f"""
 WORKFLOWS: tuple[str, ...] = (
     # One statement, so that it applies whole or not at all. The status is a VARCHAR with no
     # check: 'waiting' needs no change, and it sorts outside the ready indexes' 'pending'.
-    "ALTER TABLE jobq_jobs ADD COLUMN waiting_for INT NULL, ADD COLUMN cancelled_by BIGINT NULL",
+    "ALTER TABLE jobq_jobs ADD COLUMN waiting_for INT NULL, ADD COLUMN cancelled_by BIGINT NULL, "
+    "ADD COLUMN batch_id BIGINT NULL, ADD KEY jobq_jobs_batches (batch_id, status)",
     """
     CREATE TABLE IF NOT EXISTS jobq_dependencies (
-        parent BIGINT NOT NULL, child BIGINT NOT NULL, PRIMARY KEY (parent, child),
+        parent BIGINT NOT NULL, child BIGINT NOT NULL,
+        any_ending BOOLEAN NOT NULL DEFAULT FALSE, PRIMARY KEY (parent, child),
         KEY jobq_dependencies_child (child, parent)
     ) ENGINE=InnoDB
     """,
@@ -62,26 +64,34 @@ WORKFLOWS: tuple[str, ...] = (
 DEPENDENTS = "jobq_jobs c JOIN jobq_dependencies d ON d.child = c.id"
 
 # MySQL assigns SET columns left to right, each seeing the ones before: the status is
-# decided on the countdown as it was.
+# decided on the countdown as it was. A batch's `then` counts down every ending of its
+# members (any_ending); a dependent enqueued after= counts down completions only.
 RELEASE = f"""
     UPDATE {DEPENDENTS} SET
         c.status = CASE WHEN c.status = 'waiting' AND c.waiting_for = 1
             THEN 'pending' ELSE c.status END,
         c.waiting_for = c.waiting_for - 1, c.updated_at = {NOW}
-    WHERE d.parent = %(parent)s
+    WHERE d.parent = %(parent)s AND (%(status)s = 'completed' OR d.any_ending)
+"""
+
+# A retried batch member is waited for again by its batch's `then`, if that still waits.
+REJOIN = f"""
+    UPDATE {DEPENDENTS} SET c.waiting_for = c.waiting_for + 1
+    WHERE d.parent = %(parent)s AND d.any_ending AND c.status = 'waiting'
 """
 
 CANCEL = f"""
     UPDATE {DEPENDENTS} SET c.status = 'cancelled', c.cancelled_by = %(parent)s,
         c.finished_at = {NOW}, c.updated_at = {NOW},
         c.last_error = CONCAT('Parent job ', %(parent)s, ' ended ', %(status)s)
-    WHERE d.parent = %(parent)s AND c.status = 'waiting'
+    WHERE d.parent = %(parent)s AND NOT d.any_ending AND c.status = 'waiting'
 """
 
 # Read first, then revived by id: MySQL cannot read the table an UPDATE changes.
 REVIVABLE = f"""
     SELECT c.id FROM {DEPENDENTS}
-    WHERE d.parent = %(parent)s AND c.status = 'cancelled' AND c.cancelled_by IS NOT NULL
+    WHERE d.parent = %(parent)s AND NOT d.any_ending AND c.status = 'cancelled'
+      AND c.cancelled_by IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM jobq_dependencies o JOIN jobq_jobs p ON p.id = o.parent
                       WHERE o.child = c.id AND p.id <> %(parent)s AND p.status IN ({BAD_ENDINGS}))
     FOR UPDATE
@@ -132,10 +142,11 @@ class MysqlWorkflows(Workflows):
 
     def apply_ending(self, parent: int, status: str) -> None:
         params: dict[str, Any] = {"parent": parent, "status": status}
-        if status == "completed":
-            self.execute(RELEASE, params)
-        elif status == "revived":
+        if status == "revived":
+            self.execute(REJOIN, params)
             for (child,) in self.fetchall(REVIVABLE, params):
                 self.execute(REVIVE, {"id": int(child)})
-        else:
+            return
+        self.execute(RELEASE, params)
+        if status != "completed":
             self.execute(CANCEL, params)

@@ -16,6 +16,11 @@ from .controls import NOTIFY_CHANNEL
 from .schema import STATUSES_V3
 
 DEPENDENTS = "SELECT d.child FROM jobq_dependencies d WHERE d.parent = NEW.id"
+# A batch's `then` job counts down every ending of its members (any_ending); a dependent
+# enqueued after= counts down its parents' completions only.
+COUNTED = f"{DEPENDENTS} AND (NEW.status = 'completed' OR d.any_ending)"
+CANCELLED = f"{DEPENDENTS} AND NEW.status <> 'completed' AND NOT d.any_ending"
+BATCHED = f"{DEPENDENTS} AND d.any_ending"
 
 # A dependent counts down its parents still to complete (waiting_for) even while it is
 # cancelled, so that a retried parent's revived dependents wait for exactly the rest.
@@ -25,36 +30,37 @@ END = f"""
         woken text[];
     BEGIN
         PERFORM FROM jobq_jobs c WHERE c.id IN ({DEPENDENTS}) ORDER BY c.id FOR UPDATE;
-        IF NEW.status = 'completed' THEN
-            WITH released AS (
-                UPDATE jobq_jobs c SET waiting_for = c.waiting_for - 1,
-                    status = CASE WHEN c.status = 'waiting' AND c.waiting_for = 1
-                        THEN 'pending' ELSE c.status END,
-                    updated_at = now()
-                WHERE c.id IN ({DEPENDENTS})
-                RETURNING c.type, c.status
-            )
-            SELECT array_agg(DISTINCT type) INTO woken FROM released WHERE status = 'pending';
-            PERFORM pg_notify('{NOTIFY_CHANNEL}', t) FROM unnest(woken) AS t;
-        ELSE
-            UPDATE jobq_jobs c SET status = 'cancelled', cancelled_by = NEW.id,
-                finished_at = now(), updated_at = now(),
-                last_error = format('Parent job %s ended %s', NEW.id, NEW.status)
-            WHERE c.id IN ({DEPENDENTS}) AND c.status = 'waiting';
-        END IF;
+        WITH released AS (
+            UPDATE jobq_jobs c SET waiting_for = c.waiting_for - 1,
+                status = CASE WHEN c.status = 'waiting' AND c.waiting_for = 1
+                    THEN 'pending' ELSE c.status END,
+                updated_at = now()
+            WHERE c.id IN ({COUNTED})
+            RETURNING c.type, c.status
+        )
+        SELECT array_agg(DISTINCT type) INTO woken FROM released WHERE status = 'pending';
+        PERFORM pg_notify('{NOTIFY_CHANNEL}', t) FROM unnest(woken) AS t;
+        UPDATE jobq_jobs c SET status = 'cancelled', cancelled_by = NEW.id,
+            finished_at = now(), updated_at = now(),
+            last_error = format('Parent job %s ended %s', NEW.id, NEW.status)
+        WHERE c.id IN ({CANCELLED}) AND c.status = 'waiting';
         RETURN NULL;
     END
     $$
 """
 
 # A retried parent brings back the dependents its ending cancelled, unless another of their
-# parents ended badly too; each revived dependent brings back its own the same way.
+# parents ended badly too; each revived dependent brings back its own the same way. A
+# retried batch member is waited for again by its batch's `then`, if that still waits.
 REVIVE = f"""
     CREATE FUNCTION jobq_workflow_revive() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
+        UPDATE jobq_jobs c SET waiting_for = c.waiting_for + 1
+        WHERE c.id IN ({BATCHED}) AND c.status = 'waiting';
         UPDATE jobq_jobs c SET status = 'waiting', cancelled_by = NULL, finished_at = NULL,
             last_error = NULL, updated_at = now()
-        WHERE c.id IN ({DEPENDENTS}) AND c.status = 'cancelled' AND c.cancelled_by IS NOT NULL
+        WHERE c.id IN ({DEPENDENTS} AND NOT d.any_ending) AND c.status = 'cancelled'
+          AND c.cancelled_by IS NOT NULL
           AND NOT EXISTS (SELECT FROM jobq_dependencies o JOIN jobq_jobs p ON p.id = o.parent
                           WHERE o.child = c.id AND p.id <> NEW.id AND p.status IN ({BAD_ENDINGS}));
         RETURN NULL;
@@ -66,10 +72,12 @@ WORKFLOWS: tuple[str, ...] = (
     # No defaults: adding the columns rewrites no rows. Waiting jobs are outside every ready
     # index (they are all partial on status = 'pending'): they cost a claim nothing.
     "ALTER TABLE jobq_jobs ADD COLUMN waiting_for integer, ADD COLUMN cancelled_by bigint, "
+    "ADD COLUMN batch_id bigint, "
     "DROP CONSTRAINT jobq_jobs_status_check, ADD CONSTRAINT jobq_jobs_status_check "
     f"CHECK (status IN ({STATUSES_V3}, 'waiting'))",
     "CREATE TABLE jobq_dependencies (parent bigint NOT NULL, child bigint NOT NULL, "
-    "PRIMARY KEY (parent, child))",
+    "any_ending boolean NOT NULL DEFAULT false, PRIMARY KEY (parent, child))",
+    "CREATE INDEX jobq_jobs_batches ON jobq_jobs (batch_id, status) WHERE batch_id IS NOT NULL",
     "CREATE INDEX jobq_dependencies_child ON jobq_dependencies (child, parent)",
     END,
     "CREATE TRIGGER jobq_workflow_end AFTER UPDATE OF status ON jobq_jobs FOR EACH ROW "
@@ -84,3 +92,4 @@ WORKFLOWS: tuple[str, ...] = (
 
 class PostgresWorkflows(Workflows):
     lock_rows = " FOR SHARE"
+    sql_wake = "SELECT pg_notify(%(channel)s, %(type)s)"

@@ -12,13 +12,29 @@ from __future__ import annotations
 from ..workflows import BAD_ENDINGS, ENDINGS, Workflows
 from .schema import NOW, STATUSES_V2
 
-# The dependents still waiting, at every depth below the row that ended, each with the
-# parent it is reached through.
+# The dependents enqueued after= that are in `status`, at every depth below the row that
+# ended, each with the parent it is reached through. (A batch's `then` is reached through
+# an any_ending edge: it is counted down, never cancelled.)
 WAITING_BELOW = """WITH RECURSIVE below(id, parent) AS (
-        SELECT d.child, d.parent FROM jobq_dependencies d WHERE d.parent = NEW.id
+        SELECT d.child, d.parent FROM jobq_dependencies d
+        WHERE d.parent = NEW.id AND NOT d.any_ending
         UNION SELECT d.child, d.parent FROM jobq_dependencies d JOIN below ON d.parent = below.id
+        WHERE NOT d.any_ending
     ) SELECT below.{column} FROM below JOIN jobq_jobs w ON w.id = below.id
     WHERE w.status = '{status}'"""
+
+# Counts a dependent down by `{ended}` endings and releases it at none left.
+COUNT_DOWN = f"""UPDATE jobq_jobs SET waiting_for = waiting_for - {{ended}},
+            status = CASE WHEN status = 'waiting' AND waiting_for = {{ended}}
+                THEN 'pending' ELSE status END,
+            updated_at = {NOW}"""
+
+# The batch edges from the rows that ended: the row itself and the dependents its ending
+# cancels (a trigger does not fire again for those).
+CANCELLED_BELOW = WAITING_BELOW.format(column="id", status="waiting")
+ENDED_MEMBERS = f"""jobq_dependencies e WHERE e.any_ending
+    AND (e.parent = NEW.id OR e.parent IN ({CANCELLED_BELOW}))"""
+ENDED_OF_ROW = f"(SELECT count(*) FROM {ENDED_MEMBERS} AND e.child = jobq_jobs.id)"
 
 # The check as version 2 wrote it, and with 'waiting', quoted as SQL strings.
 CHECK = f"(status IN ({STATUSES_V2}))".replace("'", "''")
@@ -35,20 +51,19 @@ WORKFLOWS: tuple[str, ...] = (
     "WHERE type = 'table' AND name = 'jobq_jobs'",
     "PRAGMA writable_schema = RESET",
     "CREATE TABLE jobq_dependencies (parent INTEGER NOT NULL, child INTEGER NOT NULL, "
-    "PRIMARY KEY (parent, child)) WITHOUT ROWID",
+    "any_ending INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (parent, child)) WITHOUT ROWID",
     "CREATE INDEX jobq_dependencies_child ON jobq_dependencies (child, parent)",
     "ALTER TABLE jobq_jobs ADD COLUMN waiting_for INTEGER",
     "ALTER TABLE jobq_jobs ADD COLUMN cancelled_by INTEGER",
+    "ALTER TABLE jobq_jobs ADD COLUMN batch_id INTEGER",
+    "CREATE INDEX jobq_jobs_batches ON jobq_jobs (batch_id, status) WHERE batch_id IS NOT NULL",
     # A dependent counts down its parents still to complete even while it is cancelled, so
     # that a retried parent's revived dependents wait for exactly the rest.
     f"""
     CREATE TRIGGER jobq_workflow_release AFTER UPDATE OF status ON jobq_jobs
     WHEN OLD.status NOT IN ({ENDINGS}) AND NEW.status = 'completed'
     BEGIN
-        UPDATE jobq_jobs SET waiting_for = waiting_for - 1,
-            status = CASE WHEN status = 'waiting' AND waiting_for = 1
-                THEN 'pending' ELSE status END,
-            updated_at = {NOW}
+        {COUNT_DOWN.format(ended=1)}
         WHERE id IN (SELECT child FROM jobq_dependencies WHERE parent = NEW.id);
     END
     """,
@@ -56,6 +71,8 @@ WORKFLOWS: tuple[str, ...] = (
     CREATE TRIGGER jobq_workflow_cancel AFTER UPDATE OF status ON jobq_jobs
     WHEN OLD.status NOT IN ({ENDINGS}) AND NEW.status IN ({BAD_ENDINGS})
     BEGIN
+        {COUNT_DOWN.format(ended=ENDED_OF_ROW)}
+        WHERE id IN (SELECT e.child FROM {ENDED_MEMBERS});
         UPDATE jobq_jobs SET status = 'cancelled', finished_at = {NOW}, updated_at = {NOW},
             cancelled_by = ({WAITING_BELOW.format(column="parent", status="waiting")}
                             AND below.id = jobq_jobs.id LIMIT 1),
@@ -63,15 +80,18 @@ WORKFLOWS: tuple[str, ...] = (
                             AND below.id = jobq_jobs.id LIMIT 1) || ' ended '
                 || (CASE WHEN id IN (SELECT child FROM jobq_dependencies WHERE parent = NEW.id)
                     THEN NEW.status ELSE 'cancelled' END)
-        WHERE id IN ({WAITING_BELOW.format(column="id", status="waiting")});
+        WHERE id IN ({CANCELLED_BELOW});
     END
     """,
     # A retried parent brings back the dependents its ending cancelled (and theirs), unless
-    # another of their parents ended badly too.
+    # another of their parents ended badly too. A retried batch member is waited for again
+    # by its batch's `then`, if that still waits.
     f"""
     CREATE TRIGGER jobq_workflow_revive AFTER UPDATE OF status ON jobq_jobs
     WHEN OLD.status IN ({BAD_ENDINGS}) AND NEW.status IN ('pending', 'waiting')
     BEGIN
+        UPDATE jobq_jobs SET waiting_for = waiting_for + 1 WHERE status = 'waiting'
+            AND id IN (SELECT child FROM jobq_dependencies WHERE parent = NEW.id AND any_ending);
         UPDATE jobq_jobs SET status = 'waiting', cancelled_by = NULL, finished_at = NULL,
             last_error = NULL, updated_at = {NOW}
         WHERE cancelled_by IS NOT NULL
