@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, TypeVar
 
-from ..records import Status
+from ..records import JobRecord, Status
 from .rows import NewJob
 from .steps import Steps, count, every
 
@@ -182,10 +182,23 @@ class Workflows:
         rows = self.run(every(sql, {"id": batch_id}))
         return {Status(status): int(n) for status, n in rows}
 
-    def batch_members(self, batch_id: int) -> list[int]:
+    def batch_jobs(self, batch_id: int, limit: int) -> list[JobRecord]:
+        """Up to `limit` of the batch's members, newest first."""
         mark = self.placeholder.format
-        sql = f"SELECT id FROM jobq_jobs WHERE batch_id = {mark('id')} ORDER BY id"
-        return [int(row[0]) for row in self.run(every(sql, {"id": batch_id}))]
+        sql = (
+            f"SELECT id FROM jobq_jobs WHERE batch_id = {mark('id')} "
+            f"ORDER BY id DESC LIMIT {mark('limit')}"
+        )
+        ids = [int(row[0]) for row in self.run(every(sql, {"id": batch_id, "limit": limit}))]
+        if not ids:
+            return []
+        return [self.record(row) for row in self.run(every(*self.by_ids(ids)))]
+
+    @abstractmethod
+    def by_ids(self, ids: Sequence[int]) -> tuple[str, dict[str, Any]]: ...
+
+    @abstractmethod
+    def record(self, row: Sequence[Any]) -> JobRecord: ...
 
     sql_cancel: ClassVar[str]
 

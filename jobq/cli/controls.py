@@ -254,17 +254,12 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
 
 
 def members(queue: Queue, args: argparse.Namespace) -> list[JobRecord]:
-    """`jobq jobs --batch`: the batch's members, newest first, of --status and --type."""
+    """`jobq jobs --batch`: the batch's members, newest first."""
     if args.blocked:
         raise CommandError("give --batch or --blocked, not both")
-    found = (queue.get(each) for each in reversed(queue.batch_members(args.batch)))
-    return [
-        record
-        for record in found
-        if record is not None
-        and args.status in (None, record.status)
-        and args.job_type in (None, record.type)
-    ][: args.limit]
+    if args.status is not None or args.job_type is not None:
+        raise CommandError("give --batch alone, or --status and --type without it")
+    return queue.batch_jobs(args.batch, args.limit)
 
 
 def cmd_cancel(queue: Queue, args: argparse.Namespace) -> int:

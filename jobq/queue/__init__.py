@@ -16,7 +16,7 @@ from ..dsn import default_dsn
 from ..hooks import JobHooks
 from ..job import Job
 from ..listener import Listener
-from ..records import Status
+from ..records import JobRecord, Status
 from ..retry import MAX_DELAY
 from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance
@@ -179,9 +179,9 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         counts = self.backend.batch_counts(batch_id)
         return {str(status): counts.get(status, 0) for status in Status}
 
-    def batch_members(self, batch_id: int) -> list[int]:
-        """The ids of the batch's members, oldest first."""
-        return self.backend.batch_members(batch_id)
+    def batch_jobs(self, batch_id: int, limit: int = 100) -> list[JobRecord]:
+        """Up to `limit` of the batch's members, newest first."""
+        return self.backend.batch_jobs(batch_id, limit)
 
     def cancel_batch(self, batch_id: int) -> int:
         """Cancel the batch's unfinished members (those running are asked to stop); its
