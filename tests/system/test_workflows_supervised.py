@@ -7,26 +7,21 @@ from __future__ import annotations
 
 import random
 import signal
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 import jobq
-from chaos.observe import Deaths, Observer, in_handle
+from chaos.observe import Deaths, Observer
 from jobq.testing.history import read_journal
 from tests.support.apps.chaos_app import Chaos
 from tests.support.faults import (
-    SETTINGS,
     all_completed,
-    completed_at_least,
+    doomed_and_survivor,
     judged,
-    kill_a_busy_worker,
+    kill_busy_workers,
+    kill_inside_a_job,
     records_of,
-    worker_pids,
 )
-from tests.support.supervising import supervisor
 from tests.support.waiting import wait_for
 
 FAN_OUT = 24
@@ -70,26 +65,9 @@ def test_a_workflow_survives_killed_workers_and_a_killed_supervisor(
     journal = tmp_path / "journal"
     ids, parents = workflow(dsn, str(journal), rng)
     observer = Observer(dsn)
-    with (
-        Deaths() as deaths,
-        supervisor(dsn, "--workers", "3", *SETTINGS) as doomed,
-        supervisor(dsn, "--workers", "3", *SETTINGS) as survivor,
-    ):
-        deaths.family(doomed.pid)
-        deaths.family(survivor.pid)
-        for n in (1, 2):
-            wait_for(f"{2 * n} jobs done", partial(completed_at_least, observer, 2 * n), 60)
-            kill_a_busy_worker(observer, journal, deaths, [doomed, survivor], rng)
-        wait_for(
-            "a worker of the doomed supervisor inside a job",
-            lambda: in_handle(read_journal(journal), worker_pids(doomed), at_least=0.2),
-            timeout=60,
-        )
-        deaths.refresh()
-        family = [doomed.pid, *(p.pid for p in psutil.Process(doomed.pid).children(True))]
-        doomed.signal(signal.SIGKILL)
-        assert deaths.wait_gone(family, timeout=5), "a child outlived its SIGKILLed master"
-
+    with Deaths() as deaths, doomed_and_survivor(dsn, deaths) as (doomed, survivor):
+        kill_busy_workers(observer, journal, deaths, [doomed, survivor], rng, kills=2, every=2)
+        kill_inside_a_job(doomed, deaths, journal, at_least=0.2)
         wait_for("every job to complete", lambda: all_completed(observer, len(ids)), 90)
         survivor.signal(signal.SIGTERM)
         assert survivor.wait(30) == 0, survivor.log
