@@ -12,6 +12,7 @@ import pytest
 import jobq
 from jobq.backends.mysql import MysqlBackend
 from tests.support.jobs import Noop
+from tests.support.waiting import wait_for
 
 
 class ReadsParents(jobq.Job):
@@ -168,3 +169,19 @@ def test_two_parents_completing_at_once_release_their_child_once(dsn: str) -> No
             )
             assert tuple(row) == ("pending", 0)
             assert claim_of(one, child)
+
+
+def test_pruned_jobs_take_their_edges_with_them(queue: jobq.Queue) -> None:
+    parent = queue.enqueue(Noop())
+    child = queue.enqueue(Noop(), after=[parent])
+    assert queue.process_jobs(2) == 2
+    pruned = [0]
+
+    def all_pruned() -> bool:
+        # Finished "longer ago than 0 s" once the database's clock has passed the finish.
+        pruned[0] += queue.prune(0)
+        return pruned[0] == 2
+
+    wait_for("both jobs pruned", all_pruned, 10)
+    assert queue.parents(child) == ()
+    assert queue.backend.fetchone("SELECT count(*) FROM jobq_dependencies")[0] == 0

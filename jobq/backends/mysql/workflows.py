@@ -59,6 +59,9 @@ WORKFLOWS: tuple[str, ...] = (
     ) ENGINE=InnoDB
     """,
     RECORD,
+    # A pruned job's edges to its parents go with it: the table does not outgrow the jobs.
+    "CREATE TRIGGER jobq_workflow_forget AFTER DELETE ON jobq_jobs FOR EACH ROW "
+    "DELETE FROM jobq_dependencies WHERE child = OLD.id",
 )
 
 DEPENDENTS = "jobq_jobs c JOIN jobq_dependencies d ON d.child = c.id"

@@ -87,6 +87,11 @@ WORKFLOWS: tuple[str, ...] = (
     "CREATE TRIGGER jobq_workflow_revive AFTER UPDATE OF status ON jobq_jobs FOR EACH ROW "
     f"WHEN (OLD.status IN ({BAD_ENDINGS}) AND NEW.status IN ('pending', 'waiting')) "
     "EXECUTE FUNCTION jobq_workflow_revive()",
+    # A pruned job's edges to its parents go with it: the table does not outgrow the jobs.
+    "CREATE FUNCTION jobq_workflow_forget() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "DELETE FROM jobq_dependencies WHERE child = OLD.id; RETURN NULL; END $$",
+    "CREATE TRIGGER jobq_workflow_forget AFTER DELETE ON jobq_jobs FOR EACH ROW "
+    "EXECUTE FUNCTION jobq_workflow_forget()",
 )
 
 

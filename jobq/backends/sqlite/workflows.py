@@ -57,6 +57,9 @@ WORKFLOWS: tuple[str, ...] = (
     "ALTER TABLE jobq_jobs ADD COLUMN cancelled_by INTEGER",
     "ALTER TABLE jobq_jobs ADD COLUMN batch_id INTEGER",
     "CREATE INDEX jobq_jobs_batches ON jobq_jobs (batch_id, status) WHERE batch_id IS NOT NULL",
+    # A pruned job's edges to its parents go with it: the table does not outgrow the jobs.
+    "CREATE TRIGGER jobq_workflow_forget AFTER DELETE ON jobq_jobs "
+    "BEGIN DELETE FROM jobq_dependencies WHERE child = OLD.id; END",
     # A dependent counts down its parents still to complete even while it is cancelled, so
     # that a retried parent's revived dependents wait for exactly the rest.
     f"""
