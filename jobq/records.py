@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -15,6 +16,8 @@ from .retry import RetryPolicy
 class Status(StrEnum):
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
+    # Enqueued after other jobs (enqueue's after=), some of which have yet to complete.
+    WAITING = "waiting"
     COMPLETED = "completed"
     FAILED = "failed"
     EXPIRED = "expired"
@@ -58,6 +61,18 @@ class ClaimedJob:
     checkpoint: Any = None
     # A completed attempt's result, encoded, on its way to the acknowledgement.
     result: str | None = None
+    # Reads the ids of the jobs this one was enqueued after; set while the attempt runs.
+    parents_of: Callable[[int], tuple[int, ...]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    @property
+    def parents(self) -> tuple[int, ...]:
+        """The ids of the jobs this one was enqueued after (enqueue's after=), for the running
+        attempt to read their results with Queue.get; one query, made when asked."""
+        if self.parents_of is None:
+            raise RuntimeError("parents is read from jobq.current_claim(), while the job runs")
+        return self.parents_of(self.id)
 
     def renewed(self, lease_until: datetime, expires_monotonic: float) -> ClaimedJob:
         return dataclasses.replace(

@@ -27,13 +27,14 @@ from .rows import INSERT_NAMES, ExpiredLease, NewJob, Renewal, Runner
 from .shapes import CHUNK_ROWS, chunks
 from .steps import CopyRows, Step, Steps, drive, every, fetched
 from .uniqueness import Uniqueness
+from .workflows import Workflows
 
 log = logging.getLogger("jobq")
 
 T = TypeVar("T")
 
 
-class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits):
+class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Workflows):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

@@ -259,6 +259,7 @@ def add_controls(command: Callable[..., argparse.ArgumentParser]) -> None:
     jobs.add_argument(
         "--blocked", action="store_true", help="only pending jobs waiting on a concurrency limit"
     )
+    jobs.add_argument("--batch", type=int, metavar="ID", help="only the members of this batch")
     listed = command(
         "limits", on_queue(cli_limits.cmd_limits), "List concurrency limits.", options.APP
     )
@@ -280,7 +281,10 @@ def add_controls(command: Callable[..., argparse.ArgumentParser]) -> None:
         "jobq-supervise within a renewal interval) and ends cancelled, not retried.",
         options.APP,
     )
-    cancel.add_argument("ids", nargs="+", metavar="ID", help="a job's id")
+    cancel.add_argument("ids", nargs="*", metavar="ID", help="a job's id")
+    cancel.add_argument(
+        "--batch", type=int, metavar="ID", help="every unfinished member of this batch"
+    )
     retry = command(
         "retry",
         on_queue(controls.cmd_retry),

@@ -57,8 +57,9 @@ RECORD_KEYS = (
     "attempted_at",
 )
 # `jobq show --json` adds the job's concurrency key and the limit it waits on (both null
-# when none): reading them is one more query, worth it for one job, not for a listing.
-SHOW_KEYS = (*RECORD_KEYS, "concurrency_key", "waits_on")
+# when none), and the jobs it was enqueued after and those enqueued after it: reading them
+# is more queries, worth it for one job, not for a listing.
+SHOW_KEYS = (*RECORD_KEYS, "concurrency_key", "waits_on", "parents", "dependents")
 STATUS = Option(
     "status",
     None,
@@ -192,6 +193,8 @@ def cmd_jobs(queue: Queue, args: argparse.Namespace) -> int:
         queue.blocked(type=args.job_type, limit=args.limit)
         if args.blocked
         else queue.jobs(status=args.status, type=args.job_type, limit=args.limit)
+        if args.batch is None
+        else members(queue, args)
     )
     if args.json:
         print(json.dumps([as_json(record) for record in records], indent=2, default=repr))
@@ -231,6 +234,8 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
         raise CommandError(f"no job with id {args.id}")
     shown = as_json(record)
     shown["concurrency_key"], shown["waits_on"] = queue.waits_on(record.id)
+    shown["parents"] = list(queue.parents(record.id))
+    shown["dependents"] = list(queue.dependents(record.id))
     if args.json:
         print(json.dumps(shown, indent=2, default=repr))
         return 0
@@ -239,6 +244,8 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     shown["progress"] = record.progress
     shown["checkpoint"] = None if record.checkpoint is None else printed(record.checkpoint)
     shown["history"] = "; ".join(map(attempt_line, record.history)) or None
+    for key in ("parents", "dependents"):
+        shown[key] = ", ".join(map(str, shown[key])) or None
     width = max(map(len, shown))
     for key, value in shown.items():
         text = "" if value is None else str(value)
@@ -246,7 +253,24 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     return 0
 
 
+def members(queue: Queue, args: argparse.Namespace) -> list[JobRecord]:
+    """`jobq jobs --batch`: the batch's members, newest first."""
+    if args.blocked:
+        raise CommandError("give --batch or --blocked, not both")
+    if args.status is not None or args.job_type is not None:
+        raise CommandError("give --batch alone, or --status and --type without it")
+    return queue.batch_jobs(args.batch, args.limit)
+
+
 def cmd_cancel(queue: Queue, args: argparse.Namespace) -> int:
+    if args.batch is not None:
+        if args.ids:
+            raise CommandError("give job ids or --batch, not both")
+        count = queue.cancel_batch(args.batch)
+        print(f"jobq: batch {args.batch}: {count} unfinished member(s) cancelled or stopping")
+        return 0
+    if not args.ids:
+        raise CommandError("give job ids, or --batch ID to cancel a batch's members")
     refused = 0
     for number in job_ids(args.ids):
         if not queue.cancel(number):

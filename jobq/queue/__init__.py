@@ -14,21 +14,24 @@ from ..backends.rows import NewJob
 from ..codec import Codec, JsonCodec
 from ..dsn import default_dsn
 from ..hooks import JobHooks
+from ..job import Job
 from ..listener import Listener
-from ..records import Status
+from ..records import JobRecord, Status
 from ..retry import MAX_DELAY
 from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance
 from .batched import BatchConsuming
+from .batches import Batch, then_row
 from .limits import LimitControls
 from .new_jobs import Options, Schedule, new_job, seconds_of, traced
-from .producing import Producing, application_connection
+from .producing import OWN_CONNECTION, Producing, application_connection
 from .waiting import Waiting
+from .workflows import WorkflowReads
 
 T = TypeVar("T")
 
 
-class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting):
+class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, WorkflowReads):
     """A job queue in one database, reached through one connection.
 
     A Queue is not thread-safe: give each thread or process its own.
@@ -111,13 +114,20 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting):
 
     # -- producing (enqueue and enqueue_many are Producing's) ----------------------------
 
-    def _add(self, row: NewJob, connection: Any) -> int:
+    def _add(self, row: NewJob, connection: Any, parents: tuple[int, ...]) -> int:
+        if parents:
+            return self._add_many([row], connection, parents)[0]
         add = self.backend.add
         return self._publish("enqueue", connection, [row], lambda job, to: [add(job[0], to)])[0]
 
-    def _add_many(self, rows: list[NewJob], connection: Any) -> list[int]:
+    def _add_many(self, rows: list[NewJob], connection: Any, parents: tuple[int, ...]) -> list[int]:
         if not rows:
             return []
+        if parents:
+            after = self.backend.add_after
+            return self._publish(
+                "enqueue", connection, rows, lambda jobs, to: after(jobs, parents, to)
+            )
         return self._publish("enqueue_many", connection, rows, self.backend.add_many)
 
     def _publish(
@@ -155,6 +165,29 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting):
         if target is not None:
             return write(target)
         return backend.retrying(what, lambda: write(None))
+
+    # -- batches (see batches.py) ------------------------------------------------------------
+
+    def batch(self, then: Job, connection: Any = OWN_CONNECTION) -> Batch:
+        """A batch whose `then` job is enqueued, exactly once, after every member enqueued in
+        the with block has ended (completed, failed, expired or cancelled); with no member,
+        at once. With `connection`, the batch is written in the application's transaction."""
+        return Batch(self, then_row(self, then), connection)
+
+    def batch_status(self, batch_id: int) -> dict[str, int]:
+        """The batch's members by status (every status, 0 where none)."""
+        counts = self.backend.batch_counts(batch_id)
+        return {str(status): counts.get(status, 0) for status in Status}
+
+    def batch_jobs(self, batch_id: int, limit: int = 100) -> list[JobRecord]:
+        """Up to `limit` of the batch's members, newest first."""
+        return self.backend.batch_jobs(batch_id, limit)
+
+    def cancel_batch(self, batch_id: int) -> int:
+        """Cancel the batch's unfinished members (those running are asked to stop); its
+        `then` job runs once they have ended. Returns how many it reached."""
+        backend = self.backend
+        return backend.retrying("cancel", lambda: backend.cancel_batch(batch_id))
 
     # -- periodic jobs ---------------------------------------------------------------------
 

@@ -69,16 +69,26 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
                     "cannot enqueue yet: enqueue it with jobq.Queue (or in a thread)"
                 )
 
-    async def _add(self, row: NewJob, connection: Any) -> int:
+    async def _add(self, row: NewJob, connection: Any, parents: tuple[int, ...]) -> int:
+        if parents:
+            (job_id,) = await self._add_many([row], connection, parents)
+            return job_id
         add = self.backend.add_steps
         (job_id,) = await self._publish(
             "enqueue", connection, [row], lambda job: listed(add(job[0])), False
         )
         return job_id
 
-    async def _add_many(self, rows: list[NewJob], connection: Any) -> list[int]:
+    async def _add_many(
+        self, rows: list[NewJob], connection: Any, parents: tuple[int, ...]
+    ) -> list[int]:
         if not rows:
             return []
+        if parents:
+            after = self.backend.add_after_steps
+            return await self._publish(
+                "enqueue", connection, rows, lambda jobs: after(jobs, parents)
+            )
         return await self._publish("enqueue_many", connection, rows, self.backend.add_many_steps)
 
     async def _publish(

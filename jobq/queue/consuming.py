@@ -4,6 +4,7 @@ the attempt's id and token; and renew the leases of attempts still running."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import secrets
@@ -61,7 +62,8 @@ class Handling:
         self.result: str | None = None
 
     def __enter__(self) -> Handling:
-        self.tokens = running.set(self.claim), running_on.set(self.backend)
+        current = dataclasses.replace(self.claim, parents_of=self.backend.parents)
+        self.tokens = running.set(current), running_on.set(self.backend)
         return self
 
     def begin(self) -> None:
@@ -100,8 +102,7 @@ def type_list(types: Types) -> tuple[str, ...]:
 
 
 class Consuming:
-    """The Queue's consumer side. It needs only the queue's settings below, which the
-    Queue sets up."""
+    """The Queue's consumer side, needing only the settings below, which the Queue sets."""
 
     backend: Backend
     codec: Codec
@@ -244,16 +245,14 @@ class Consuming:
         """The before_job hooks and handle(), its result kept or its error; an `async def
         handle` outside a concurrent worker runs, frame and all, on a loop of its own."""
         if inspect.iscoroutinefunction(job.handle):
-            return asyncio.run(self._handled_coroutine(claim, job, backend))
+            return asyncio.run(self._awaited(claim, job, backend))
         with self._handling(claim, backend) as handling:
             handling.begin()
             handling.returned(job.handle())
         return handling
 
-    async def _handled_coroutine(
-        self, claim: ClaimedJob, job: Job, backend: Backend | None
-    ) -> Handling:
-        """_handled for an `async def handle`, its frame's context that of the awaiting task."""
+    async def _awaited(self, claim: ClaimedJob, job: Job, backend: Backend | None) -> Handling:
+        """_handled for an `async def handle`: its frame's context is the awaiting task's."""
         with self._handling(claim, backend) as handling:
             handling.begin()
             handling.returned(await job.handle())

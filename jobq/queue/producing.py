@@ -21,6 +21,7 @@ from ..job import Job
 from ..retry import RetryPolicy
 from .new_jobs import Options, Schedule, new_jobs
 from .unique_keys import UniqueKeys, unique_keys
+from .workflows import parents_of
 
 IdT = TypeVar("IdT")
 IdsT = TypeVar("IdsT")
@@ -54,6 +55,7 @@ class Producing(ABC, Generic[IdT, IdsT]):
         connection: Any = OWN_CONNECTION,
         priority: int = 0,
         unique_key: str | None = None,
+        after: Iterable[int] | None = None,
     ) -> IdT:
         """Store a job and return its id. Of the jobs ready to run, those of the highest
         `priority` (-1000 to 1000) run first, in schedule order among equals.
@@ -66,11 +68,15 @@ class Producing(ABC, Generic[IdT, IdsT]):
         `connection`/`connections[alias]`; for AsyncQueue, the async driver's connection),
         the row is written on the application's own connection and so belongs to its
         transaction: a rollback drops the job.
+
+        With `after` (job ids), the job waits until every one of those jobs has completed,
+        and is cancelled if one of them fails, expires or is cancelled (see workflows.py).
         """
+        parents = parents_of(after, unique_key)
         options = Options.of(type, Schedule.of(delay, scheduled_at, deadline), retry, priority)
         (row,) = new_jobs(self.codec, [job], [unique_key], options)
         self._declare_limits([job], [row])
-        return self._add(row, connection)
+        return self._add(row, connection, parents)
 
     def enqueue_many(
         self,
@@ -83,6 +89,7 @@ class Producing(ABC, Generic[IdT, IdsT]):
         connection: Any = OWN_CONNECTION,
         priority: int = 0,
         unique_key: UniqueKeys = None,
+        after: Iterable[int] | None = None,
     ) -> IdsT:
         """Store many jobs, each as enqueue() would with these options, and return their ids
         in the order given: one round trip per chunk of rows, and one wake-up per type.
@@ -90,13 +97,15 @@ class Producing(ABC, Generic[IdT, IdsT]):
         Every job is checked before any is written. Without `connection` all are written in
         one transaction; with it, on the application's connection and in its transaction.
         `unique_key`: a function giving each job's key (or None), or a key (or None) per
-        job; each keyed job is stored as enqueue(unique_key=...) stores it.
+        job; each keyed job is stored as enqueue(unique_key=...) stores it. `after`: every
+        job waits for these jobs, as enqueue(after=...) makes it.
         """
+        parents = parents_of(after, unique_key)
         options = Options.of(type, Schedule.of(delay, scheduled_at, deadline), retry, priority)
         given = list(jobs)
         rows = new_jobs(self.codec, given, unique_keys(unique_key, given), options)
         self._declare_limits(given, rows)
-        return self._add_many(rows, connection)
+        return self._add_many(rows, connection, parents)
 
     @abstractmethod
     def _declare_limits(self, jobs: Sequence[Job], rows: Sequence[NewJob]) -> None:
@@ -104,9 +113,11 @@ class Producing(ABC, Generic[IdT, IdsT]):
         the rows are written (see jobq/limits.py)."""
 
     @abstractmethod
-    def _add(self, row: NewJob, connection: Any) -> IdT:
-        """Write one checked row, on `connection` as enqueue's `connection=` names it."""
+    def _add(self, row: NewJob, connection: Any, parents: tuple[int, ...]) -> IdT:
+        """Write one checked row, on `connection` as enqueue's `connection=` names it, after
+        `parents` (maybe none)."""
 
     @abstractmethod
-    def _add_many(self, rows: list[NewJob], connection: Any) -> IdsT:
-        """Write the checked rows (maybe none), on `connection` as enqueue_many's names it."""
+    def _add_many(self, rows: list[NewJob], connection: Any, parents: tuple[int, ...]) -> IdsT:
+        """Write the checked rows (maybe none), on `connection` as enqueue_many's names it,
+        each after `parents` (maybe none)."""

@@ -34,7 +34,7 @@ REFRESH = 5
 # The overview counts the jobs that finished in this many minutes (every unfinished one),
 # and charts completions over as many.
 RECENT_MINUTES = 60
-UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS))
+UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS), str(Status.WAITING))
 # The overview lists at most this many running jobs under their workers (the newest claimed).
 RUNNING_SHOWN = 200
 
@@ -155,7 +155,14 @@ def type_notice(args: Mapping[str, str], paused: set[str]) -> str | None:
 def jobs(page: Page) -> Response:
     args = page.request.args
     status, job_type = args.get("status") or None, args.get("type") or None
-    before = args.get("before") or None
+    before, batch = args.get("before") or None, args.get("batch") or None
+    if batch is not None:
+        if not batch.isdigit():
+            raise BadRequest(f"batch must be a batch's id, got {batch!r}.")
+        shown = page.queue.batch_jobs(int(batch), limit=PAGE_SIZE)
+        return page.render(
+            "jobs.html", jobs=shown, status=None, type=None, following=None, first=None
+        )
     if before is not None and not before.isdigit():
         raise BadRequest(f"before must be a job id, got {before!r}.")
     try:
@@ -187,6 +194,9 @@ def job(page: Page, job_id: int) -> Response:
         lease_left=lease_left(record),
         can_retry=record.status in RETRYABLE,
         can_cancel=record.status in UNFINISHED and record.cancel_requested_at is None,
+        parents=page.queue.parents(record.id),
+        children=page.queue.dependents(record.id),
+        batch={status: n for status, n in page.queue.batch_status(record.id).items() if n},
     )
 
 

@@ -288,3 +288,15 @@ def test_wait_times_out_on_a_job_still_pending(queue: jobq.Queue, dsn: str) -> N
         assert record.status == "cancelled"
 
     run(dsn, scenario)
+
+
+def test_enqueue_after_waits_for_the_parents(dsn: str, queue: jobq.Queue) -> None:
+    parent = queue.enqueue(Noop())
+
+    async def scenario(aqueue: jobq.AsyncQueue) -> None:
+        child = await aqueue.enqueue(Noop(), after=[parent])
+        assert await aqueue.enqueue_many([Noop()], after=[parent, child]) == [child + 1]
+
+    run(dsn, scenario)
+    assert queue.counts() == {"pending": 1, "waiting": 2}
+    assert queue.process_jobs(3) == 3

@@ -273,3 +273,38 @@ def test_limits_are_listed_overridden_and_what_waits_shown(queue: jobq.Queue, jo
     assert jobq_("limit", "limited")[0] == 1
     assert jobq_("limit", "limited", "--clear")[0] == 0
     assert queue.limits()[0].in_force == 2
+
+
+@pytest.mark.databases("sqlite")
+def test_show_lists_parents_and_dependents(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
+    parents = queue.enqueue_many([Noop(), Noop()])
+    child = queue.enqueue(Noop(), after=parents)
+    code, out, _ = jobq_("show", str(child), "--json")
+    shown = json.loads(out)
+    assert (code, shown["status"], shown["parents"], shown["dependents"]) == (
+        0,
+        "waiting",
+        parents,
+        [],
+    )
+    code, out, _ = jobq_("show", str(parents[0]))
+    assert ["dependents", str(child)] in [line.split() for line in out.splitlines()]
+
+
+@pytest.mark.databases("sqlite")
+def test_jobs_and_cancel_take_a_batch(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
+    with queue.batch(then=Noop()) as batch:
+        members = batch.enqueue_many([Noop(), Noop()])
+    queue.enqueue(Noop())
+    code, out, _ = jobq_("jobs", "--batch", str(batch.id), "--json")
+    assert (code, [job["id"] for job in json.loads(out)]) == (0, members[::-1])
+    code, out, _ = jobq_("cancel", "--batch", str(batch.id))
+    assert (code, out) == (
+        0,
+        f"jobq: batch {batch.id}: 2 unfinished member(s) cancelled or stopping\n",
+    )
+    assert queue.batch_status(batch.id)["cancelled"] == 2
+    record = queue.get(batch.id)
+    assert record is not None
+    assert record.status is jobq.Status.PENDING
+    assert jobq_("cancel", "--batch", str(batch.id), "1")[0] == 1

@@ -549,3 +549,27 @@ def test_without_a_way_to_reopen_a_dropped_connection_the_page_says_so(
 
     assert response.status_code == 500
     assert "Database error" in text(response)
+
+
+@pytest.mark.databases("sqlite")
+def test_a_job_page_links_parents_and_children_and_shows_a_batch(
+    queue: jobq.Queue, client: Client
+) -> None:
+    with queue.batch(then=Noop()) as batch:
+        members = batch.enqueue_many([Noop(), Noop()])
+    child = queue.enqueue(Noop(), after=[members[0]])
+    queue.cancel(members[1])
+
+    html = page(client, f"/jobs/{batch.id}")
+    progress = re.search(r'<dd id="batch">(.*?)</dd>', html, re.S)
+    assert progress, html
+    assert re.sub(r"<[^>]+>|\s+", " ", progress.group(1)).split() == [
+        "2", "members:", "1", "pending", "1", "cancelled", "(", "list", ")"
+    ]  # fmt: skip
+    html = page(client, f"/jobs/{members[0]}")
+    children = re.search(r'<dd id="children">(.*?)</dd>', html, re.S)
+    assert children, html
+    assert re.findall(r">(\d+)</a>", children.group(1)) == [str(batch.id), str(child)]
+    assert f'href="/jobs/{members[0]}"' in page(client, f"/jobs/{child}")
+    listed = page(client, f"/jobs?batch={batch.id}")
+    assert [int(n) for n in re.findall(r'href="/jobs/(\d+)"', listed)] == members[::-1]

@@ -5,7 +5,10 @@ inside a job, and the checker's verdict on a run."""
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+import signal
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ from chaos.observe import Deaths, Observer, busy_workers, in_handle
 from jobq.records import JobRecord
 from jobq.testing.history import Report, check, read_journal
 from tests.support.apps.chaos_app import Chaos
-from tests.support.supervising import FAST, Supervisor
+from tests.support.supervising import FAST, Supervisor, supervisor
 from tests.support.waiting import wait_for
 
 SETTINGS = ("--app", "chaos_app", *FAST)
@@ -132,3 +135,52 @@ def kill_a_busy_worker(
     assert record.attempts >= victim["attempt"]
     assert record.status is not jobq.Status.FAILED, "a killed attempt must be retried"
     return victim
+
+
+@contextmanager
+def doomed_and_survivor(dsn: str, deaths: Deaths) -> Iterator[tuple[Supervisor, Supervisor]]:
+    """Two supervisors of three workers sharing the database, both watched by `deaths`: one
+    to be killed whole, one to finish the work."""
+    with (
+        supervisor(dsn, "--workers", "3", *SETTINGS) as doomed,
+        supervisor(dsn, "--workers", "3", *SETTINGS) as survivor,
+    ):
+        deaths.family(doomed.pid)
+        deaths.family(survivor.pid)
+        yield doomed, survivor
+
+
+def kill_busy_workers(
+    observer: Observer,
+    journal: Path,
+    deaths: Deaths,
+    running: list[Supervisor],
+    rng: random.Random,
+    kills: int,
+    every: int,
+) -> list[Mapping[str, Any]]:
+    """`kills` workers SIGKILLed inside jobs, one each `every` jobs completed: spread over the
+    run rather than all at its start."""
+    victims = []
+    for n in range(1, kills + 1):
+        wait_for(f"{every * n} jobs done", partial(completed_at_least, observer, every * n), 60)
+        victims.append(kill_a_busy_worker(observer, journal, deaths, running, rng))
+    return victims
+
+
+def kill_inside_a_job(
+    doomed: Supervisor, deaths: Deaths, journal: Path, at_least: float
+) -> list[int]:
+    """SIGKILL a whole supervisor once one of its workers is `at_least` seconds inside a job;
+    returns its family's pids, all gone."""
+    wait_for(
+        "a worker of the doomed supervisor inside a job",
+        lambda: in_handle(read_journal(journal), worker_pids(doomed), at_least=at_least),
+        timeout=60,
+    )
+    deaths.refresh()
+    family = [doomed.pid, *(p.pid for p in psutil.Process(doomed.pid).children(True))]
+    doomed.signal(signal.SIGKILL)
+    # PR_SET_PDEATHSIG: the kernel takes every child with the master, at once.
+    assert deaths.wait_gone(family, timeout=5), "a child outlived its SIGKILLed master"
+    return family

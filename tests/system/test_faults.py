@@ -19,10 +19,8 @@ import signal
 import subprocess
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
-import psutil
 import pytest
 
 from chaos.observe import Deaths, Observer, in_handle
@@ -32,11 +30,12 @@ from tests.support.faults import (
     SETTINGS,
     all_completed,
     completed,
-    completed_at_least,
+    doomed_and_survivor,
     ended,
     enqueue,
     judged,
-    kill_a_busy_worker,
+    kill_busy_workers,
+    kill_inside_a_job,
     mixed_lengths,
     records_of,
     worker_pids,
@@ -63,30 +62,11 @@ def test_killed_workers_and_a_killed_supervisor_lose_nothing(dsn: str, tmp_path:
     journal = tmp_path / "journal"
     ids = enqueue(dsn, mixed_lengths(300, rng), journal)
     observer = Observer(dsn)
-    with (
-        Deaths() as deaths,
-        supervisor(dsn, "--workers", "3", *SETTINGS) as doomed,
-        supervisor(dsn, "--workers", "3", *SETTINGS) as survivor,
-    ):
-        deaths.family(doomed.pid)
-        deaths.family(survivor.pid)
-        kills = []
-        for n in range(1, 11):
-            # Spread over the run rather than all at its start.
-            wait_for(f"{20 * n} jobs done", partial(completed_at_least, observer, 20 * n), 60)
-            kills.append(kill_a_busy_worker(observer, journal, deaths, [doomed, survivor], rng))
-
+    with Deaths() as deaths, doomed_and_survivor(dsn, deaths) as (doomed, survivor):
+        running = [doomed, survivor]
+        kills = kill_busy_workers(observer, journal, deaths, running, rng, kills=10, every=20)
         # Once one of its workers is well inside a job, so the kill takes that job down.
-        wait_for(
-            "a worker of the doomed supervisor inside a job",
-            lambda: in_handle(read_journal(journal), worker_pids(doomed), at_least=0.5),
-            timeout=60,
-        )
-        deaths.refresh()
-        family = [doomed.pid, *(p.pid for p in psutil.Process(doomed.pid).children(True))]
-        doomed.signal(signal.SIGKILL)
-        # PR_SET_PDEATHSIG: the kernel takes every child with the master, at once.
-        assert deaths.wait_gone(family, timeout=5), "a child outlived its SIGKILLed master"
+        family = kill_inside_a_job(doomed, deaths, journal, at_least=0.5)
         entries = read_journal(journal)
         held = [e for e in entries if e["event"] == "start" and e["pid"] in family]
         held = [e for e in held if not ended(entries, e)]

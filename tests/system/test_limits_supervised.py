@@ -14,14 +14,13 @@ from chaos.observe import Deaths, Observer
 from jobq.testing.history import read_journal
 from tests.support.apps.chaos_app import ChaosLimited
 from tests.support.faults import (
-    SETTINGS,
     all_completed,
-    completed_at_least,
+    doomed_and_survivor,
     judged,
-    kill_a_busy_worker,
+    kill_busy_workers,
     records_of,
 )
-from tests.support.supervising import Supervisor, supervisor
+from tests.support.supervising import Supervisor
 from tests.support.waiting import wait_for
 
 JOBS = 48
@@ -47,19 +46,12 @@ def test_no_key_runs_beyond_its_limit_through_killed_workers_and_a_killed_master
         ]
     observer = Observer(dsn)
     work = [sys.executable, "-m", "jobq", "work", "--dsn", dsn, "--app", "chaos_app"]
-    with (
-        Deaths() as deaths,
-        supervisor(dsn, "--workers", "3", *SETTINGS) as doomed,
-        supervisor(dsn, "--workers", "3", *SETTINGS) as survivor,
-    ):
-        deaths.family(doomed.pid)
-        deaths.family(survivor.pid)
+    with Deaths() as deaths, doomed_and_survivor(dsn, deaths) as (doomed, survivor):
         plain = Supervisor(dsn, ["--lease", "6", "--poll-interval", "0.2"], command=work)
         try:
             deaths.family(plain.pid)
-            for n in (1, 2):
-                wait_for(f"{6 * n} jobs done", partial(completed_at_least, observer, 6 * n), 60)
-                kill_a_busy_worker(observer, journal, deaths, [doomed, survivor], rng)
+            running = [doomed, survivor]
+            kill_busy_workers(observer, journal, deaths, running, rng, kills=2, every=6)
             deaths.kill(doomed.pid)
             wait_for("every job completed", partial(all_completed, observer, JOBS), 90)
         finally:

@@ -33,6 +33,7 @@ from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
+from .workflows import WORKFLOWS, MysqlWorkflows
 
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
 TRANSIENT_ERRORS = {1213, 1205}
@@ -94,7 +95,7 @@ def connect_args(dsn: str) -> dict[str, Any]:
     return args
 
 
-class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
+class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows, Backend):
     kind = "mysql"
     migrations = (
         *MIGRATIONS,
@@ -105,6 +106,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         TRACE_CONTEXT,
         RESULTS,
         LIMITS,
+        WORKFLOWS,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -238,6 +240,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         expires_monotonic: float,
         runner: Runner,
     ) -> ClaimedJob | None:
+        self.apply_endings()
         params: dict[str, Any] = {"lease": self.seconds(lease), **type_params(types)}
         # A row a concurrency limit refused stays pending, now blocked (or left for the
         # claim that holds its key): the next probe looks past it.
@@ -335,6 +338,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
             row = None
             if self.execute(self.sql_settle, params) == 1:
                 row = self.fetchone("SELECT status FROM jobq_jobs WHERE id = %(id)s", params)
+                self.apply_endings()
             self.connection.commit()
         except BaseException:
             self.rollback_quietly()

@@ -11,6 +11,7 @@ from ...records import ClaimedJob
 from ..batching import Batching, in_picked_order
 from ..rows import Runner
 from ..shapes import earliest, type_params
+from ..workflows import Workflows
 from .limits import MysqlLimits
 from .schema import NOW
 
@@ -66,7 +67,7 @@ def handing(column: str, count: int) -> str:
     return f"CASE id {cases} END"
 
 
-class MysqlBatching(Batching, MysqlLimits):
+class MysqlBatching(Batching, MysqlLimits, Workflows):
     def claim_many(
         self,
         types: Sequence[str],
@@ -87,6 +88,7 @@ class MysqlBatching(Batching, MysqlLimits):
         expires_monotonic: float,
         runner: Runner,
     ) -> list[ClaimedJob]:
+        self.apply_endings()
         params: dict[str, Any] = {
             "n": len(tokens),
             "lease": self.seconds(lease),

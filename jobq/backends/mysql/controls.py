@@ -32,10 +32,10 @@ class MysqlControls(Controls):
         UPDATE jobq_jobs SET
             cancel_requested_at = CASE WHEN status = 'in_progress'
                 THEN coalesce(cancel_requested_at, {NOW}) END,
-            finished_at = CASE WHEN status = 'pending' THEN {NOW} END,
+            finished_at = CASE WHEN status IN ('pending', 'waiting') THEN {NOW} END,
             updated_at = {NOW},
-            status = CASE WHEN status = 'pending' THEN 'cancelled' ELSE status END
-        WHERE id = %(id)s AND status IN ('pending', 'in_progress')
+            status = CASE WHEN status IN ('pending', 'waiting') THEN 'cancelled' ELSE status END
+        WHERE id = %(id)s AND status IN ('pending', 'waiting', 'in_progress')
     """
 
     sql_end_cancelled = f"""

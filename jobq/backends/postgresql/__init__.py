@@ -32,6 +32,7 @@ from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
+from .workflows import WORKFLOWS, PostgresWorkflows
 
 log = logging.getLogger("jobq")
 
@@ -44,6 +45,7 @@ class PostgresBackend(
     PostgresBatching,
     PostgresReporting,
     PostgresLimits,
+    PostgresWorkflows,
     Backend,
 ):
     kind = "postgresql"
@@ -59,6 +61,7 @@ class PostgresBackend(
         TRACE_CONTEXT,
         RESULTS,
         LIMITS,
+        WORKFLOWS,
     )
 
     def __init__(

@@ -152,10 +152,10 @@ class PostgresControls(Controls):
         UPDATE jobq_jobs SET
             cancel_requested_at = CASE WHEN status = 'in_progress'
                 THEN coalesce(cancel_requested_at, now()) END,
-            finished_at = CASE WHEN status = 'pending' THEN now() END,
-            status = CASE WHEN status = 'pending' THEN 'cancelled' ELSE status END,
+            finished_at = CASE WHEN status IN ('pending', 'waiting') THEN now() END,
+            status = CASE WHEN status IN ('pending', 'waiting') THEN 'cancelled' ELSE status END,
             updated_at = now()
-        WHERE id = %(id)s AND status IN ('pending', 'in_progress')
+        WHERE id = %(id)s AND status IN ('pending', 'waiting', 'in_progress')
     """
 
     sql_end_cancelled = f"""

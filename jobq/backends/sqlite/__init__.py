@@ -30,6 +30,7 @@ from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
+from .workflows import WORKFLOWS, SqliteWorkflows
 
 # The single-statement claim needs UPDATE … RETURNING.
 MIN_VERSION = (3, 35, 0)
@@ -50,7 +51,7 @@ def path_of(dsn: str) -> str:
     return path[3:]
 
 
-class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, Backend):
+class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkflows, Backend):
     kind = "sqlite"
     migrations = (
         *MIGRATIONS,
@@ -61,6 +62,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, Backend):
         TRACE_CONTEXT,
         RESULTS,
         LIMITS,
+        WORKFLOWS,
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:

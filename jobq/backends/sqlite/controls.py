@@ -37,10 +37,10 @@ class SqliteControls(Controls):
         UPDATE jobq_jobs SET
             cancel_requested_at = CASE WHEN status = 'in_progress'
                 THEN coalesce(cancel_requested_at, {NOW}) END,
-            finished_at = CASE WHEN status = 'pending' THEN {NOW} END,
-            status = CASE WHEN status = 'pending' THEN 'cancelled' ELSE status END,
+            finished_at = CASE WHEN status IN ('pending', 'waiting') THEN {NOW} END,
+            status = CASE WHEN status IN ('pending', 'waiting') THEN 'cancelled' ELSE status END,
             updated_at = {NOW}
-        WHERE id = :id AND status IN ('pending', 'in_progress')
+        WHERE id = :id AND status IN ('pending', 'waiting', 'in_progress')
     """
 
     sql_end_cancelled = f"""

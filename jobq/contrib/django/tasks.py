@@ -33,6 +33,8 @@ __all__ = ["AsyncTaskJob", "JobqBackend", "JobqTask", "TaskJob", "TaskResultDoes
 # Django says how a task's run ended; jobq's row says more (expired, cancelled): both failed.
 STATUSES = {
     Status.PENDING: TaskResultStatus.READY,
+    # Django has no word for a task that waits for others: it has not run yet.
+    Status.WAITING: TaskResultStatus.READY,
     Status.IN_PROGRESS: TaskResultStatus.RUNNING,
     Status.COMPLETED: TaskResultStatus.SUCCESSFUL,
 }

@@ -49,7 +49,7 @@ async def handled(
     """Run the attempt's code: its frame, with the error that failed it or its result."""
     backend = cast(Backend, OneStatementAtATime(queue.backend, lock))
     if is_coroutine(job):
-        return await queue._handled_coroutine(claim, job, backend)
+        return await queue._awaited(claim, job, backend)
     # run_in_executor does not carry the caller's context variables (the attempt's span
     # among them) over by itself.
     context = contextvars.copy_context()

@@ -1,0 +1,242 @@
+"""Workflows as every backend provides them: a job stored waiting for its parents, and the
+reads of a job's parents and dependents. Each backend's schema holds the triggers that
+release, cancel or revive dependents as their parents end (see `<db>/workflows.py`)."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar, TypeVar
+
+from ..records import JobRecord, Status
+from .rows import NewJob
+from .steps import Steps, count, every
+
+T = TypeVar("T")
+
+ENDINGS = "'completed', 'failed', 'expired', 'cancelled'"
+BAD_ENDINGS = "'failed', 'expired', 'cancelled'"
+BAD = frozenset((Status.FAILED, Status.EXPIRED, Status.CANCELLED))
+
+# Dependency edges written by one statement: a bound on its parameters.
+EDGES_A_STATEMENT = 400
+
+
+class Workflows:
+    placeholder: ClassVar[str]
+    # What locks the parents' rows a dependent's enqueue reads, until it commits: a parent's
+    # ending then waits for the edges to exist, and its trigger sees them.
+    lock_rows: ClassVar[str]
+
+    @abstractmethod
+    def run(self, steps: Steps[T], connection: Any = None) -> T: ...
+
+    @abstractmethod
+    def add_many_steps(self, jobs: Sequence[NewJob]) -> Steps[list[int]]: ...
+
+    connection: Any
+
+    @abstractmethod
+    def execute(self, sql: str, params: Any = None, connection: Any = None) -> int: ...
+
+    @abstractmethod
+    def fetchall(self, sql: str, params: Any = None) -> list[Any]: ...
+
+    @abstractmethod
+    def run_together(self, steps: Steps[T], connection: Any) -> T: ...
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]: ...
+
+    def add_after(
+        self, jobs: Sequence[NewJob], parents: Sequence[int], connection: Any = None
+    ) -> list[int]:
+        """add_after_steps(), on `connection` in its transaction, or else in a transaction of
+        this backend's own."""
+        return self.in_one(self.add_after_steps(jobs, parents), connection)
+
+    def apply_endings(self) -> None:
+        """Apply the parents' endings a database records for later, in the transaction open
+        (MySQL's, see mysql/workflows.py); elsewhere the triggers applied them already."""
+
+    def marks(self, name: str, values: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+        names = [f"{name}{i}" for i in range(len(values))]
+        params = dict(zip(names, values, strict=True))
+        return ", ".join(self.placeholder.format(each) for each in names), params
+
+    def add_after_steps(self, jobs: Sequence[NewJob], parents: Sequence[int]) -> Steps[list[int]]:
+        """Insert the jobs, each a dependent of every one of `parents`: waiting while any
+        parent has yet to complete, else pending. A parent that does not exist or ended
+        badly is refused before anything is written."""
+        marks, params = self.marks("parent", parents)
+        rows = yield from every(
+            f"SELECT id, status FROM jobq_jobs WHERE id IN ({marks}){self.lock_rows}", params
+        )
+        found = {int(job_id): Status(status) for job_id, status in rows}
+        check_parents(parents, found)
+        ids = yield from self.add_many_steps(jobs)
+        unfinished = sum(status is not Status.COMPLETED for status in found.values())
+        step = max(1, EDGES_A_STATEMENT // len(parents))
+        for start in range(0, len(ids), step):
+            children = ids[start : start + step]
+            yield from self.edges_steps(children, parents)
+            if unfinished:
+                marks, params = self.marks("child", children)
+                yield from count(
+                    f"UPDATE jobq_jobs SET status = 'waiting', waiting_for = "
+                    f"{self.placeholder.format('unfinished')} WHERE id IN ({marks})",
+                    params | {"unfinished": unfinished},
+                )
+        return ids
+
+    def edges_steps(
+        self, children: Sequence[int], parents: Sequence[int], any_ending: bool = False
+    ) -> Steps[int]:
+        """Every child after every parent: counted down by the parent's completion, or with
+        `any_ending` (a batch's `then` after its members) by any ending of it."""
+        mark = self.placeholder.format
+        params: dict[str, Any] = {"any": any_ending}
+        values = []
+        for i, child in enumerate(children):
+            for j, parent in enumerate(parents):
+                params[f"c{i}_{j}"], params[f"p{i}_{j}"] = child, parent
+                values.append(f"({mark(f'p{i}_{j}')}, {mark(f'c{i}_{j}')}, {mark('any')})")
+        sql = (
+            f"INSERT INTO jobq_dependencies (parent, child, any_ending) VALUES {', '.join(values)}"
+        )
+        return (yield from count(sql, params))
+
+    # -- batches: members, and a `then` job that waits for every member's ending ----------
+
+    def add_then(self, then: NewJob, connection: Any = None) -> int:
+        """Store a batch's `then` job, waiting: for its members, and for the batch to be
+        sealed (one count of its own), so that no member ending before the last is enqueued
+        can release it. Its id is the batch's."""
+        return self.in_one(self.add_then_steps(then), connection)
+
+    def add_then_steps(self, then: NewJob) -> Steps[int]:
+        (batch_id,) = yield from self.add_many_steps([then])
+        mark = self.placeholder.format
+        yield from count(
+            f"UPDATE jobq_jobs SET status = 'waiting', waiting_for = 1 WHERE id = {mark('id')}",
+            {"id": batch_id},
+        )
+        return batch_id
+
+    def add_members(
+        self, jobs: Sequence[NewJob], batch_id: int, connection: Any = None
+    ) -> list[int]:
+        """Store the jobs as members of the batch, in one transaction with the count its
+        `then` job waits for."""
+        return self.in_one(self.add_members_steps(jobs, batch_id), connection)
+
+    def add_members_steps(self, jobs: Sequence[NewJob], batch_id: int) -> Steps[list[int]]:
+        mark = self.placeholder.format
+        # The `then` row first: members added to one batch on two connections queue up here.
+        added = yield from count(
+            f"UPDATE jobq_jobs SET waiting_for = waiting_for + {mark('n')} "
+            f"WHERE id = {mark('batch')} AND status = 'waiting'",
+            {"n": len(jobs), "batch": batch_id},
+        )
+        if added != 1:
+            raise ValueError(f"batch {batch_id} is sealed or unknown; enqueue in its with block")
+        ids = yield from self.add_many_steps(jobs)
+        for start in range(0, len(ids), EDGES_A_STATEMENT):
+            members = ids[start : start + EDGES_A_STATEMENT]
+            marks, params = self.marks("member", members)
+            yield from count(
+                f"UPDATE jobq_jobs SET batch_id = {mark('batch')} WHERE id IN ({marks})",
+                params | {"batch": batch_id},
+            )
+            yield from self.edges_steps([batch_id], members, any_ending=True)
+        return ids
+
+    def seal(self, batch_id: int, then_type: str, connection: Any = None) -> None:
+        """No more members: the batch's own count goes, which releases its `then` job when
+        every member has ended already (or it has none)."""
+        self.in_one(self.seal_steps(batch_id, then_type), connection)
+
+    def seal_steps(self, batch_id: int, then_type: str) -> Steps[None]:
+        # The status first: MySQL assigns left to right, and it reads the count as it was.
+        params = {"id": batch_id, "type": then_type, **self.wake_params}
+        yield from count(
+            "UPDATE jobq_jobs SET status = CASE WHEN status = 'waiting' AND waiting_for = 1 "
+            "THEN 'pending' ELSE status END, waiting_for = waiting_for - 1 "
+            f"WHERE id = {self.placeholder.format('id')}",
+            params,
+        )
+        if self.sql_wake is not None:
+            yield from every(self.sql_wake, params)
+
+    # Wakes idle workers for a job of type %(type)s made ready; None where they poll.
+    sql_wake: ClassVar[str | None] = None
+    wake_params: ClassVar[Mapping[str, str]]
+
+    def batch_counts(self, batch_id: int) -> dict[Status, int]:
+        """The batch's members by status."""
+        mark = self.placeholder.format
+        sql = (
+            f"SELECT status, count(*) FROM jobq_jobs WHERE batch_id = {mark('id')} GROUP BY status"
+        )
+        rows = self.run(every(sql, {"id": batch_id}))
+        return {Status(status): int(n) for status, n in rows}
+
+    def batch_jobs(self, batch_id: int, limit: int) -> list[JobRecord]:
+        """Up to `limit` of the batch's members, newest first."""
+        mark = self.placeholder.format
+        sql = (
+            f"SELECT id FROM jobq_jobs WHERE batch_id = {mark('id')} "
+            f"ORDER BY id DESC LIMIT {mark('limit')}"
+        )
+        ids = [int(row[0]) for row in self.run(every(sql, {"id": batch_id, "limit": limit}))]
+        if not ids:
+            return []
+        return [self.record(row) for row in self.run(every(*self.by_ids(ids)))]
+
+    @abstractmethod
+    def by_ids(self, ids: Sequence[int]) -> tuple[str, dict[str, Any]]: ...
+
+    @abstractmethod
+    def record(self, row: Sequence[Any]) -> JobRecord: ...
+
+    sql_cancel: ClassVar[str]
+
+    def cancel_batch(self, batch_id: int) -> int:
+        """Cancel the batch's unfinished members as Controls.cancel cancels one job (those in
+        progress are asked to stop); returns how many were pending, waiting or running."""
+        mark = self.placeholder.format
+        sql = self.sql_cancel.replace(f"WHERE id = {mark('id')}", f"WHERE batch_id = {mark('id')}")
+        return self.run(count(sql, {"id": batch_id}))
+
+    def in_one(self, steps: Steps[T], connection: Any) -> T:
+        """The steps on `connection` in its transaction, or else in one of this backend's."""
+        if connection is not None:
+            return self.run_together(steps, connection)
+        with self.transaction():
+            return self.run(steps)
+
+    def parents(self, job_id: int) -> tuple[int, ...]:
+        """The ids of the jobs `job_id` was enqueued after, in id order."""
+        return self.related("SELECT parent FROM jobq_dependencies WHERE child = {id}", job_id)
+
+    def dependents(self, job_id: int) -> tuple[int, ...]:
+        """The ids of the jobs enqueued after `job_id`, in id order."""
+        return self.related("SELECT child FROM jobq_dependencies WHERE parent = {id}", job_id)
+
+    def related(self, sql: str, job_id: int) -> tuple[int, ...]:
+        statement = sql.format(id=self.placeholder.format("id")) + " ORDER BY 1"
+        rows = self.run(every(statement, {"id": job_id}))
+        return tuple(int(row[0]) for row in rows)
+
+
+def check_parents(parents: Sequence[int], found: dict[int, Status]) -> None:
+    missing = [parent for parent in parents if parent not in found]
+    if missing:
+        raise ValueError(f"after=: no job has id {missing[0]}; enqueue a job after jobs that exist")
+    bad = [parent for parent in parents if found[parent] in BAD]
+    if bad:
+        raise ValueError(
+            f"after=: job {bad[0]} already ended {found[bad[0]]}; retry it first "
+            "(jobq retry ID), or leave it out"
+        )

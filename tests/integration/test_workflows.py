@@ -1,0 +1,187 @@
+"""A job enqueued after others waits, out of the claims' way, until every parent completed,
+and becomes ready in the transaction of the last parent's acknowledgement, exactly once even
+when two parents complete at the same instant on two connections. A parent that ends badly
+cancels its dependents, and theirs; retrying it brings them back."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import jobq
+from jobq.backends.mysql import MysqlBackend
+from tests.support.jobs import Noop
+from tests.support.waiting import wait_for
+
+
+class ReadsParents(jobq.Job):
+    type = "reads-parents"
+    seen: list[tuple[int, ...]] = []  # noqa: RUF012 - shared on purpose, reset by the test
+
+    def handle(self) -> None:
+        claim = jobq.current_claim()
+        assert claim is not None
+        ReadsParents.seen.append(claim.parents)
+
+
+NO_RETRY = jobq.RetryPolicy(max_attempts=1)
+# Rounds of the race between two parents' acknowledgements.
+RACES = 25
+
+
+def status(queue: jobq.Queue, job_id: int) -> str:
+    applied(queue)
+    record = queue.get(job_id)
+    assert record is not None
+    return str(record.status)
+
+
+def applied(queue: jobq.Queue) -> None:
+    """On MySQL, an operator's cancel or retry reaches the dependents at the next claim (see
+    backends/mysql/workflows.py): apply it as that claim would."""
+    backend = queue.backend
+    if isinstance(backend, MysqlBackend):
+        with backend.transaction():
+            backend.apply_endings()
+
+
+def claim_of(queue: jobq.Queue, job_id: int) -> jobq.ClaimedJob:
+    claim = queue.claim()
+    assert claim is not None
+    assert claim.id == job_id, claim
+    return claim
+
+
+def test_a_dependent_waits_for_every_parent_and_reads_them(queue: jobq.Queue) -> None:
+    first, second = queue.enqueue(Noop()), queue.enqueue(Noop())
+    child = queue.enqueue(Noop(), after=[first, second, first])
+    assert status(queue, child) == "waiting"
+    assert queue.backend.parents(child) == (first, second)
+    assert queue.backend.dependents(first) == (child,)
+
+    assert queue.complete(claim_of(queue, first))
+    assert status(queue, child) == "waiting"
+    assert queue.complete(claim_of(queue, second))
+    assert status(queue, child) == "pending"
+
+    ReadsParents.seen.clear()
+    reader = queue.enqueue(ReadsParents(), after=[child])
+    assert queue.process_next()
+    assert queue.get(child) is not None
+    assert status(queue, reader) == "pending"
+    assert queue.process_next()
+    assert ReadsParents.seen == [(child,)]
+
+
+def test_completed_parents_count_as_done_and_bad_ones_are_refused(queue: jobq.Queue) -> None:
+    done = queue.enqueue(Noop())
+    assert queue.complete(claim_of(queue, done))
+    assert status(queue, queue.enqueue(Noop(), after=[done])) == "pending"
+    ids = queue.enqueue_many([Noop(), Noop()], after=[done])
+    assert [status(queue, each) for each in ids] == ["pending", "pending"]
+    queue.claim_many(10)  # out of the way
+
+    failed = queue.enqueue(Noop())
+    queue.cancel(failed)
+    before = queue.counts()
+    with pytest.raises(ValueError, match=f"job {failed} already ended cancelled"):
+        queue.enqueue(Noop(), after=[failed])
+    with pytest.raises(ValueError, match="no job has id 999999"):
+        queue.enqueue_many([Noop()], after=[done, 999999])
+    with pytest.raises(ValueError, match="cannot be combined"):
+        queue.enqueue(Noop(), after=[done], unique_key="k")
+    with pytest.raises(TypeError, match="list of job ids"):
+        queue.enqueue(Noop(), after=done)  # type: ignore[arg-type]
+    assert queue.counts() == before
+
+
+def test_a_failure_cancels_three_levels_and_a_retry_brings_them_back(queue: jobq.Queue) -> None:
+    root, other = queue.enqueue(Noop()), queue.enqueue(Noop(), retry=NO_RETRY)
+    middle = queue.enqueue(Noop(), after=[root, other])
+    leaves = queue.enqueue_many([Noop(), Noop()], after=[middle])
+    last = queue.enqueue(Noop(), after=leaves)
+    below = [middle, *leaves, last]
+
+    assert queue.complete(claim_of(queue, root))
+    claim = claim_of(queue, other)
+    assert queue.fail(claim, "boom")
+    ended = "failed"
+    assert [status(queue, each) for each in below] == ["cancelled"] * 4
+    record = queue.get(middle)
+    assert record is not None
+    assert record.last_error == f"Parent job {other} ended {ended}"
+    record = queue.get(last)
+    assert record is not None
+    assert str(leaves[0]) in (record.last_error or "")
+
+    assert queue.retry(other)
+    assert [status(queue, each) for each in below] == ["waiting"] * 4
+    assert queue.complete(claim_of(queue, other))
+    assert status(queue, middle) == "pending"
+    assert queue.complete(claim_of(queue, middle))
+    for leaf in leaves:
+        assert queue.complete(claim_of(queue, leaf))
+    assert status(queue, last) == "pending"
+
+
+def test_an_operator_cancel_reaches_waiting_jobs_and_their_dependents(queue: jobq.Queue) -> None:
+    parent = queue.enqueue(Noop())
+    child = queue.enqueue(Noop(), after=[parent])
+    grandchild = queue.enqueue(Noop(), after=[child])
+    assert queue.cancel(child)
+    assert [status(queue, child), status(queue, grandchild)] == ["cancelled", "cancelled"]
+    # The operator's cancel stands when the parent is retried or completes.
+    assert queue.complete(claim_of(queue, parent))
+    assert status(queue, child) == "cancelled"
+
+
+def complete_at_once(queues: list[jobq.Queue], claims: list[jobq.ClaimedJob]) -> list[bool]:
+    """Each claim acknowledged by its own queue's connection, all released together."""
+    start = threading.Barrier(len(claims), timeout=30)
+    done: list[bool] = []
+
+    def complete(queue: jobq.Queue, claim: jobq.ClaimedJob) -> None:
+        start.wait()
+        done.append(queue.complete(claim))
+
+    threads = [
+        threading.Thread(target=complete, args=pair) for pair in zip(queues, claims, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return done
+
+
+def test_two_parents_completing_at_once_release_their_child_once(dsn: str) -> None:
+    with jobq.Queue.connect(dsn) as one, jobq.Queue.connect(dsn) as two:
+        one.install()
+        for _ in range(RACES):
+            parents = one.enqueue_many([Noop(), Noop()])
+            child = one.enqueue(Noop(), after=parents)
+            claims = one.claim_many(2)
+            assert {c.id for c in claims} == set(parents)
+            assert complete_at_once([one, two], claims) == [True, True]
+            row = one.backend.fetchone(
+                f"SELECT status, waiting_for FROM jobq_jobs WHERE id = {int(child)}"
+            )
+            assert tuple(row) == ("pending", 0)
+            assert claim_of(one, child)
+
+
+def test_pruned_jobs_take_their_edges_with_them(queue: jobq.Queue) -> None:
+    parent = queue.enqueue(Noop())
+    child = queue.enqueue(Noop(), after=[parent])
+    assert queue.process_jobs(2) == 2
+    pruned = [0]
+
+    def all_pruned() -> bool:
+        # Finished "longer ago than 0 s" once the database's clock has passed the finish.
+        pruned[0] += queue.prune(0)
+        return pruned[0] == 2
+
+    wait_for("both jobs pruned", all_pruned, 10)
+    assert queue.parents(child) == ()
+    assert queue.backend.fetchone("SELECT count(*) FROM jobq_dependencies")[0] == 0
