@@ -28,7 +28,7 @@ from ..steps import Steps, every, last_id, value
 from .claims import MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
-from .limits import LIMITS
+from .limits import BLOCKED_APART, LIMITS
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
@@ -105,6 +105,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         TRACE_CONTEXT,
         RESULTS,
         LIMITS,
+        BLOCKED_APART,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

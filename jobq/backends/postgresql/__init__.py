@@ -25,7 +25,7 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .dsn import libpq_dsn
 from .insert import copy_steps, insert_statement, outside_transaction
-from .limits import LIMITS, PostgresLimits
+from .limits import BLOCKED_APART, LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
@@ -59,6 +59,7 @@ class PostgresBackend(
         TRACE_CONTEXT,
         RESULTS,
         LIMITS,
+        BLOCKED_APART,
     )
 
     def __init__(

@@ -25,7 +25,7 @@ from ..steps import Fetch, Statement, Step, Steps, every, fetched
 from .claims import claim_many_statement, claim_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
-from .limits import LIMITS, SqliteLimits
+from .limits import BLOCKED_APART, LIMITS, SqliteLimits
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, SqliteUniqueness
@@ -61,6 +61,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, Backend):
         TRACE_CONTEXT,
         RESULTS,
         LIMITS,
+        BLOCKED_APART,
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:

@@ -55,6 +55,19 @@ LIMITS: tuple[str, ...] = (
     """,
 )
 
+# Blocked jobs leave the ready indexes, so that a claim's walk never steps over them (20,000
+# blocked jobs ahead of a ready one took a claim from 0.8 to 6.9 ms). The probes already say
+# `blocked_on IS NULL`, which SQLite needs to read a partial index; the names, which the
+# probes force (INDEXED BY), stay.
+BLOCKED_APART: tuple[str, ...] = (
+    "DROP INDEX jobq_jobs_ready",
+    "CREATE INDEX jobq_jobs_ready ON jobq_jobs (priority DESC, scheduled_at, id) "
+    "WHERE status = 'pending' AND blocked_on IS NULL",
+    "DROP INDEX jobq_jobs_ready_by_type",
+    "CREATE INDEX jobq_jobs_ready_by_type ON jobq_jobs (type, priority DESC, scheduled_at, id) "
+    "WHERE status = 'pending' AND blocked_on IS NULL",
+)
+
 
 class SqliteLimits(Limits):
     sql_declare_limit = """
