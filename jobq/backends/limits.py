@@ -5,11 +5,14 @@ each backend's limits.py installs (see jobq/limits.py for why a slot is not a co
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from ..limits import CONCURRENCY
+from .steps import Steps, count
+
+T = TypeVar("T")
 
 # How many rows refused by a concurrency limit one claim() looks past before it reports
 # nothing ready: each refusal blocks its row, so the next probe starts beyond it.
@@ -64,10 +67,19 @@ class Limits(ABC):
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]: ...
 
+    @abstractmethod
+    def run(self, steps: Steps[T], connection: Any = None) -> T: ...
+
+    def declare_limits_steps(self, declared: Sequence[tuple[str, int]]) -> Steps[None]:
+        """Record job classes' declared limits, as (type, count) pairs (a no-op write for
+        one unchanged): the Queue runs it, and the AsyncQueue awaits it on its driver."""
+        for job_type, limit in declared:
+            yield from count(
+                self.sql_declare_limit, {"type": job_type, "name": CONCURRENCY, "count": limit}
+            )
+
     def declare_limit(self, job_type: str, count: int) -> None:
-        """Record the job class's declared limit (a no-op write when it is unchanged)."""
-        params = {"type": job_type, "name": CONCURRENCY, "count": count}
-        self.execute(self.sql_declare_limit, params)
+        self.run(self.declare_limits_steps([(job_type, count)]))
 
     def override_limit(self, job_type: str, count: int | None) -> None:
         """Set (or with None, drop) an operator's limit, and let the type's blocked jobs be

@@ -13,6 +13,20 @@ from ..limits import check_count, concurrency_of
 from ..records import JobRecord
 
 
+def undeclared(
+    jobs: Sequence[Job], rows: Sequence[NewJob], declared: set[tuple[str, int]]
+) -> list[tuple[str, int]]:
+    """The (type, count) limits the jobs' classes declare that a queue has not written yet
+    (`declared`: those it has). A class whose declared count changed (a deploy) writes the
+    new one; the claims read whatever the table says when they run."""
+    found: dict[tuple[str, int], None] = {}
+    for job, row in zip(jobs, rows, strict=True):
+        limit = concurrency_of(job)
+        if limit is not None and (row.type, limit.count) not in declared:
+            found[(row.type, limit.count)] = None
+    return list(found)
+
+
 class LimitControls:
     """Mixed into the Queue."""
 
@@ -22,14 +36,10 @@ class LimitControls:
 
     def _declare_limits(self, jobs: Sequence[Job], rows: Sequence[NewJob]) -> None:
         """Record the declared limit of every limited type among `rows`, before they are
-        written, so that their claims find it. A class whose declared count changed (a
-        deploy) writes the new one; the claims read whatever the table says when they run."""
-        declared = self._declared
-        for job, row in zip(jobs, rows, strict=True):
-            limit = concurrency_of(job)
-            if limit is not None and (row.type, limit.count) not in declared:
-                self.backend.declare_limit(row.type, limit.count)
-                declared.add((row.type, limit.count))
+        written, so that their claims find it."""
+        for job_type, count in undeclared(jobs, rows, self._declared):
+            self.backend.declare_limit(job_type, count)
+            self._declared.add((job_type, count))
 
     def set_limit(self, job_type: str, concurrency: int | None) -> None:
         """Override the concurrency limit of `job_type` at run time, on every node (None:
