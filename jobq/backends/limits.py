@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
-from ..limits import CONCURRENCY
+from ..limits import CONCURRENCY, MAX_COUNT
 from .steps import Steps, count
 
 T = TypeVar("T")
@@ -17,6 +17,29 @@ T = TypeVar("T")
 # How many rows refused by a concurrency limit one claim() looks past before it reports
 # nothing ready: each refusal blocks its row, so the next probe starts beyond it.
 REFUSALS = 8
+
+# Keys one wake_lapsed() looks at: a few, so that an idle claim stays short.
+LAPSED_KEYS = 8
+
+# Keys whose slots an ended lease freed (an attempt still in progress, its lease over: its
+# worker or master is gone, and maintenance has not settled it yet) with jobs blocked on
+# them, in a backend's style: {now} its current time, {mark} its placeholders.
+LAPSED_TEMPLATE = """
+    SELECT DISTINCT r.type, r.limit_key FROM jobq_jobs r
+    WHERE r.status = 'in_progress' AND r.lease_until <= {now} AND r.limit_key IS NOT NULL
+      AND EXISTS (SELECT 1 FROM jobq_jobs b WHERE b.type = r.type
+                  AND b.limit_key = r.limit_key AND b.status = 'pending'
+                  AND b.blocked_on IS NOT NULL)
+    LIMIT {limit}
+"""
+
+# A key's free slots: the limit in force (none: unlimited) less its attempts holding one.
+FREE_TEMPLATE = f"""
+    SELECT coalesce((SELECT coalesce(l.override, l.declared) FROM jobq_limits l
+                     WHERE l.type = {{type}} AND l.name = '{CONCURRENCY}'), {MAX_COUNT})
+        - (SELECT count(*) FROM jobq_jobs r WHERE r.type = {{type}} AND r.limit_key = {{key}}
+           AND r.status = 'in_progress' AND r.lease_until > {{now}})
+"""
 
 
 # Each limit and how it stands, with the database's current time in place of {now}.
@@ -52,6 +75,13 @@ class Limits(ABC):
     sql_unblock_type: ClassVar[str]
     sql_limits: ClassVar[str]
     sql_limit_of: ClassVar[str]
+    # A key's wake-up: the keys an ended lease freed; a row when this transaction holds the
+    # key (so that no claim blocks a job of it unseen meanwhile); its free slots; and the
+    # statement that unblocks its best %(free)s jobs.
+    sql_lapsed_keys: ClassVar[str]
+    sql_hold_key: ClassVar[str]
+    sql_free_slots: ClassVar[str]
+    sql_wake_key: ClassVar[str]
     wake_params: ClassVar[Mapping[str, str]]
     placeholder: ClassVar[str]
 
@@ -88,6 +118,28 @@ class Limits(ABC):
         with self.transaction():
             self.execute(self.sql_override_limit, params)
             self.execute(self.sql_unblock_type, {"type": job_type, **self.wake_params})
+
+    def wake_lapsed(self) -> int:
+        """Wake jobs blocked on a key whose slot an ended lease freed, before maintenance
+        settles that attempt (its master killed, say): an idle claim runs this, so a freed
+        slot is taken by the first claim that finds nothing else. Returns how many woke."""
+        woken = 0
+        for job_type, key in self.fetchall(self.sql_lapsed_keys):
+            with self.transaction():
+                woken += self.wake_key({"type": job_type, "key": key})
+        return woken
+
+    def wake_key(self, params: Mapping[str, Any]) -> int:
+        """Within a transaction: unblock as many of the key's blocked jobs as it has free
+        slots, best first, holding the key as it counts. A key another transaction holds is
+        skipped: its claim or ending wakes its jobs."""
+        params = {**params, **self.wake_params}
+        if self.fetchone(self.sql_hold_key, params) is None:
+            return 0
+        (free,) = self.fetchone(self.sql_free_slots, params)
+        if int(free) <= 0:
+            return 0
+        return self.execute(self.sql_wake_key, params | {"free": int(free)})
 
     def limits(self) -> list[LimitRow]:
         return [

@@ -155,7 +155,10 @@ class Consuming:
             lease = self.lease_duration
             return backend.claim(types, token, lease, expiry(lease), runner())
 
-        return backend.retrying("claim", attempt)
+        claimed = backend.retrying("claim", attempt)
+        if claimed is None and backend.retrying("claim", backend.wake_lapsed):
+            claimed = backend.retrying("claim", attempt)
+        return claimed
 
     def run(self, claim: ClaimedJob) -> Outcome:
         """Run a claimed job to its acknowledgement: decode, check the lease, handle, ack.

@@ -4,7 +4,9 @@ journal, no key ever ran more attempts at once than its limit, and nothing was l
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import sys
 from functools import partial
 from pathlib import Path
@@ -68,3 +70,38 @@ def test_no_key_runs_beyond_its_limit_through_killed_workers_and_a_killed_master
     assert {entry.get("key") for entry in entries} == {f"k{i}" for i in range(KEYS)}
     report = judged(journal, deaths, records_of(observer, ids), limit=LIMIT)
     assert report.jobs == JOBS
+
+
+def test_a_killed_master_s_slots_wake_their_blocked_jobs_before_maintenance_settles(
+    dsn: str, tmp_path: Path
+) -> None:
+    """A master SIGKILLed while its attempts hold both slots of a key, two jobs blocked
+    behind them: once the leases end, another supervisor's idle claims wake and run the
+    blocked jobs, while the killed attempts are still unsettled (its maintenance is 10
+    minutes off), so no maintenance did it."""
+    journal = str(tmp_path / "journal")
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        held = [queue.enqueue(ChaosLimited(120, journal, "k"), priority=5) for _ in range(2)]
+        blocked = [queue.enqueue(ChaosLimited(0.1, journal, "k")) for _ in range(2)]
+        with supervisor(dsn, "--workers", "3", *SETTINGS) as doomed:
+            wait_for("the key's slots held and its other jobs blocked", lambda: (
+                {job.id for job in queue.blocked()} == set(blocked)
+                and all(status(queue, i) is jobq.Status.IN_PROGRESS for i in held)
+            ), 30)  # fmt: skip
+            os.kill(doomed.pid, signal.SIGKILL)
+        late = [
+            *SETTINGS[: SETTINGS.index("--maintenance-interval")],
+            "--maintenance-interval",
+            "600",
+        ]
+        with supervisor(dsn, "--workers", "2", *late):
+            wait_for("the blocked jobs completed", lambda: all(
+                status(queue, i) is jobq.Status.COMPLETED for i in blocked
+            ), 30)  # fmt: skip
+            assert all(status(queue, i) is jobq.Status.IN_PROGRESS for i in held)
+
+
+def status(queue: jobq.Queue, job_id: int) -> jobq.Status | None:
+    record = queue.get(job_id)
+    return None if record is None else record.status

@@ -327,7 +327,9 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         error_class: str | None = None,
     ) -> Status | None:
         """The UPDATE, then a read of the status it set, in one transaction: the row stays
-        locked in between, so no other worker's claim can change it first."""
+        locked in between, so no other worker's claim can change it first. The slot it freed
+        wakes the blocked jobs of its key in that transaction too (maintenance's recovery of
+        a killed master's attempts among them), where a trigger cannot."""
         params = self.settle_params(
             job_id, token, status, error, delay, lease_ended_only, error_class
         )
@@ -335,7 +337,11 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         try:
             row = None
             if self.execute(self.sql_settle, params) == 1:
-                row = self.fetchone("SELECT status FROM jobq_jobs WHERE id = %(id)s", params)
+                row = self.fetchone(
+                    "SELECT status, type, limit_key FROM jobq_jobs WHERE id = %(id)s", params
+                )
+                if row[2] is not None:
+                    self.wake_key({"type": row[1], "key": row[2]})
             self.connection.commit()
         except BaseException:
             self.rollback_quietly()

@@ -11,21 +11,17 @@ blocked jobs of that key as it has free slots, holding the key's row as it count
 
 from __future__ import annotations
 
-from typing import Any
-
-from ...limits import CONCURRENCY, MAX_COUNT
-from ..limits import LIMITS_TEMPLATE, Limits
+from ...limits import CONCURRENCY
+from ..limits import FREE_TEMPLATE, LAPSED_KEYS, LAPSED_TEMPLATE, LIMITS_TEMPLATE, Limits
 from .schema import NOW
 
 KEY = "limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL"
 
-RUNNING = f"""(SELECT COUNT(*) FROM jobq_jobs r WHERE r.type = {{type}}
-    AND r.limit_key = {{key}} AND r.status = 'in_progress' AND r.lease_until > {NOW})"""
-
-# The same count as a locking read, for the admitting trigger. A trigger's plain reads share
+# A key's attempts holding a slot, counted as a locking read, for the admitting trigger. A
+# trigger's plain reads share
 # the read view its statement opened at its first read, before the key's row was locked, so
-# they can miss an attempt another claim committed in between (seen: 3 running at limit 2).
-# A locking read sees the newest committed rows, and waits for an ending in flight.
+# they can miss an attempt another claim committed in between (seen: 3 running at limit
+# 2). A locking read sees the newest committed rows, and waits for an ending in flight.
 LIVE = f"""SELECT COUNT(*) INTO running FROM jobq_jobs r WHERE r.type = {{type}}
     AND r.limit_key = {{key}} AND r.status = 'in_progress' AND r.lease_until > {NOW}
     LOCK IN SHARE MODE"""
@@ -137,6 +133,19 @@ class MysqlLimits(Limits):
     """
     sql_limits = LIMITS_TEMPLATE.format(now=NOW)
     sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = %(id)s"
+    sql_lapsed_keys = LAPSED_TEMPLATE.format(now=NOW, limit=LAPSED_KEYS)
+    # SKIP LOCKED: a claim holding the key may wait (its locking count) on an ending whose
+    # wake-up row this transaction holds; the key's next claim wakes it instead.
+    sql_hold_key = """
+        SELECT 1 FROM jobq_limit_keys WHERE type = %(type)s AND limit_key = %(key)s
+        FOR UPDATE SKIP LOCKED
+    """
+    sql_free_slots = FREE_TEMPLATE.format(type="%(type)s", key="%(key)s", now=NOW)
+    sql_wake_key = """
+        UPDATE jobq_jobs SET blocked_on = NULL WHERE type = %(type)s
+          AND limit_key = %(key)s AND status = 'pending' AND blocked_on IS NOT NULL
+        ORDER BY priority DESC, scheduled_at, id LIMIT %(free)s
+    """
 
     def wake_blocked(self) -> None:
         """Wake the jobs that the attempts ended since the last claim freed slots for: per
@@ -151,30 +160,10 @@ class MysqlLimits(Limits):
             )
             for job_type, key in keys:
                 self.wake_key({"type": job_type, "key": key})
-
-    def wake_key(self, params: dict[str, Any]) -> None:
-        # SKIP LOCKED: a claim holding the key may wait (its locking count) on an ending
-        # whose wake-up row this transaction holds; the key's next claim wakes it instead.
-        if not self.fetchall(
-            "SELECT 1 FROM jobq_limit_keys WHERE type = %(type)s AND limit_key = %(key)s "
-            "FOR UPDATE SKIP LOCKED",
-            params,
-        ):
-            return
-        allowed = ALLOWED.format(type="%(type)s")
-        running = RUNNING.format(type="%(type)s", key="%(key)s")
-        (free,) = self.fetchone(
-            f"SELECT GREATEST(0, COALESCE({allowed}, {MAX_COUNT}) - {running})", params
-        )
-        self.execute(
-            "UPDATE jobq_jobs SET blocked_on = NULL WHERE type = %(type)s "
-            "AND limit_key = %(key)s AND status = 'pending' AND blocked_on IS NOT NULL "
-            "ORDER BY priority DESC, scheduled_at, id LIMIT %(free)s",
-            params | {"free": int(free)},
-        )
-        self.execute(
-            "DELETE FROM jobq_limit_wakes WHERE type = %(type)s AND limit_key = %(key)s", params
-        )
+                self.execute(
+                    "DELETE FROM jobq_limit_wakes WHERE type = %(type)s AND limit_key = %(key)s",
+                    {"type": job_type, "key": key},
+                )
 
     def claimed_ids(self, ids: list[int]) -> set[int]:
         """Of rows a claim just updated, those it claimed: the trigger leaves a refused one

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from ...limits import CONCURRENCY
-from ..limits import LIMITS_TEMPLATE, Limits
+from ..limits import FREE_TEMPLATE, LAPSED_KEYS, LAPSED_TEMPLATE, LIMITS_TEMPLATE, Limits
 from .controls import NOTIFY_CHANNEL, OLDEST_READY
 from .schema import ANY_TYPE, NEXT_READY, PROBE, READY, SETTINGS
 
@@ -172,3 +172,22 @@ class PostgresLimits(Limits):
     """
     sql_limits = LIMITS_TEMPLATE.format(now="now()")
     sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = %(id)s"
+    sql_lapsed_keys = LAPSED_TEMPLATE.format(now="now()", limit=LAPSED_KEYS)
+    sql_hold_key = """
+        SELECT 1 FROM jobq_limit_keys WHERE type = %(type)s AND limit_key = %(key)s
+        FOR UPDATE SKIP LOCKED
+    """
+    sql_free_slots = FREE_TEMPLATE.format(type="%(type)s", key="%(key)s", now="now()")
+    # One row per job woken; the wake-up of idle workers goes out with the commit.
+    sql_wake_key = """
+        WITH unblocked AS (
+            UPDATE jobq_jobs j SET blocked_on = NULL WHERE j.id IN (
+                SELECT b.id FROM jobq_jobs b WHERE b.type = %(type)s
+                  AND b.limit_key = %(key)s AND b.status = 'pending'
+                  AND b.blocked_on IS NOT NULL
+                ORDER BY b.priority DESC, b.scheduled_at, b.id LIMIT %(free)s
+                FOR UPDATE SKIP LOCKED)
+            RETURNING j.type
+        )
+        SELECT pg_notify(%(channel)s, type) FROM unblocked
+    """

@@ -8,7 +8,7 @@ key needs a lock. The triggers see every claim and ending, whichever statement m
 from __future__ import annotations
 
 from ...limits import CONCURRENCY, MAX_COUNT
-from ..limits import LIMITS_TEMPLATE, Limits
+from ..limits import FREE_TEMPLATE, LAPSED_KEYS, LAPSED_TEMPLATE, LIMITS_TEMPLATE, Limits
 from .schema import NOW
 
 ALLOWED = f"""(SELECT coalesce(l.override, l.declared) FROM jobq_limits l
@@ -87,3 +87,13 @@ class SqliteLimits(Limits):
     """
     sql_limits = LIMITS_TEMPLATE.format(now=NOW)
     sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = :id"
+    sql_lapsed_keys = LAPSED_TEMPLATE.format(now=NOW, limit=LAPSED_KEYS)
+    # One writer at a time, from BEGIN IMMEDIATE on: the transaction holds every key.
+    sql_hold_key = "SELECT 1"
+    sql_free_slots = FREE_TEMPLATE.format(type=":type", key=":key", now=NOW)
+    sql_wake_key = """
+        UPDATE jobq_jobs SET blocked_on = NULL WHERE id IN (
+            SELECT b.id FROM jobq_jobs b WHERE b.type = :type AND b.limit_key = :key
+              AND b.status = 'pending' AND b.blocked_on IS NOT NULL
+            ORDER BY b.priority DESC, b.scheduled_at, b.id LIMIT :free)
+    """
