@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
-from ..limits import CONCURRENCY, MAX_COUNT
+from ..limits import CONCURRENCY, MAX_COUNT, RATE
 from .steps import Steps, count
 
 T = TypeVar("T")
@@ -42,15 +42,43 @@ FREE_TEMPLATE = f"""
 """
 
 
-# Each limit and how it stands, with the database's current time in place of {now}.
+# A rate limit's window in force, in seconds, in a statement over jobq_limits l.
+PER_IN_FORCE = "CASE WHEN l.override IS NULL THEN l.declared_per ELSE l.override_per END"
+
+# Each limit and how it stands, with the database's current time in place of {now}, and
+# {since} the start of a rate limit's window (PER_IN_FORCE seconds before now). A rate
+# limit's "slots in use" are its starts within the window, all keys together.
 LIMITS_TEMPLATE = f"""
     SELECT l.type, l.name, l.declared, l.override,
         (SELECT count(*) FROM jobq_jobs r WHERE r.type = l.type
            AND r.status = 'in_progress' AND r.limit_key IS NOT NULL AND r.lease_until > {{now}}),
         (SELECT count(*) FROM jobq_jobs b WHERE b.type = l.type
-           AND b.status = 'pending' AND b.blocked_on IS NOT NULL)
-    FROM jobq_limits l WHERE l.name = '{CONCURRENCY}' ORDER BY l.type, l.name
+           AND b.status = 'pending' AND b.blocked_on IS NOT NULL),
+        NULL
+    FROM jobq_limits l WHERE l.name = '{CONCURRENCY}'
+    UNION ALL
+    SELECT l.type, l.name, l.declared, l.override,
+        (SELECT count(*) FROM jobq_rate_starts s WHERE s.type = l.type
+           AND s.started_at > {{since}}),
+        0, {PER_IN_FORCE}
+    FROM jobq_limits l WHERE l.name = '{RATE}'
+    ORDER BY 1, 2
 """
+
+
+# A job class's declared limit: (type, limit name, count, a rate's window or None).
+Declared = tuple[str, str, int, float | None]
+
+
+def shared_statements(now: str, since: str, type_: str, key: str) -> tuple[str, str, str]:
+    """sql_limits, sql_lapsed_keys and sql_free_slots in a backend's style: its current time,
+    the start of a rate's window (`since`, over PER_IN_FORCE), and its placeholders for the
+    type and key."""
+    return (
+        LIMITS_TEMPLATE.format(now=now, since=since),
+        LAPSED_TEMPLATE.format(now=now, limit=LAPSED_KEYS),
+        FREE_TEMPLATE.format(type=type_, key=key, now=now),
+    )
 
 
 class LimitRow(NamedTuple):
@@ -62,6 +90,7 @@ class LimitRow(NamedTuple):
     override: int | None  # an operator's, which wins while set
     in_use: int  # slots held: attempts in progress with a live lease, over all keys
     blocked: int  # jobs waiting for a slot
+    per: float | None = None  # a rate limit's window in force, in seconds
 
     @property
     def in_force(self) -> int | None:
@@ -100,21 +129,20 @@ class Limits(ABC):
     @abstractmethod
     def run(self, steps: Steps[T], connection: Any = None) -> T: ...
 
-    def declare_limits_steps(self, declared: Sequence[tuple[str, int]]) -> Steps[None]:
-        """Record job classes' declared limits, as (type, count) pairs (a no-op write for
-        one unchanged): the Queue runs it, and the AsyncQueue awaits it on its driver."""
-        for job_type, limit in declared:
-            yield from count(
-                self.sql_declare_limit, {"type": job_type, "name": CONCURRENCY, "count": limit}
-            )
+    def declare_limits_steps(self, declared: Sequence[Declared]) -> Steps[None]:
+        """Record job classes' declared limits (a no-op write for one unchanged): the Queue
+        runs it, and the AsyncQueue awaits it on its driver."""
+        for job_type, name, limit, per in declared:
+            params = {"type": job_type, "name": name, "count": limit, "per": per}
+            yield from count(self.sql_declare_limit, params)
 
-    def declare_limit(self, job_type: str, count: int) -> None:
-        self.run(self.declare_limits_steps([(job_type, count)]))
-
-    def override_limit(self, job_type: str, count: int | None) -> None:
-        """Set (or with None, drop) an operator's limit, and let the type's blocked jobs be
-        claimed again, so that a raised limit takes effect at once."""
-        params = {"type": job_type, "name": CONCURRENCY, "count": count}
+    def override_limit(
+        self, job_type: str, count: int | None, name: str = CONCURRENCY, per: float | None = None
+    ) -> None:
+        """Set (or with None, drop) an operator's limit (a rate's with its window `per`), and
+        let the type's blocked jobs be claimed again, so that a raised limit takes effect at
+        once."""
+        params = {"type": job_type, "name": name, "count": count, "per": per}
         with self.transaction():
             self.execute(self.sql_override_limit, params)
             self.execute(self.sql_unblock_type, {"type": job_type, **self.wake_params})
@@ -143,7 +171,15 @@ class Limits(ABC):
 
     def limits(self) -> list[LimitRow]:
         return [
-            LimitRow(row[0], row[1], opt_int(row[2]), opt_int(row[3]), int(row[4]), int(row[5]))
+            LimitRow(
+                row[0],
+                row[1],
+                opt_int(row[2]),
+                opt_int(row[3]),
+                int(row[4]),
+                int(row[5]),
+                None if row[6] is None else float(row[6]),
+            )
             for row in self.fetchall(self.sql_limits)
         ]
 

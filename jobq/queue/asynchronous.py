@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from .. import backends, tracing
 from ..backends.asynchronous import AsyncDriver
+from ..backends.limits import Declared
 from ..backends.rows import NewJob
 from ..backends.steps import Steps, listed
 from ..codec import Codec, JsonCodec
@@ -42,8 +43,8 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
         self.backend = driver.backend
         self.codec: Codec = codec or JsonCodec()
         # The limits this queue has declared, and those its next write declares first.
-        self._declared: set[tuple[str, int]] = set()
-        self._declaring: list[tuple[str, int]] = []
+        self._declared: set[Declared] = set()
+        self._declaring: list[Declared] = []
 
     @classmethod
     async def connect(cls, dsn: str | None = None, codec: Codec | None = None) -> AsyncQueue:
@@ -72,20 +73,18 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
     def _add_many(self, rows: list[NewJob], connection: Any) -> Awaitable[list[int]]:
         return self._add_many_declared(rows, connection, self._take_declaring())
 
-    def _take_declaring(self) -> list[tuple[str, int]]:
+    def _take_declaring(self) -> list[Declared]:
         declaring, self._declaring = self._declaring, []
         return declaring
 
-    async def _declare(self, declaring: list[tuple[str, int]]) -> None:
+    async def _declare(self, declaring: list[Declared]) -> None:
         """Record the limits before the rows, on the queue's own connection, as Queue does:
         a limited job is never claimable before its limit is known."""
         if declaring:
             await self._run("declare_limits", lambda: self.backend.declare_limits_steps(declaring))
             self._declared.update(declaring)
 
-    async def _add_declared(
-        self, row: NewJob, connection: Any, declaring: list[tuple[str, int]]
-    ) -> int:
+    async def _add_declared(self, row: NewJob, connection: Any, declaring: list[Declared]) -> int:
         await self._declare(declaring)
         add = self.backend.add_steps
         (job_id,) = await self._publish(
@@ -94,7 +93,7 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
         return job_id
 
     async def _add_many_declared(
-        self, rows: list[NewJob], connection: Any, declaring: list[tuple[str, int]]
+        self, rows: list[NewJob], connection: Any, declaring: list[Declared]
     ) -> list[int]:
         await self._declare(declaring)
         if not rows:

@@ -28,12 +28,14 @@ from ..steps import Steps, every, last_id, value
 from .claims import MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
-from .limits import BLOCKED_APART, LIMITS
+from .limits import LIMITS
+from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 
+BY_ID = "FROM jobq_jobs WHERE id = %(id)s"
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
 TRANSIENT_ERRORS = {1213, 1205}
 
@@ -41,7 +43,7 @@ INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
     "%(max_backoff{i})s, %(jitter{i})s, coalesce(%(scheduled_at{i})s, {delay}), "
     "coalesce(%(deadline{i})s, {deadline_in}), %(priority{i})s, {now}, {now}, %(unique_key{i})s, "
-    "%(traceparent{i})s, %(tracestate{i})s, %(limit_key{i})s)"
+    "%(traceparent{i})s, %(tracestate{i})s, %(limit_key{i})s, %(rate_key{i})s)"
 )
 
 
@@ -60,7 +62,7 @@ def insert_statement(rows: int) -> str:
     return f"""
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
             jitter, scheduled_at, deadline, priority, created_at, updated_at, unique_key,
-            traceparent, tracestate, limit_key)
+            traceparent, tracestate, limit_key, rate_key)
         VALUES {values}
     """
 
@@ -105,7 +107,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         TRACE_CONTEXT,
         RESULTS,
         LIMITS,
-        BLOCKED_APART,
+        RATES,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -326,10 +328,8 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         lease_ended_only: bool,
         error_class: str | None = None,
     ) -> Status | None:
-        """The UPDATE, then a read of the status it set, in one transaction: the row stays
-        locked in between, so no other worker's claim can change it first. The slot it freed
-        wakes the blocked jobs of its key in that transaction too (maintenance's recovery of
-        a killed master's attempts among them), where a trigger cannot."""
+        """The UPDATE and a read of the status it set, in one transaction (the row stays locked,
+        so no claim changes it first), which wakes the freed slot's blocked jobs too."""
         params = self.settle_params(
             job_id, token, status, error, delay, lease_ended_only, error_class
         )
@@ -337,9 +337,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, Backend):
         try:
             row = None
             if self.execute(self.sql_settle, params) == 1:
-                row = self.fetchone(
-                    "SELECT status, type, limit_key FROM jobq_jobs WHERE id = %(id)s", params
-                )
+                row = self.fetchone(f"SELECT status, type, limit_key {BY_ID}", params)
                 if row[2] is not None:
                     self.wake_key({"type": row[1], "key": row[2]})
             self.connection.commit()

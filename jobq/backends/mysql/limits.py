@@ -12,7 +12,7 @@ blocked jobs of that key as it has free slots, holding the key's row as it count
 from __future__ import annotations
 
 from ...limits import CONCURRENCY
-from ..limits import FREE_TEMPLATE, LAPSED_KEYS, LAPSED_TEMPLATE, LIMITS_TEMPLATE, Limits
+from ..limits import PER_IN_FORCE, Limits, shared_statements
 from .schema import NOW
 
 KEY = "limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL"
@@ -28,6 +28,13 @@ LIVE = f"""SELECT COUNT(*) INTO running FROM jobq_jobs r WHERE r.type = {{type}}
 
 ALLOWED = f"""(SELECT COALESCE(l.override, l.declared) FROM jobq_limits l
     WHERE l.type = {{type}} AND l.name = '{CONCURRENCY}')"""
+
+# What a refused claim leaves of the row: everything the claim set, as it was.
+UNCLAIMED = """NEW.status = OLD.status, NEW.attempts = OLD.attempts,
+                        NEW.token = OLD.token, NEW.lease_until = OLD.lease_until,
+                        NEW.host = OLD.host, NEW.pid = OLD.pid, NEW.worker = OLD.worker,
+                        NEW.updated_at = OLD.updated_at, NEW.started_at = OLD.started_at,
+                        NEW.attempted_at = OLD.attempted_at"""
 
 ADMIT = f"""
     CREATE TRIGGER jobq_limit_admit BEFORE UPDATE ON jobq_jobs FOR EACH ROW
@@ -48,10 +55,7 @@ ADMIT = f"""
                     {LIVE.format(type="NEW.type", key="NEW.limit_key")};
                 END IF;
                 IF held IS NULL OR running >= allowed THEN
-                    SET NEW.status = OLD.status, NEW.attempts = OLD.attempts,
-                        NEW.token = OLD.token, NEW.lease_until = OLD.lease_until,
-                        NEW.host = OLD.host, NEW.pid = OLD.pid, NEW.worker = OLD.worker,
-                        NEW.updated_at = OLD.updated_at,
+                    SET {UNCLAIMED},
                         NEW.blocked_on = IF(held IS NULL, NULL, '{CONCURRENCY}');
                 END IF;
             END IF;
@@ -98,19 +102,8 @@ LIMITS: tuple[str, ...] = (
     RELEASE,
 )
 
-# Blocked jobs move out of the ready part of the ready indexes: MySQL has no partial index,
-# so blocked_on follows the status (and type), and the probes, which say `blocked_on IS
-# NULL`, walk only the unblocked rows, in order. The names stay, which the probes force
-# (FORCE INDEX): a worker of the previous release, mid-upgrade, still finds them.
-BLOCKED_APART: tuple[str, ...] = (
-    """
-    ALTER TABLE jobq_jobs
-        DROP KEY jobq_jobs_ready,
-        ADD KEY jobq_jobs_ready (status, blocked_on, priority DESC, scheduled_at, id),
-        DROP KEY jobq_jobs_ready_by_type,
-        ADD KEY jobq_jobs_ready_by_type (status, type, blocked_on, priority DESC, scheduled_at, id)
-    """,
-)
+# The type's and key's placeholders.
+MARKS = ("%(type)s", "%(key)s")
 
 # Wake-ups a claim takes on before it probes: a few, so that a claim stays short.
 WAKES_A_CLAIM = 8
@@ -118,12 +111,14 @@ WAKES_A_CLAIM = 8
 
 class MysqlLimits(Limits):
     sql_declare_limit = """
-        INSERT INTO jobq_limits (type, name, declared) VALUES (%(type)s, %(name)s, %(count)s)
-        ON DUPLICATE KEY UPDATE declared = VALUES(declared)
+        INSERT INTO jobq_limits (type, name, declared, declared_per)
+        VALUES (%(type)s, %(name)s, %(count)s, %(per)s)
+        ON DUPLICATE KEY UPDATE declared = VALUES(declared), declared_per = VALUES(declared_per)
     """
     sql_override_limit = """
-        INSERT INTO jobq_limits (type, name, override) VALUES (%(type)s, %(name)s, %(count)s)
-        ON DUPLICATE KEY UPDATE override = VALUES(override)
+        INSERT INTO jobq_limits (type, name, override, override_per)
+        VALUES (%(type)s, %(name)s, %(count)s, %(per)s)
+        ON DUPLICATE KEY UPDATE override = VALUES(override), override_per = VALUES(override_per)
     """
     # A raised limit must reach the jobs already blocked: all of the type's go back to the
     # ready index, and the claims block again those still over it.
@@ -131,16 +126,16 @@ class MysqlLimits(Limits):
         UPDATE jobq_jobs SET blocked_on = NULL
         WHERE type = %(type)s AND status = 'pending' AND blocked_on IS NOT NULL
     """
-    sql_limits = LIMITS_TEMPLATE.format(now=NOW)
+    sql_limits, sql_lapsed_keys, sql_free_slots = shared_statements(
+        NOW, f"DATE_SUB({NOW}, INTERVAL ({PER_IN_FORCE}) * 1000000 MICROSECOND)", *MARKS
+    )
     sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = %(id)s"
-    sql_lapsed_keys = LAPSED_TEMPLATE.format(now=NOW, limit=LAPSED_KEYS)
     # SKIP LOCKED: a claim holding the key may wait (its locking count) on an ending whose
     # wake-up row this transaction holds; the key's next claim wakes it instead.
     sql_hold_key = """
         SELECT 1 FROM jobq_limit_keys WHERE type = %(type)s AND limit_key = %(key)s
         FOR UPDATE SKIP LOCKED
     """
-    sql_free_slots = FREE_TEMPLATE.format(type="%(type)s", key="%(key)s", now=NOW)
     sql_wake_key = """
         UPDATE jobq_jobs SET blocked_on = NULL WHERE type = %(type)s
           AND limit_key = %(key)s AND status = 'pending' AND blocked_on IS NOT NULL

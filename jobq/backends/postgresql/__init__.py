@@ -25,8 +25,9 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .dsn import libpq_dsn
 from .insert import copy_steps, insert_statement, outside_transaction
-from .limits import BLOCKED_APART, LIMITS, PostgresLimits
+from .limits import LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
+from .rates import RATES
 from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
@@ -59,7 +60,7 @@ class PostgresBackend(
         TRACE_CONTEXT,
         RESULTS,
         LIMITS,
-        BLOCKED_APART,
+        RATES,
     )
 
     def __init__(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from ...limits import CONCURRENCY
-from ..limits import FREE_TEMPLATE, LAPSED_KEYS, LAPSED_TEMPLATE, LIMITS_TEMPLATE, Limits
+from ..limits import PER_IN_FORCE, Limits, shared_statements
 from .controls import NOTIFY_CHANNEL, OLDEST_READY
 from .schema import ANY_TYPE, NEXT_READY, PROBE, READY, SETTINGS
 
@@ -152,13 +152,18 @@ BLOCKED_APART: tuple[str, ...] = (
 
 class PostgresLimits(Limits):
     sql_declare_limit = """
-        INSERT INTO jobq_limits (type, name, declared) VALUES (%(type)s, %(name)s, %(count)s)
-        ON CONFLICT (type, name) DO UPDATE SET declared = excluded.declared
-        WHERE jobq_limits.declared IS DISTINCT FROM excluded.declared
+        INSERT INTO jobq_limits (type, name, declared, declared_per)
+        VALUES (%(type)s, %(name)s, %(count)s, %(per)s)
+        ON CONFLICT (type, name) DO UPDATE
+        SET declared = excluded.declared, declared_per = excluded.declared_per
+        WHERE (jobq_limits.declared, jobq_limits.declared_per)
+            IS DISTINCT FROM (excluded.declared, excluded.declared_per)
     """
     sql_override_limit = """
-        INSERT INTO jobq_limits (type, name, override) VALUES (%(type)s, %(name)s, %(count)s)
-        ON CONFLICT (type, name) DO UPDATE SET override = excluded.override
+        INSERT INTO jobq_limits (type, name, override, override_per)
+        VALUES (%(type)s, %(name)s, %(count)s, %(per)s)
+        ON CONFLICT (type, name) DO UPDATE
+        SET override = excluded.override, override_per = excluded.override_per
     """
     # A raised limit must reach the jobs already blocked: all of the type's go back to the
     # ready index, and the claims block again those still over it.
@@ -170,14 +175,14 @@ class PostgresLimits(Limits):
         )
         SELECT pg_notify(%(channel)s, %(type)s) WHERE EXISTS (SELECT FROM unblocked)
     """
-    sql_limits = LIMITS_TEMPLATE.format(now="now()")
+    sql_limits, sql_lapsed_keys, sql_free_slots = shared_statements(
+        "now()", f"now() - make_interval(secs => {PER_IN_FORCE})", "%(type)s", "%(key)s"
+    )
     sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = %(id)s"
-    sql_lapsed_keys = LAPSED_TEMPLATE.format(now="now()", limit=LAPSED_KEYS)
     sql_hold_key = """
         SELECT 1 FROM jobq_limit_keys WHERE type = %(type)s AND limit_key = %(key)s
         FOR UPDATE SKIP LOCKED
     """
-    sql_free_slots = FREE_TEMPLATE.format(type="%(type)s", key="%(key)s", now="now()")
     # One row per job woken; the wake-up of idle workers goes out with the commit.
     sql_wake_key = """
         WITH unblocked AS (

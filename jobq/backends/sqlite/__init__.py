@@ -25,7 +25,8 @@ from ..steps import Fetch, Statement, Step, Steps, every, fetched
 from .claims import claim_many_statement, claim_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
-from .limits import BLOCKED_APART, LIMITS, SqliteLimits
+from .limits import LIMITS, SqliteLimits
+from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, SqliteUniqueness
@@ -37,7 +38,9 @@ MIN_VERSION = (3, 35, 0)
 
 # Positional parameters, in the order of INSERT_NAMES: SQLite looks each named parameter up
 # in a list of the statement's names, which made a chunk of 2,000 rows take half a second.
-INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?, ?, ?, ?)"
+INSERT_ROW = (
+    f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?, ?, ?, ?, ?)"
+)
 
 
 def path_of(dsn: str) -> str:
@@ -61,7 +64,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, Backend):
         TRACE_CONTEXT,
         RESULTS,
         LIMITS,
-        BLOCKED_APART,
+        RATES,
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
@@ -188,8 +191,8 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, Backend):
         ids = yield from self.insert_chunk_steps([job], taken="ON CONFLICT DO NOTHING")
         return ids[0] if ids else None
 
-    # Sixteen parameters a row, under SQLite's limit of 32,766 a statement.
-    chunk_rows = 2000
+    # Seventeen parameters a row, under SQLite's limit of 32,766 a statement.
+    chunk_rows = 1900
 
     def insert_chunk_steps(self, jobs: Sequence[NewJob], taken: str = "") -> Steps[list[int]]:
         """`taken`: what a row whose unique_key is taken does (only rows with a key say)."""
@@ -197,7 +200,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, Backend):
         sql = f"""
             INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
                 max_backoff, jitter, scheduled_at, deadline, priority, unique_key, traceparent,
-                tracestate, limit_key)
+                tracestate, limit_key, rate_key)
             VALUES {values} {taken}
             RETURNING id
         """

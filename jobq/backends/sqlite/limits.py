@@ -8,7 +8,7 @@ key needs a lock. The triggers see every claim and ending, whichever statement m
 from __future__ import annotations
 
 from ...limits import CONCURRENCY, MAX_COUNT
-from ..limits import FREE_TEMPLATE, LAPSED_KEYS, LAPSED_TEMPLATE, LIMITS_TEMPLATE, Limits
+from ..limits import PER_IN_FORCE, Limits, shared_statements
 from .schema import NOW
 
 ALLOWED = f"""(SELECT coalesce(l.override, l.declared) FROM jobq_limits l
@@ -71,13 +71,18 @@ BLOCKED_APART: tuple[str, ...] = (
 
 class SqliteLimits(Limits):
     sql_declare_limit = """
-        INSERT INTO jobq_limits (type, name, declared) VALUES (:type, :name, :count)
-        ON CONFLICT (type, name) DO UPDATE SET declared = excluded.declared
+        INSERT INTO jobq_limits (type, name, declared, declared_per)
+        VALUES (:type, :name, :count, :per)
+        ON CONFLICT (type, name) DO UPDATE
+        SET declared = excluded.declared, declared_per = excluded.declared_per
         WHERE jobq_limits.declared IS NOT excluded.declared
+            OR jobq_limits.declared_per IS NOT excluded.declared_per
     """
     sql_override_limit = """
-        INSERT INTO jobq_limits (type, name, override) VALUES (:type, :name, :count)
-        ON CONFLICT (type, name) DO UPDATE SET override = excluded.override
+        INSERT INTO jobq_limits (type, name, override, override_per)
+        VALUES (:type, :name, :count, :per)
+        ON CONFLICT (type, name) DO UPDATE
+        SET override = excluded.override, override_per = excluded.override_per
     """
     # A raised limit must reach the jobs already blocked: all of the type's go back to the
     # ready index, and the claims block again those still over it.
@@ -85,12 +90,12 @@ class SqliteLimits(Limits):
         UPDATE jobq_jobs SET blocked_on = NULL
         WHERE type = :type AND status = 'pending' AND blocked_on IS NOT NULL
     """
-    sql_limits = LIMITS_TEMPLATE.format(now=NOW)
+    sql_limits, sql_lapsed_keys, sql_free_slots = shared_statements(
+        NOW, f"{NOW} - {PER_IN_FORCE}", ":type", ":key"
+    )
     sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = :id"
-    sql_lapsed_keys = LAPSED_TEMPLATE.format(now=NOW, limit=LAPSED_KEYS)
     # One writer at a time, from BEGIN IMMEDIATE on: the transaction holds every key.
     sql_hold_key = "SELECT 1"
-    sql_free_slots = FREE_TEMPLATE.format(type=":type", key=":key", now=NOW)
     sql_wake_key = """
         UPDATE jobq_jobs SET blocked_on = NULL WHERE id IN (
             SELECT b.id FROM jobq_jobs b WHERE b.type = :type AND b.limit_key = :key

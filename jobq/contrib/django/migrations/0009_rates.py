@@ -1,5 +1,6 @@
 """Brings a database that 0008 upgraded to this jobq's schema: jobs blocked by a limit leave
-the ready indexes, so that a claim never walks past them. install() applies only the
+the ready indexes, so that a claim never walks past them, and rate limits (each job's rate
+key, the windows' starts, the trigger that admits claims). install() applies only the
 versions the database lacks."""
 
 from __future__ import annotations
