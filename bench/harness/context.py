@@ -25,8 +25,8 @@ from .servers import MariadbServer, PostgresServer
 REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parents[2])
 
 SECTIONS = (
-    "drain", "limit", "peers", "prefetch", "iobound", "latency", "renewal", "other-dbs", "profile",
-    "scale",
+    "drain", "limit", "peers", "prefetch", "iobound", "latency", "limits", "renewal", "other-dbs",
+    "profile", "scale",
 )  # fmt: skip
 
 
