@@ -13,6 +13,8 @@ import time
 from functools import partial
 from pathlib import Path
 
+import pytest
+
 import jobq
 from chaos.observe import Deaths, Observer
 from jobq.testing.history import read_journal
@@ -95,6 +97,9 @@ def test_no_key_runs_beyond_its_limit_through_every_fault(dsn: str, tmp_path: Pa
     assert report.statuses.get("cancelled", 0) >= 1, report.summary()
 
 
+# One database: the wake-up's statements are each backend's, and the integration tests run
+# them on all three (tests/integration/test_limits.py); this is the processes' path.
+@pytest.mark.databases("postgresql")
 def test_a_killed_master_s_slots_wake_their_blocked_jobs_before_maintenance_settles(
     dsn: str, tmp_path: Path
 ) -> None:
