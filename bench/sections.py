@@ -22,6 +22,7 @@ from .measures import (
     drain,
     floor,
     iobound,
+    key_limits,
     latency,
     limit,
     pools,
@@ -68,7 +69,13 @@ def show(bench: Bench, d: Drain | None) -> None:
 
 
 def measure(bench: Bench, what: str, action: Callable[[], Drain]) -> None:
-    show(bench, attempt(bench, what, action))
+    measured(bench, what, action)
+
+
+def measured(bench: Bench, what: str, action: Callable[[], Drain]) -> Drain | None:
+    found = attempt(bench, what, action)
+    show(bench, found)
+    return found
 
 
 def load_every_backend() -> None:
@@ -165,6 +172,9 @@ def run(bench: Bench) -> None:
     finally:
         for peer, _ in peers:
             peer.close()
+    if "limits" in s.sections:
+        workers = min(s.workers, key=lambda w: abs(w - key_limits.WORKERS))
+        key_limits.section(bench, dsn, workers, partial(measured, bench))
     if "renewal" in s.sections:
         renewal_cost(bench, dsn)
     if "profile" in s.sections:

@@ -4,7 +4,7 @@ from .codec import Codec, JsonCodec
 from .errors import ConfigurationError, DecodeError, JobqError
 from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
-from .limits import Concurrency
+from .limits import Concurrency, Rate
 from .listener import Listener
 from .queue import Queue
 from .queue.asynchronous import AsyncQueue
@@ -31,6 +31,7 @@ __all__ = [
     "Listener",
     "Outcome",
     "Queue",
+    "Rate",
     "RetryPolicy",
     "Status",
     "__version__",

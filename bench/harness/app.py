@@ -96,3 +96,24 @@ class AsyncWait(jobq.Job):
 
     async def handle(self) -> None:
         await asyncio.sleep(IO_WAIT)
+
+
+class Keyed(jobq.Job):
+    """A no-op with a key, unlimited: the limits section's baseline (measures/key_limits.py)."""
+
+    job_name = "bench.Keyed"
+    type = "keyed"
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+
+    def handle(self) -> None:
+        return None
+
+
+class KeyedLimited(Keyed):
+    """The same no-op, at most one attempt of a key at once."""
+
+    job_name = "bench.KeyedLimited"
+    type = "keyed-limited"
+    concurrency = jobq.Concurrency(1, key=lambda job: job.key)

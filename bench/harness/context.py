@@ -25,7 +25,8 @@ from .servers import MariadbServer, PostgresServer
 REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parents[2])
 
 SECTIONS = (
-    "drain", "limit", "peers", "prefetch", "iobound", "latency", "pools", "renewal", "other-dbs",
+    "drain", "limit", "peers", "prefetch", "iobound", "latency", "limits", "pools", "renewal",
+    "other-dbs",
     "profile", "scale",
 )  # fmt: skip
 

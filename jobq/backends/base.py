@@ -344,6 +344,7 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
             job.traceparent,
             job.tracestate,
             job.limit_key,
+            job.rate_key,
         )
 
     def insert_params(self, job: NewJob) -> dict[str, Any]:

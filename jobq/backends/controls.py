@@ -41,16 +41,18 @@ UNFINISHED_COUNTS = """
 # pending job of {type} has; and {age}, the seconds since the first ready job (by {ready})
 # of {type} at {priority} was scheduled. Each is one LIMIT 1 walk of the typed ready index,
 # which {hint} names where a planner might walk another index and sort its rows instead.
+# A job blocked by a limit cannot run, and the ready indexes leave it out: so do the probes.
+UNBLOCKED = "status = 'pending' AND blocked_on IS NULL"
 NEXT_PENDING_TYPE = (
-    "SELECT type FROM jobq_jobs{hint} WHERE status = 'pending' AND type > {after} "
+    f"SELECT type FROM jobq_jobs{{hint}} WHERE {UNBLOCKED} AND type > {{after}} "
     "ORDER BY type LIMIT 1"
 )
 NEXT_PENDING_PRIORITY = (
-    "SELECT priority FROM jobq_jobs{hint} WHERE status = 'pending' AND type = {type} "
+    f"SELECT priority FROM jobq_jobs{{hint}} WHERE {UNBLOCKED} AND type = {{type}} "
     "AND priority < {below} ORDER BY priority DESC LIMIT 1"
 )
 READY_AGE = (
-    "SELECT {age} FROM jobq_jobs{hint} WHERE {ready} AND type = {type} "
+    "SELECT {age} FROM jobq_jobs{hint} WHERE {ready} AND blocked_on IS NULL AND type = {type} "
     "AND priority = {priority} ORDER BY scheduled_at LIMIT 1"
 )
 # Above the highest priority the schema allows (1000), and below every type name (none is

@@ -5,26 +5,80 @@ each backend's limits.py installs (see jobq/limits.py for why a slot is not a co
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
-from ..limits import CONCURRENCY
+from ..limits import CONCURRENCY, MAX_COUNT, RATE
+from .steps import Steps, count
+
+T = TypeVar("T")
 
 # How many rows refused by a concurrency limit one claim() looks past before it reports
 # nothing ready: each refusal blocks its row, so the next probe starts beyond it.
 REFUSALS = 8
 
+# Keys one wake_lapsed() looks at: a few, so that an idle claim stays short.
+LAPSED_KEYS = 8
 
-# Each limit and how it stands, with the database's current time in place of {now}.
+# Keys whose slots an ended lease freed (an attempt still in progress, its lease over: its
+# worker or master is gone, and maintenance has not settled it yet) with jobs blocked on
+# them, in a backend's style: {now} its current time, {mark} its placeholders.
+LAPSED_TEMPLATE = """
+    SELECT DISTINCT r.type, r.limit_key FROM jobq_jobs r
+    WHERE r.status = 'in_progress' AND r.lease_until <= {now} AND r.limit_key IS NOT NULL
+      AND EXISTS (SELECT 1 FROM jobq_jobs b WHERE b.type = r.type
+                  AND b.limit_key = r.limit_key AND b.status = 'pending'
+                  AND b.blocked_on IS NOT NULL)
+    LIMIT {limit}
+"""
+
+# A key's free slots: the limit in force (none: unlimited) less its attempts holding one.
+FREE_TEMPLATE = f"""
+    SELECT coalesce((SELECT coalesce(l.override, l.declared) FROM jobq_limits l
+                     WHERE l.type = {{type}} AND l.name = '{CONCURRENCY}'), {MAX_COUNT})
+        - (SELECT count(*) FROM jobq_jobs r WHERE r.type = {{type}} AND r.limit_key = {{key}}
+           AND r.status = 'in_progress' AND r.lease_until > {{now}})
+"""
+
+
+# A rate limit's window in force, in seconds, in a statement over jobq_limits l.
+PER_IN_FORCE = "CASE WHEN l.override IS NULL THEN l.declared_per ELSE l.override_per END"
+
+# Each limit and how it stands, with the database's current time in place of {now}, and
+# {since} the start of a rate limit's window (PER_IN_FORCE seconds before now). A rate
+# limit's "slots in use" are its starts within the window, all keys together.
 LIMITS_TEMPLATE = f"""
     SELECT l.type, l.name, l.declared, l.override,
         (SELECT count(*) FROM jobq_jobs r WHERE r.type = l.type
            AND r.status = 'in_progress' AND r.limit_key IS NOT NULL AND r.lease_until > {{now}}),
         (SELECT count(*) FROM jobq_jobs b WHERE b.type = l.type
-           AND b.status = 'pending' AND b.blocked_on IS NOT NULL)
-    FROM jobq_limits l WHERE l.name = '{CONCURRENCY}' ORDER BY l.type, l.name
+           AND b.status = 'pending' AND b.blocked_on IS NOT NULL),
+        NULL
+    FROM jobq_limits l WHERE l.name = '{CONCURRENCY}'
+    UNION ALL
+    SELECT l.type, l.name, l.declared, l.override,
+        (SELECT count(*) FROM jobq_rate_starts s WHERE s.type = l.type
+           AND s.started_at > {{since}}),
+        0, {PER_IN_FORCE}
+    FROM jobq_limits l WHERE l.name = '{RATE}'
+    ORDER BY 1, 2
 """
+
+
+# A job class's declared limit: (type, limit name, count, a rate's window or None).
+Declared = tuple[str, str, int, float | None]
+
+
+def shared_statements(now: str, since: str, type_: str, key: str) -> tuple[str, str, str]:
+    """sql_limits, sql_lapsed_keys and sql_free_slots in a backend's style: its current time,
+    the start of a rate's window (`since`, over PER_IN_FORCE), and its placeholders for the
+    type and key."""
+    return (
+        LIMITS_TEMPLATE.format(now=now, since=since),
+        LAPSED_TEMPLATE.format(now=now, limit=LAPSED_KEYS),
+        FREE_TEMPLATE.format(type=type_, key=key, now=now),
+    )
 
 
 class LimitRow(NamedTuple):
@@ -36,6 +90,7 @@ class LimitRow(NamedTuple):
     override: int | None  # an operator's, which wins while set
     in_use: int  # slots held: attempts in progress with a live lease, over all keys
     blocked: int  # jobs waiting for a slot
+    per: float | None = None  # a rate limit's window in force, in seconds
 
     @property
     def in_force(self) -> int | None:
@@ -49,6 +104,13 @@ class Limits(ABC):
     sql_unblock_type: ClassVar[str]
     sql_limits: ClassVar[str]
     sql_limit_of: ClassVar[str]
+    # A key's wake-up: the keys an ended lease freed; a row when this transaction holds the
+    # key (so that no claim blocks a job of it unseen meanwhile); its free slots; and the
+    # statement that unblocks its best %(free)s jobs.
+    sql_lapsed_keys: ClassVar[str]
+    sql_hold_key: ClassVar[str]
+    sql_free_slots: ClassVar[str]
+    sql_wake_key: ClassVar[str]
     wake_params: ClassVar[Mapping[str, str]]
     placeholder: ClassVar[str]
 
@@ -64,22 +126,60 @@ class Limits(ABC):
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]: ...
 
-    def declare_limit(self, job_type: str, count: int) -> None:
-        """Record the job class's declared limit (a no-op write when it is unchanged)."""
-        params = {"type": job_type, "name": CONCURRENCY, "count": count}
-        self.execute(self.sql_declare_limit, params)
+    @abstractmethod
+    def run(self, steps: Steps[T], connection: Any = None) -> T: ...
 
-    def override_limit(self, job_type: str, count: int | None) -> None:
-        """Set (or with None, drop) an operator's limit, and let the type's blocked jobs be
-        claimed again, so that a raised limit takes effect at once."""
-        params = {"type": job_type, "name": CONCURRENCY, "count": count}
+    def declare_limits_steps(self, declared: Sequence[Declared]) -> Steps[None]:
+        """Record job classes' declared limits (a no-op write for one unchanged): the Queue
+        runs it, and the AsyncQueue awaits it on its driver."""
+        for job_type, name, limit, per in declared:
+            params = {"type": job_type, "name": name, "count": limit, "per": per}
+            yield from count(self.sql_declare_limit, params)
+
+    def override_limit(
+        self, job_type: str, count: int | None, name: str = CONCURRENCY, per: float | None = None
+    ) -> None:
+        """Set (or with None, drop) an operator's limit (a rate's with its window `per`), and
+        let the type's blocked jobs be claimed again, so that a raised limit takes effect at
+        once."""
+        params = {"type": job_type, "name": name, "count": count, "per": per}
         with self.transaction():
             self.execute(self.sql_override_limit, params)
             self.execute(self.sql_unblock_type, {"type": job_type, **self.wake_params})
 
+    def wake_lapsed(self) -> int:
+        """Wake jobs blocked on a key whose slot an ended lease freed, before maintenance
+        settles that attempt (its master killed, say): an idle claim runs this, so a freed
+        slot is taken by the first claim that finds nothing else. Returns how many woke."""
+        woken = 0
+        for job_type, key in self.fetchall(self.sql_lapsed_keys):
+            with self.transaction():
+                woken += self.wake_key({"type": job_type, "key": key})
+        return woken
+
+    def wake_key(self, params: Mapping[str, Any]) -> int:
+        """Within a transaction: unblock as many of the key's blocked jobs as it has free
+        slots, best first, holding the key as it counts. A key another transaction holds is
+        skipped: its claim or ending wakes its jobs."""
+        params = {**params, **self.wake_params}
+        if self.fetchone(self.sql_hold_key, params) is None:
+            return 0
+        (free,) = self.fetchone(self.sql_free_slots, params)
+        if int(free) <= 0:
+            return 0
+        return self.execute(self.sql_wake_key, params | {"free": int(free)})
+
     def limits(self) -> list[LimitRow]:
         return [
-            LimitRow(row[0], row[1], opt_int(row[2]), opt_int(row[3]), int(row[4]), int(row[5]))
+            LimitRow(
+                row[0],
+                row[1],
+                opt_int(row[2]),
+                opt_int(row[3]),
+                int(row[4]),
+                int(row[5]),
+                None if row[6] is None else float(row[6]),
+            )
             for row in self.fetchall(self.sql_limits)
         ]
 

@@ -31,6 +31,7 @@ INSERT_NAMES = (
     "traceparent",
     "tracestate",
     "limit_key",
+    "rate_key",
 )
 
 
@@ -56,6 +57,8 @@ class NewJob(NamedTuple):
     tracestate: str | None = None
     # The key a concurrency limit counts the job under (None: the type has no limit).
     limit_key: str | None = None
+    # The key a rate limit counts the job's starts under (None: the type has none).
+    rate_key: str | None = None
 
 
 class Runner(NamedTuple):

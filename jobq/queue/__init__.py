@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from .. import backends, tracing
 from ..backends.base import Backend
+from ..backends.limits import Declared
 from ..backends.rows import NewJob
 from ..codec import Codec, JsonCodec
 from ..dsn import default_dsn
@@ -57,7 +58,7 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         self.hooks: JobHooks | None = None
         # What this queue's looks at the schedules keep between them (see run_schedules).
         self._watch = scheduler.Watch()
-        self._declared: set[tuple[str, int]] = set()
+        self._declared: set[Declared] = set()
 
     @classmethod
     def connect(

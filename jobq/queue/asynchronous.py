@@ -13,14 +13,15 @@ from typing import Any, TypeVar
 
 from .. import backends, tracing
 from ..backends.asynchronous import AsyncDriver
+from ..backends.limits import Declared
 from ..backends.rows import NewJob
 from ..backends.steps import Steps, listed
 from ..codec import Codec, JsonCodec
 from ..dsn import default_dsn
-from ..errors import ConfigurationError
 from ..job import Job
 from ..records import JobRecord, Status
 from . import async_waiting, controls
+from .limits import undeclared
 from .new_jobs import traced
 from .operating import by_type, check_minutes, decoded, per_minute, totals
 from .producing import Producing, application_connection
@@ -41,6 +42,9 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
         self.driver = driver
         self.backend = driver.backend
         self.codec: Codec = codec or JsonCodec()
+        # The limits this queue has declared, and those its next write declares first.
+        self._declared: set[Declared] = set()
+        self._declaring: list[Declared] = []
 
     @classmethod
     async def connect(cls, dsn: str | None = None, codec: Codec | None = None) -> AsyncQueue:
@@ -60,28 +64,49 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
     # -- producing (enqueue and enqueue_many are Producing's) ----------------------------
 
     def _declare_limits(self, jobs: Sequence[Job], rows: Sequence[NewJob]) -> None:
-        # A limit is declared by a write of its own before the rows; AsyncQueue has no
-        # statements for it yet, and a limited job written without it would run unlimited.
-        for job, row in zip(jobs, rows, strict=True):
-            if row.limit_key is not None:
-                raise ConfigurationError(
-                    f"{type(job).__name__} declares a concurrency limit, which AsyncQueue "
-                    "cannot enqueue yet: enqueue it with jobq.Queue (or in a thread)"
-                )
+        # Called just before _add or _add_many, with no await between: they take these.
+        self._declaring = undeclared(jobs, rows, self._declared)
 
-    async def _add(self, row: NewJob, connection: Any, parents: tuple[int, ...]) -> int:
+    def _add(self, row: NewJob, connection: Any, parents: tuple[int, ...]) -> Awaitable[int]:
+        return self._add_declared(row, connection, parents, self._take_declaring())
+
+    def _add_many(
+        self, rows: list[NewJob], connection: Any, parents: tuple[int, ...]
+    ) -> Awaitable[list[int]]:
+        return self._add_many_declared(rows, connection, parents, self._take_declaring())
+
+    def _take_declaring(self) -> list[Declared]:
+        declaring, self._declaring = self._declaring, []
+        return declaring
+
+    async def _declare(self, declaring: list[Declared]) -> None:
+        """Record the limits before the rows, on the queue's own connection, as Queue does:
+        a limited job is never claimable before its limit is known."""
+        if declaring:
+            await self._run("declare_limits", lambda: self.backend.declare_limits_steps(declaring))
+            self._declared.update(declaring)
+
+    async def _add_declared(
+        self, row: NewJob, connection: Any, parents: tuple[int, ...], declaring: list[Declared]
+    ) -> int:
         if parents:
-            (job_id,) = await self._add_many([row], connection, parents)
+            (job_id,) = await self._add_many_declared([row], connection, parents, declaring)
             return job_id
+        await self._declare(declaring)
         add = self.backend.add_steps
         (job_id,) = await self._publish(
             "enqueue", connection, [row], lambda job: listed(add(job[0])), False
         )
         return job_id
 
-    async def _add_many(
-        self, rows: list[NewJob], connection: Any, parents: tuple[int, ...]
+    async def _add_many_declared(
+        self,
+        rows: list[NewJob],
+        connection: Any,
+        parents: tuple[int, ...],
+        declaring: list[Declared],
     ) -> list[int]:
+        await self._declare(declaring)
         if not rows:
             return []
         if parents:

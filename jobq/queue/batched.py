@@ -37,7 +37,11 @@ class BatchConsuming(Consuming):
         def attempt() -> list[ClaimedJob]:
             return backend.claim_many(types, fresh, lease, expiry(lease), runner())
 
-        return backend.retrying("claim", attempt)
+        # Nothing ready: maybe a slot freed by an ended lease, with jobs blocked on it.
+        claimed = backend.retrying("claim", attempt)
+        if not claimed and backend.retrying("claim", backend.wake_lapsed):
+            claimed = backend.retrying("claim", attempt)
+        return claimed
 
     def run_unacknowledged(self, claim: ClaimedJob) -> Outcome | ClaimedJob:
         """run(), except that a completed attempt is not acknowledged: its claim comes back,

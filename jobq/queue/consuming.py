@@ -158,11 +158,13 @@ class Consuming:
             lease = self.lease_duration
             return backend.claim(types, token, lease, expiry(lease), runner())
 
-        return backend.retrying("claim", attempt)
+        claimed = backend.retrying("claim", attempt)
+        if claimed is None and backend.retrying("claim", backend.wake_lapsed):
+            claimed = backend.retrying("claim", attempt)
+        return claimed
 
     def run(self, claim: ClaimedJob) -> Outcome:
         """Run a claimed job to its acknowledgement: decode, check the lease, handle, ack.
-
         Only decoding and handle() fail the attempt. A BaseException from handle() (SystemExit,
         KeyboardInterrupt) fails it too, then propagates.
         """
@@ -175,10 +177,8 @@ class Consuming:
         more: Callable[[], bool] | None = None,
     ) -> tuple[Outcome, ClaimedJob | None]:
         """run(), and when the job completed, claim the next job of `type` in the same commit
-        as the acknowledgement (see complete_and_claim). `more`, if given, is asked once the
-        job's code is done: False acknowledges alone. Returns the outcome and the new claim,
-        if any.
-        """
+        as the acknowledgement (see complete_and_claim); the outcome and the new claim, if
+        any. `more`, if given, is asked once the job's code is done: False acknowledges alone."""
         outcome, next_claim, ended = self._attempt(claim, type_list(type), more)
         if self.hooks is not None:
             self.hooks.after_job(ended, outcome)

@@ -6,30 +6,43 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..backends.base import Backend
-from ..backends.limits import LimitRow
+from ..backends.limits import Declared, LimitRow
 from ..backends.rows import NewJob
 from ..job import Job, check_type_name
-from ..limits import check_count, concurrency_of
+from ..limits import CONCURRENCY, RATE, check_count, check_per, concurrency_of, rate_of
 from ..records import JobRecord
+
+
+def undeclared(
+    jobs: Sequence[Job], rows: Sequence[NewJob], declared: set[Declared]
+) -> list[Declared]:
+    """The limits the jobs' classes declare that a queue has not written yet (`declared`:
+    those it has). A class whose declared numbers changed (a deploy) writes the new ones;
+    the claims read whatever the table says when they run."""
+    found: dict[Declared, None] = {}
+    for job, row in zip(jobs, rows, strict=True):
+        limit, rate = concurrency_of(job), rate_of(job)
+        if limit is not None:
+            found[(row.type, CONCURRENCY, limit.count, None)] = None
+        if rate is not None:
+            found[(row.type, RATE, rate.count, float(rate.per))] = None
+    return [each for each in found if each not in declared]
 
 
 class LimitControls:
     """Mixed into the Queue."""
 
     backend: Backend
-    # The (type, count) pairs this queue has written: each declaration once per queue.
-    _declared: set[tuple[str, int]]
+    # The limits this queue has written: each declaration once per queue.
+    _declared: set[Declared]
 
     def _declare_limits(self, jobs: Sequence[Job], rows: Sequence[NewJob]) -> None:
         """Record the declared limit of every limited type among `rows`, before they are
-        written, so that their claims find it. A class whose declared count changed (a
-        deploy) writes the new one; the claims read whatever the table says when they run."""
-        declared = self._declared
-        for job, row in zip(jobs, rows, strict=True):
-            limit = concurrency_of(job)
-            if limit is not None and (row.type, limit.count) not in declared:
-                self.backend.declare_limit(row.type, limit.count)
-                declared.add((row.type, limit.count))
+        written, so that their claims find it."""
+        found = undeclared(jobs, rows, self._declared)
+        if found:
+            self.backend.run(self.backend.declare_limits_steps(found))
+            self._declared.update(found)
 
     def set_limit(self, job_type: str, concurrency: int | None) -> None:
         """Override the concurrency limit of `job_type` at run time, on every node (None:
@@ -38,6 +51,15 @@ class LimitControls:
         check_type_name(job_type)
         count = None if concurrency is None else check_count(concurrency, "concurrency")
         self.backend.retrying("set_limit", lambda: self.backend.override_limit(job_type, count))
+
+    def set_rate(self, job_type: str, rate: tuple[int, float] | None) -> None:
+        """Override the rate limit of `job_type` at run time, on every node, as (count, per
+        seconds) (None: back to what the job class declares). Claims read it as they run."""
+        check_type_name(job_type)
+        count, per = (None, None) if rate is None else (check_count(rate[0]), check_per(rate[1]))
+        self.backend.retrying(
+            "set_limit", lambda: self.backend.override_limit(job_type, count, RATE, per)
+        )
 
     def limits(self) -> list[LimitRow]:
         """Every job type's concurrency limit: declared, overridden, slots in use and jobs

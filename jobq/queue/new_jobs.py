@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from ..backends.rows import NewJob
 from ..codec import Codec
 from ..job import Job, check_runnable_elsewhere, check_type_name
-from ..limits import concurrency_of
+from ..limits import concurrency_of, rate_of
 from ..retry import MAX_DELAY, RetryPolicy
 from .controls import checked_priority
 from .unique_keys import check_unique_key
@@ -116,6 +116,7 @@ def new_job(codec: Codec, job: Job, options: Options, unique_key: str | None = N
     if not isinstance(policy, RetryPolicy):
         raise TypeError(f"retry must be a jobq.RetryPolicy, got {policy!r}")
     limit = concurrency_of(job)
+    rate = rate_of(job)
     class_name, payload = codec.encode(job)
     size = len(payload) if payload.isascii() else len(payload.encode("utf-8", "surrogatepass"))
     if size > MAX_PAYLOAD_BYTES:
@@ -136,4 +137,5 @@ def new_job(codec: Codec, job: Job, options: Options, unique_key: str | None = N
         priority=options.priority,
         unique_key=check_unique_key(unique_key),
         limit_key=None if limit is None else limit.key_of(job),
+        rate_key=None if rate is None else rate.key_of(job),
     )

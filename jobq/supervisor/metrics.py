@@ -114,15 +114,18 @@ class QueueDepth(Collector):
     def collect_limits(self) -> Iterator[Metric]:
         in_use = GaugeMetricFamily(
             "jobq_limit_slots_in_use",
-            "Attempts holding a slot of a concurrency limit (in progress, lease live), all "
-            "keys of the type together",
+            "Attempts holding a slot of a concurrency limit (in progress, lease live), or "
+            "starts within a rate limit's window, all keys of the type together",
             labels=["type", "limit"],
         )
         blocked = GaugeMetricFamily(
             "jobq_jobs_blocked", "Pending jobs waiting for a concurrency slot", labels=["type"]
         )
+        waiting_by_type: dict[str, int] = {}
         for name, limit, slots, waiting in sorted(self.limits):
             in_use.add_metric([name, limit], slots)
+            waiting_by_type[name] = waiting_by_type.get(name, 0) + waiting
+        for name, waiting in waiting_by_type.items():
             blocked.add_metric([name], waiting)
         yield in_use
         yield blocked

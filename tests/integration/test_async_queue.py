@@ -15,7 +15,7 @@ from psycopg.pq import TransactionStatus
 import jobq
 from jobq.queue import waiting
 from tests.support import async_drivers, drivers
-from tests.support.jobs import Boom, Noop
+from tests.support.jobs import Boom, Limited, Noop
 from tests.support.paths import REPO
 from tests.support.result_jobs import Answer
 
@@ -86,28 +86,21 @@ def test_bad_input_raises_what_the_sync_queue_raises(queue: jobq.Queue, dsn: str
     run(dsn, scenario)
 
 
-class Synced(jobq.Job):
-    job_name = "async.Synced"
-    type = "synced"
-    concurrency = jobq.Concurrency(2, key=lambda job: "customer")
-
-    def handle(self) -> None:
-        pass
-
-
-@pytest.mark.databases("sqlite")
-def test_a_job_with_a_concurrency_limit_is_refused_whole(queue: jobq.Queue, dsn: str) -> None:
-    """AsyncQueue cannot declare a limit yet: it refuses the job, naming the fix, rather
-    than write one that would run unlimited; enqueue_many writes none of the batch."""
+def test_a_limited_job_is_enqueued_with_its_limit_declared(queue: jobq.Queue, dsn: str) -> None:
+    """AsyncQueue declares a job class's concurrency limit, with the statements Queue runs,
+    before the rows: the jobs it writes are claimed within their limit."""
 
     async def scenario(aqueue: jobq.AsyncQueue) -> None:
-        with pytest.raises(jobq.ConfigurationError, match=r"enqueue it with jobq\.Queue"):
-            await aqueue.enqueue(Synced())
-        with pytest.raises(jobq.ConfigurationError, match="Synced declares a concurrency"):
-            await aqueue.enqueue_many([Noop(), Synced()])
+        await aqueue.enqueue(Limited("a", 0))
+        assert await aqueue.enqueue_many([Noop(), Limited("a", 1), Limited("a", 2)])
+        await aqueue.enqueue(Limited("b", 3))
 
     run(dsn, scenario)
-    assert queue.jobs() == []
+    assert [(row.type, row.declared, row.blocked) for row in queue.limits()] == [("limited", 2, 0)]
+    claimed = queue.claim_many(10)
+    keys = sorted(queue.waits_on(claim.id)[0] or "" for claim in claimed)
+    assert keys == ["", "a", "a", "b"]
+    assert [row.blocked for row in queue.limits()] == [1]
 
 
 def test_enqueue_joins_the_callers_async_transaction(

@@ -261,6 +261,7 @@ def test_limits_are_listed_overridden_and_what_waits_shown(queue: jobq.Queue, jo
         "in_force": 3,
         "declared": 2,
         "override": 3,
+        "per": None,
         "in_use": None,
         "blocked": 0,
     }
@@ -273,6 +274,16 @@ def test_limits_are_listed_overridden_and_what_waits_shown(queue: jobq.Queue, jo
     assert jobq_("limit", "limited")[0] == 1
     assert jobq_("limit", "limited", "--clear")[0] == 0
     assert queue.limits()[0].in_force == 2
+    assert jobq_("limit", "limited", "--rate", "5/60")[0] == 0
+    assert [(row.name, row.in_force, row.per) for row in queue.limits()] == [
+        ("concurrency", 2, None),
+        ("rate", 5, 60),
+    ]
+    code, _, err = jobq_("limit", "limited", "--rate", "5")
+    assert (code, err.strip()) == (
+        1,
+        "jobq: --rate: a rate is N/SECONDS, e.g. 10/60 for 10 starts a minute, got '5'",
+    )
 
 
 @pytest.mark.databases("sqlite")

@@ -81,6 +81,28 @@ def test_a_slot_is_free_once_its_lease_ends(queue: jobq.Queue) -> None:
     assert last.id in (held, waiting)
 
 
+@pytest.mark.lease(1)
+def test_a_slot_an_ended_lease_freed_wakes_the_jobs_blocked_on_it(queue: jobq.Queue) -> None:
+    """As when a master is SIGKILLed with its attempts: a claim that finds nothing else
+    ready wakes the best job blocked on a key whose lease ended, and takes it, before
+    maintenance ran; maintenance's recovery of the ended attempts wakes the rest of the key's
+    blocked jobs within its own transaction, before any claim."""
+    ids = [queue.enqueue(Limited("a", i), priority=-i) for i in range(4)]
+    recovered = [queue.enqueue(Limited("a", i), type="recovered") for i in range(3)]
+    held = queue.claim_many(10)
+    assert {claim.id for claim in held} == {*ids[:2], *recovered[:2]}
+    assert {job.id for job in queue.blocked()} == {*ids[2:], recovered[2]}
+    assert queue.claim() is None
+    for claim in held:
+        wait_lease_ended(queue, claim.id)
+    woken = queue.claim("limited")
+    assert woken is not None
+    assert woken.id == ids[2]
+    assert queue.waits_on(ids[3]) == ("a", None)
+    assert queue.run_maintenance()["requeued"] == 4
+    assert queue.blocked() == []
+
+
 def test_an_override_is_read_at_claim_time(queue: jobq.Queue) -> None:
     ids = [queue.enqueue(Limited("a", i)) for i in range(5)]
     assert len(queue.claim_many(5)) == 2

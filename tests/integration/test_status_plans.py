@@ -19,6 +19,7 @@ import pytest
 
 import jobq
 from jobq.backends.postgresql import controls as postgresql_controls
+from jobq.backends.postgresql import limits as postgresql_limits
 from jobq.backends.postgresql import schema as postgresql_schema
 from jobq.records import Status
 from tests.support.jobs import Noop
@@ -103,7 +104,7 @@ def oldest_ready_probes(queue: jobq.Queue) -> Iterator[tuple[str, dict[str, Any]
 def test_postgresql_status_page_reads_indexes(
     crowded: jobq.Queue, request: pytest.FixtureRequest
 ) -> None:
-    probes: list[tuple[str, dict[str, Any]]] = [(postgresql_controls.OLDEST_READY, {})]
+    probes: list[tuple[str, dict[str, Any]]] = [(postgresql_limits.OLDEST_UNBLOCKED, {})]
     probes += list(jobs_statements(crowded))[-2:]
     # The list's probes as jobq_newest plans them.
     for pairs, before in FILTERS:

@@ -8,7 +8,7 @@ import aiomysql
 import aiosqlite
 import psycopg
 
-from jobq.backends.mysql import connect_args
+from jobq.backends.mysql.dsn import connect_args
 from jobq.backends.sqlite import path_of
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 import pymysql
 
-from jobq.backends.mysql import connect_args
+from jobq.backends.mysql.dsn import connect_args
 from jobq.backends.sqlite import path_of
 
 

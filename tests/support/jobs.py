@@ -47,3 +47,17 @@ class Limited(jobq.Job):
 
     def handle(self) -> None:
         pass
+
+
+class Rated(jobq.Job):
+    """At most three starts a second per vendor (the rate limits guide's example, faster)."""
+
+    type = "rated"
+    rate = jobq.Rate(3, per=1, key=lambda job: job.vendor)
+
+    def __init__(self, vendor: str, value: int = 0) -> None:
+        self.vendor = vendor
+        self.value = value
+
+    def handle(self) -> None:
+        pass

@@ -1,31 +1,39 @@
-"""A concurrency limit holds across two supervisors and a `jobq work` process on one
-database, through SIGKILLed workers and a SIGKILLed master: judged from every attempt's
-journal, no key ever ran more attempts at once than its limit, and nothing was lost."""
+"""A concurrency limit holds across three supervisors and a `jobq work` process on one
+database, through SIGKILLed workers, a frozen master, a SIGKILLed master, cancels and
+timeouts: judged from every attempt's journal, no key ever ran more attempts at once than
+its limit, and nothing was lost."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import sys
+import time
 from functools import partial
 from pathlib import Path
+
+import pytest
 
 import jobq
 from chaos.observe import Deaths, Observer
 from jobq.testing.history import read_journal
 from tests.support.apps.chaos_app import ChaosLimited
 from tests.support.faults import (
-    all_completed,
-    doomed_and_survivor,
+    SETTINGS,
+    completed_at_least,
     judged,
-    kill_busy_workers,
+    kill_a_busy_worker,
     records_of,
 )
-from tests.support.supervising import Supervisor
+from tests.support.supervising import Supervisor, supervisor
 from tests.support.waiting import wait_for
 
 JOBS = 48
 KEYS = 4
 LIMIT = 2
+CANCELLED = 4
+LEASE = 6  # the lease of SETTINGS
 
 
 def length(i: int, rng: random.Random) -> float:
@@ -33,9 +41,16 @@ def length(i: int, rng: random.Random) -> float:
     return rng.uniform(0.8, 1.2) if i % 3 == 0 else rng.uniform(0.05, 0.3)
 
 
-def test_no_key_runs_beyond_its_limit_through_killed_workers_and_a_killed_master(
-    dsn: str, tmp_path: Path
-) -> None:
+def finished(observer: Observer, jobs: int) -> bool:
+    """Every job completed or cancelled: nothing pending, running or failed for good."""
+    counts = observer.counts() or {}
+    return set(counts) <= {"completed", "cancelled"} and sum(counts.values()) == jobs
+
+
+def test_no_key_runs_beyond_its_limit_through_every_fault(dsn: str, tmp_path: Path) -> None:
+    """Three supervisors and a `jobq work` process; workers SIGKILLed, one master frozen
+    (SIGSTOP) until its attempts' leases end, another SIGKILLed, jobs cancelled while they
+    wait or run, and one supervisor timing out the longer attempts (retried elsewhere)."""
     rng = random.Random(29)
     journal = tmp_path / "journal"
     with jobq.Queue.connect(dsn) as queue:
@@ -46,17 +61,75 @@ def test_no_key_runs_beyond_its_limit_through_killed_workers_and_a_killed_master
         ]
     observer = Observer(dsn)
     work = [sys.executable, "-m", "jobq", "work", "--dsn", dsn, "--app", "chaos_app"]
-    with Deaths() as deaths, doomed_and_survivor(dsn, deaths) as (doomed, survivor):
+    timing_out = [*SETTINGS, "--job-timeout", "1"]
+    with (
+        Deaths() as deaths,
+        supervisor(dsn, "--workers", "2", *SETTINGS) as doomed,
+        supervisor(dsn, "--workers", "2", *SETTINGS) as frozen,
+        supervisor(dsn, "--workers", "2", *timing_out) as survivor,
+    ):
+        for each in (doomed, frozen, survivor):
+            deaths.family(each.pid)
         plain = Supervisor(dsn, ["--lease", "6", "--poll-interval", "0.2"], command=work)
         try:
             deaths.family(plain.pid)
-            running = [doomed, survivor]
-            kill_busy_workers(observer, journal, deaths, running, rng, kills=2, every=6)
+            wait_for("6 jobs done", partial(completed_at_least, observer, 6), 60)
+            kill_a_busy_worker(observer, journal, deaths, [doomed, frozen, survivor], rng)
+            with jobq.Queue.connect(dsn) as queue:
+                for job_id in rng.sample(ids[JOBS // 2 :], CANCELLED):
+                    queue.cancel(job_id)
+            # Frozen for longer than a lease: no renewal of its attempts, no report heard,
+            # while its workers go on claiming (the freeze's length is the fault itself).
+            frozen.signal(signal.SIGSTOP)
+            thawed = time.monotonic() + LEASE + 1
+            try:
+                wait_for("a lease frozen", lambda: time.monotonic() > thawed, LEASE + 5)
+            finally:
+                frozen.signal(signal.SIGCONT)
             deaths.kill(doomed.pid)
-            wait_for("every job completed", partial(all_completed, observer, JOBS), 90)
+            wait_for("every job finished", partial(finished, observer, JOBS), 120)
         finally:
             plain.stop()
     entries = read_journal(journal)
     assert {entry.get("key") for entry in entries} == {f"k{i}" for i in range(KEYS)}
     report = judged(journal, deaths, records_of(observer, ids), limit=LIMIT)
     assert report.jobs == JOBS
+    assert report.statuses.get("cancelled", 0) >= 1, report.summary()
+
+
+# One database: the wake-up's statements are each backend's, and the integration tests run
+# them on all three (tests/integration/test_limits.py); this is the processes' path.
+@pytest.mark.databases("postgresql")
+def test_a_killed_master_s_slots_wake_their_blocked_jobs_before_maintenance_settles(
+    dsn: str, tmp_path: Path
+) -> None:
+    """A master SIGKILLed while its attempts hold both slots of a key, two jobs blocked
+    behind them: once the leases end, another supervisor's idle claims wake and run the
+    blocked jobs, while the killed attempts are still unsettled (its maintenance is 10
+    minutes off), so no maintenance did it."""
+    journal = str(tmp_path / "journal")
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        held = [queue.enqueue(ChaosLimited(120, journal, "k"), priority=5) for _ in range(2)]
+        blocked = [queue.enqueue(ChaosLimited(0.1, journal, "k")) for _ in range(2)]
+        with supervisor(dsn, "--workers", "3", *SETTINGS) as doomed:
+            wait_for("the key's slots held and its other jobs blocked", lambda: (
+                {job.id for job in queue.blocked()} == set(blocked)
+                and all(status(queue, i) is jobq.Status.IN_PROGRESS for i in held)
+            ), 30)  # fmt: skip
+            os.kill(doomed.pid, signal.SIGKILL)
+        late = [
+            *SETTINGS[: SETTINGS.index("--maintenance-interval")],
+            "--maintenance-interval",
+            "600",
+        ]
+        with supervisor(dsn, "--workers", "2", *late):
+            wait_for("the blocked jobs completed", lambda: all(
+                status(queue, i) is jobq.Status.COMPLETED for i in blocked
+            ), 30)  # fmt: skip
+            assert all(status(queue, i) is jobq.Status.IN_PROGRESS for i in held)
+
+
+def status(queue: jobq.Queue, job_id: int) -> jobq.Status | None:
+    record = queue.get(job_id)
+    return None if record is None else record.status

@@ -12,12 +12,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import pymysql
 from pymysql.constants import CLIENT, SERVER_STATUS
 
-from ...dsn import redact
 from ...errors import ConfigurationError
 from ...records import ClaimedJob, Status
 from ..base import Backend
@@ -28,13 +26,16 @@ from ..steps import Steps, every, last_id, value
 from .claims import MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
+from .dsn import connect_args
 from .limits import LIMITS
+from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, MysqlWorkflows
 
+BY_ID = "FROM jobq_jobs WHERE id = %(id)s"
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
 TRANSIENT_ERRORS = {1213, 1205}
 
@@ -42,7 +43,7 @@ INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
     "%(max_backoff{i})s, %(jitter{i})s, coalesce(%(scheduled_at{i})s, {delay}), "
     "coalesce(%(deadline{i})s, {deadline_in}), %(priority{i})s, {now}, {now}, %(unique_key{i})s, "
-    "%(traceparent{i})s, %(tracestate{i})s, %(limit_key{i})s)"
+    "%(traceparent{i})s, %(tracestate{i})s, %(limit_key{i})s, %(rate_key{i})s)"
 )
 
 
@@ -61,38 +62,9 @@ def insert_statement(rows: int) -> str:
     return f"""
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
             jitter, scheduled_at, deadline, priority, created_at, updated_at, unique_key,
-            traceparent, tracestate, limit_key)
+            traceparent, tracestate, limit_key, rate_key)
         VALUES {values}
     """
-
-
-def connect_args(dsn: str) -> dict[str, Any]:
-    """mysql://user:password@host:port/database?unix_socket=/path&charset=utf8mb4."""
-    parts = urlsplit(dsn)
-    database = unquote(parts.path.lstrip("/"))
-    if not database:
-        raise ConfigurationError("a MySQL DSN must name a database: mysql://user@host/database")
-    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
-    unknown = set(query) - {"unix_socket", "charset", "connect_timeout"}
-    if unknown:
-        raise ConfigurationError(f"unknown MySQL DSN parameter(s): {', '.join(sorted(unknown))}")
-    try:
-        port = parts.port or 3306
-        timeout = float(query.get("connect_timeout", 10))
-    except ValueError as error:
-        raise ConfigurationError(f"bad MySQL DSN {redact(dsn)!r}: {error}") from None
-    args: dict[str, Any] = {
-        "host": parts.hostname or "localhost",
-        "port": port,
-        "user": unquote(parts.username or "root"),
-        "password": unquote(parts.password or ""),
-        "database": database,
-        "charset": query.get("charset", "utf8mb4"),
-        "connect_timeout": timeout,
-    }
-    if "unix_socket" in query:
-        args["unix_socket"] = query["unix_socket"]
-    return args
 
 
 class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows, Backend):
@@ -107,6 +79,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         RESULTS,
         LIMITS,
         WORKFLOWS,
+        RATES,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -328,8 +301,8 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         lease_ended_only: bool,
         error_class: str | None = None,
     ) -> Status | None:
-        """The UPDATE, then a read of the status it set, in one transaction: the row stays
-        locked in between, so no other worker's claim can change it first."""
+        """The UPDATE and a read of the status it set, in one transaction (the row stays locked,
+        so no claim changes it first), which wakes the freed slot's blocked jobs too."""
         params = self.settle_params(
             job_id, token, status, error, delay, lease_ended_only, error_class
         )
@@ -337,8 +310,10 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         try:
             row = None
             if self.execute(self.sql_settle, params) == 1:
-                row = self.fetchone("SELECT status FROM jobq_jobs WHERE id = %(id)s", params)
+                row = self.fetchone(f"SELECT status, type, limit_key {BY_ID}", params)
                 self.apply_endings()
+                if row[2] is not None:
+                    self.wake_key({"type": row[1], "key": row[2]})
             self.connection.commit()
         except BaseException:
             self.rollback_quietly()

@@ -11,7 +11,8 @@ from pymysql.constants import CLIENT
 
 from ..asynchronous import AsyncDriver
 from ..steps import Statement, Step
-from . import MysqlBackend, connect_args
+from . import MysqlBackend
+from .dsn import connect_args
 
 
 async def connect(dsn: str) -> MysqlAsyncDriver:

@@ -28,7 +28,8 @@ def later(seconds_param: str) -> str:
 
 def probe(index: int | None, limit: str = "1") -> str:
     """The next ready row of job type `index` (a parameter), or of any type for None, with
-    the columns of a claim, scheduled_at and the concurrency key, locked.
+    the columns of a claim, scheduled_at and its concurrency or rate key (a limit's trigger
+    may refuse the claim of a job that has one), locked.
 
     FORCE INDEX: with a type in the WHERE clause InnoDB's estimates often favour the untyped
     index, and the claim then walks every ready row of the other types in schedule order.
@@ -41,7 +42,7 @@ def probe(index: int | None, limit: str = "1") -> str:
     return f"""
         SELECT id, type, class_name, payload, attempts + 1, {later("lease")}, max_attempts,
             backoff, max_backoff, jitter, deadline, traceparent, tracestate, checkpoint,
-            priority, scheduled_at, limit_key
+            priority, scheduled_at, coalesce(limit_key, rate_key)
         FROM jobq_jobs FORCE INDEX ({index_name}) WHERE {READY} AND blocked_on IS NULL{which}
           AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE {paused})
         ORDER BY priority DESC, scheduled_at, id LIMIT {limit} FOR UPDATE SKIP LOCKED

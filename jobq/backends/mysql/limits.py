@@ -11,27 +11,30 @@ blocked jobs of that key as it has free slots, holding the key's row as it count
 
 from __future__ import annotations
 
-from typing import Any
-
-from ...limits import CONCURRENCY, MAX_COUNT
-from ..limits import LIMITS_TEMPLATE, Limits
+from ...limits import CONCURRENCY
+from ..limits import PER_IN_FORCE, Limits, shared_statements
 from .schema import NOW
 
 KEY = "limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL"
 
-RUNNING = f"""(SELECT COUNT(*) FROM jobq_jobs r WHERE r.type = {{type}}
-    AND r.limit_key = {{key}} AND r.status = 'in_progress' AND r.lease_until > {NOW})"""
-
-# The same count as a locking read, for the admitting trigger. A trigger's plain reads share
+# A key's attempts holding a slot, counted as a locking read, for the admitting trigger. A
+# trigger's plain reads share
 # the read view its statement opened at its first read, before the key's row was locked, so
-# they can miss an attempt another claim committed in between (seen: 3 running at limit 2).
-# A locking read sees the newest committed rows, and waits for an ending in flight.
+# they can miss an attempt another claim committed in between (seen: 3 running at limit
+# 2). A locking read sees the newest committed rows, and waits for an ending in flight.
 LIVE = f"""SELECT COUNT(*) INTO running FROM jobq_jobs r WHERE r.type = {{type}}
     AND r.limit_key = {{key}} AND r.status = 'in_progress' AND r.lease_until > {NOW}
     LOCK IN SHARE MODE"""
 
 ALLOWED = f"""(SELECT COALESCE(l.override, l.declared) FROM jobq_limits l
     WHERE l.type = {{type}} AND l.name = '{CONCURRENCY}')"""
+
+# What a refused claim leaves of the row: everything the claim set, as it was.
+UNCLAIMED = """NEW.status = OLD.status, NEW.attempts = OLD.attempts,
+                        NEW.token = OLD.token, NEW.lease_until = OLD.lease_until,
+                        NEW.host = OLD.host, NEW.pid = OLD.pid, NEW.worker = OLD.worker,
+                        NEW.updated_at = OLD.updated_at, NEW.started_at = OLD.started_at,
+                        NEW.attempted_at = OLD.attempted_at"""
 
 ADMIT = f"""
     CREATE TRIGGER jobq_limit_admit BEFORE UPDATE ON jobq_jobs FOR EACH ROW
@@ -52,10 +55,7 @@ ADMIT = f"""
                     {LIVE.format(type="NEW.type", key="NEW.limit_key")};
                 END IF;
                 IF held IS NULL OR running >= allowed THEN
-                    SET NEW.status = OLD.status, NEW.attempts = OLD.attempts,
-                        NEW.token = OLD.token, NEW.lease_until = OLD.lease_until,
-                        NEW.host = OLD.host, NEW.pid = OLD.pid, NEW.worker = OLD.worker,
-                        NEW.updated_at = OLD.updated_at,
+                    SET {UNCLAIMED},
                         NEW.blocked_on = IF(held IS NULL, NULL, '{CONCURRENCY}');
                 END IF;
             END IF;
@@ -102,18 +102,23 @@ LIMITS: tuple[str, ...] = (
     RELEASE,
 )
 
+# The type's and key's placeholders.
+MARKS = ("%(type)s", "%(key)s")
+
 # Wake-ups a claim takes on before it probes: a few, so that a claim stays short.
 WAKES_A_CLAIM = 8
 
 
 class MysqlLimits(Limits):
     sql_declare_limit = """
-        INSERT INTO jobq_limits (type, name, declared) VALUES (%(type)s, %(name)s, %(count)s)
-        ON DUPLICATE KEY UPDATE declared = VALUES(declared)
+        INSERT INTO jobq_limits (type, name, declared, declared_per)
+        VALUES (%(type)s, %(name)s, %(count)s, %(per)s)
+        ON DUPLICATE KEY UPDATE declared = VALUES(declared), declared_per = VALUES(declared_per)
     """
     sql_override_limit = """
-        INSERT INTO jobq_limits (type, name, override) VALUES (%(type)s, %(name)s, %(count)s)
-        ON DUPLICATE KEY UPDATE override = VALUES(override)
+        INSERT INTO jobq_limits (type, name, override, override_per)
+        VALUES (%(type)s, %(name)s, %(count)s, %(per)s)
+        ON DUPLICATE KEY UPDATE override = VALUES(override), override_per = VALUES(override_per)
     """
     # A raised limit must reach the jobs already blocked: all of the type's go back to the
     # ready index, and the claims block again those still over it.
@@ -121,8 +126,21 @@ class MysqlLimits(Limits):
         UPDATE jobq_jobs SET blocked_on = NULL
         WHERE type = %(type)s AND status = 'pending' AND blocked_on IS NOT NULL
     """
-    sql_limits = LIMITS_TEMPLATE.format(now=NOW)
+    sql_limits, sql_lapsed_keys, sql_free_slots = shared_statements(
+        NOW, f"DATE_SUB({NOW}, INTERVAL ({PER_IN_FORCE}) * 1000000 MICROSECOND)", *MARKS
+    )
     sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = %(id)s"
+    # SKIP LOCKED: a claim holding the key may wait (its locking count) on an ending whose
+    # wake-up row this transaction holds; the key's next claim wakes it instead.
+    sql_hold_key = """
+        SELECT 1 FROM jobq_limit_keys WHERE type = %(type)s AND limit_key = %(key)s
+        FOR UPDATE SKIP LOCKED
+    """
+    sql_wake_key = """
+        UPDATE jobq_jobs SET blocked_on = NULL WHERE type = %(type)s
+          AND limit_key = %(key)s AND status = 'pending' AND blocked_on IS NOT NULL
+        ORDER BY priority DESC, scheduled_at, id LIMIT %(free)s
+    """
 
     def wake_blocked(self) -> None:
         """Wake the jobs that the attempts ended since the last claim freed slots for: per
@@ -137,30 +155,10 @@ class MysqlLimits(Limits):
             )
             for job_type, key in keys:
                 self.wake_key({"type": job_type, "key": key})
-
-    def wake_key(self, params: dict[str, Any]) -> None:
-        # SKIP LOCKED: a claim holding the key may wait (its locking count) on an ending
-        # whose wake-up row this transaction holds; the key's next claim wakes it instead.
-        if not self.fetchall(
-            "SELECT 1 FROM jobq_limit_keys WHERE type = %(type)s AND limit_key = %(key)s "
-            "FOR UPDATE SKIP LOCKED",
-            params,
-        ):
-            return
-        allowed = ALLOWED.format(type="%(type)s")
-        running = RUNNING.format(type="%(type)s", key="%(key)s")
-        (free,) = self.fetchone(
-            f"SELECT GREATEST(0, COALESCE({allowed}, {MAX_COUNT}) - {running})", params
-        )
-        self.execute(
-            "UPDATE jobq_jobs SET blocked_on = NULL WHERE type = %(type)s "
-            "AND limit_key = %(key)s AND status = 'pending' AND blocked_on IS NOT NULL "
-            "ORDER BY priority DESC, scheduled_at, id LIMIT %(free)s",
-            params | {"free": int(free)},
-        )
-        self.execute(
-            "DELETE FROM jobq_limit_wakes WHERE type = %(type)s AND limit_key = %(key)s", params
-        )
+                self.execute(
+                    "DELETE FROM jobq_limit_wakes WHERE type = %(type)s AND limit_key = %(key)s",
+                    {"type": job_type, "key": key},
+                )
 
     def claimed_ids(self, ids: list[int]) -> set[int]:
         """Of rows a claim just updated, those it claimed: the trigger leaves a refused one

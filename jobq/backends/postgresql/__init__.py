@@ -27,6 +27,7 @@ from .dsn import libpq_dsn
 from .insert import copy_steps, insert_statement, outside_transaction
 from .limits import LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
+from .rates import RATES
 from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
@@ -62,6 +63,7 @@ class PostgresBackend(
         RESULTS,
         LIMITS,
         WORKFLOWS,
+        RATES,
     )
 
     def __init__(

@@ -26,6 +26,7 @@ from .claims import claim_many_statement, claim_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
 from .limits import LIMITS, SqliteLimits
+from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, SqliteUniqueness
@@ -38,7 +39,9 @@ MIN_VERSION = (3, 35, 0)
 
 # Positional parameters, in the order of INSERT_NAMES: SQLite looks each named parameter up
 # in a list of the statement's names, which made a chunk of 2,000 rows take half a second.
-INSERT_ROW = f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?, ?, ?, ?)"
+INSERT_ROW = (
+    f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?, ?, ?, ?, ?)"
+)
 
 
 def path_of(dsn: str) -> str:
@@ -63,6 +66,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         RESULTS,
         LIMITS,
         WORKFLOWS,
+        RATES,
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
@@ -189,8 +193,8 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         ids = yield from self.insert_chunk_steps([job], taken="ON CONFLICT DO NOTHING")
         return ids[0] if ids else None
 
-    # Sixteen parameters a row, under SQLite's limit of 32,766 a statement.
-    chunk_rows = 2000
+    # Seventeen parameters a row, under SQLite's limit of 32,766 a statement.
+    chunk_rows = 1900
 
     def insert_chunk_steps(self, jobs: Sequence[NewJob], taken: str = "") -> Steps[list[int]]:
         """`taken`: what a row whose unique_key is taken does (only rows with a key say)."""
@@ -198,7 +202,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         sql = f"""
             INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
                 max_backoff, jitter, scheduled_at, deadline, priority, unique_key, traceparent,
-                tracestate, limit_key)
+                tracestate, limit_key, rate_key)
             VALUES {values} {taken}
             RETURNING id
         """

@@ -8,7 +8,7 @@ key needs a lock. The triggers see every claim and ending, whichever statement m
 from __future__ import annotations
 
 from ...limits import CONCURRENCY, MAX_COUNT
-from ..limits import LIMITS_TEMPLATE, Limits
+from ..limits import PER_IN_FORCE, Limits, shared_statements
 from .schema import NOW
 
 ALLOWED = f"""(SELECT coalesce(l.override, l.declared) FROM jobq_limits l
@@ -55,16 +55,34 @@ LIMITS: tuple[str, ...] = (
     """,
 )
 
+# Blocked jobs leave the ready indexes, so that a claim's walk never steps over them (20,000
+# blocked jobs ahead of a ready one took a claim from 0.8 to 6.9 ms). The probes already say
+# `blocked_on IS NULL`, which SQLite needs to read a partial index; the names, which the
+# probes force (INDEXED BY), stay.
+BLOCKED_APART: tuple[str, ...] = (
+    "DROP INDEX jobq_jobs_ready",
+    "CREATE INDEX jobq_jobs_ready ON jobq_jobs (priority DESC, scheduled_at, id) "
+    "WHERE status = 'pending' AND blocked_on IS NULL",
+    "DROP INDEX jobq_jobs_ready_by_type",
+    "CREATE INDEX jobq_jobs_ready_by_type ON jobq_jobs (type, priority DESC, scheduled_at, id) "
+    "WHERE status = 'pending' AND blocked_on IS NULL",
+)
+
 
 class SqliteLimits(Limits):
     sql_declare_limit = """
-        INSERT INTO jobq_limits (type, name, declared) VALUES (:type, :name, :count)
-        ON CONFLICT (type, name) DO UPDATE SET declared = excluded.declared
+        INSERT INTO jobq_limits (type, name, declared, declared_per)
+        VALUES (:type, :name, :count, :per)
+        ON CONFLICT (type, name) DO UPDATE
+        SET declared = excluded.declared, declared_per = excluded.declared_per
         WHERE jobq_limits.declared IS NOT excluded.declared
+            OR jobq_limits.declared_per IS NOT excluded.declared_per
     """
     sql_override_limit = """
-        INSERT INTO jobq_limits (type, name, override) VALUES (:type, :name, :count)
-        ON CONFLICT (type, name) DO UPDATE SET override = excluded.override
+        INSERT INTO jobq_limits (type, name, override, override_per)
+        VALUES (:type, :name, :count, :per)
+        ON CONFLICT (type, name) DO UPDATE
+        SET override = excluded.override, override_per = excluded.override_per
     """
     # A raised limit must reach the jobs already blocked: all of the type's go back to the
     # ready index, and the claims block again those still over it.
@@ -72,5 +90,15 @@ class SqliteLimits(Limits):
         UPDATE jobq_jobs SET blocked_on = NULL
         WHERE type = :type AND status = 'pending' AND blocked_on IS NOT NULL
     """
-    sql_limits = LIMITS_TEMPLATE.format(now=NOW)
+    sql_limits, sql_lapsed_keys, sql_free_slots = shared_statements(
+        NOW, f"{NOW} - {PER_IN_FORCE}", ":type", ":key"
+    )
     sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = :id"
+    # One writer at a time, from BEGIN IMMEDIATE on: the transaction holds every key.
+    sql_hold_key = "SELECT 1"
+    sql_wake_key = """
+        UPDATE jobq_jobs SET blocked_on = NULL WHERE id IN (
+            SELECT b.id FROM jobq_jobs b WHERE b.type = :type AND b.limit_key = :key
+              AND b.status = 'pending' AND b.blocked_on IS NOT NULL
+            ORDER BY b.priority DESC, b.scheduled_at, b.id LIMIT :free)
+    """

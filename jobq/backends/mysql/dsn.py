@@ -1,0 +1,39 @@
+"""A MySQL DSN read into PyMySQL's connect() arguments: a URL, its query naming only the
+options jobq passes on, and never its password in an error."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from ...dsn import redact
+from ...errors import ConfigurationError
+
+
+def connect_args(dsn: str) -> dict[str, Any]:
+    """mysql://user:password@host:port/database?unix_socket=/path&charset=utf8mb4."""
+    parts = urlsplit(dsn)
+    database = unquote(parts.path.lstrip("/"))
+    if not database:
+        raise ConfigurationError("a MySQL DSN must name a database: mysql://user@host/database")
+    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    unknown = set(query) - {"unix_socket", "charset", "connect_timeout"}
+    if unknown:
+        raise ConfigurationError(f"unknown MySQL DSN parameter(s): {', '.join(sorted(unknown))}")
+    try:
+        port = parts.port or 3306
+        timeout = float(query.get("connect_timeout", 10))
+    except ValueError as error:
+        raise ConfigurationError(f"bad MySQL DSN {redact(dsn)!r}: {error}") from None
+    args: dict[str, Any] = {
+        "host": parts.hostname or "localhost",
+        "port": port,
+        "user": unquote(parts.username or "root"),
+        "password": unquote(parts.password or ""),
+        "database": database,
+        "charset": query.get("charset", "utf8mb4"),
+        "connect_timeout": timeout,
+    }
+    if "unix_socket" in query:
+        args["unix_socket"] = query["unix_socket"]
+    return args

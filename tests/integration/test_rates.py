@@ -1,0 +1,78 @@
+"""A rate limit holds in the claim on every database: judged from the starts the database
+recorded, no span of `per` seconds ever held more than `count` starts of one key (a sliding
+window, so no double burst across a window's edge), a job over the rate waits without
+counting an attempt, and an operator's override is read at claim time."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+import pytest
+
+import jobq
+from jobq.limits import RATE, rate_from_text
+from tests.support.jobs import Noop, Rated
+from tests.support.waiting import wait_for
+
+PER_KEY = {"v": 10, "w": 4}
+
+
+def drained(queue: jobq.Queue, ids: list[int]) -> bool:
+    """Claim and complete whatever is ready now; True once every job completed."""
+    while (claim := queue.claim()) is not None:
+        assert queue.complete(claim)
+    return all(queue.get(i).status is jobq.Status.COMPLETED for i in ids)  # type: ignore[union-attr]
+
+
+def test_no_window_of_a_key_ever_holds_more_starts_than_its_rate(queue: jobq.Queue) -> None:
+    keys = {queue.enqueue(Rated(key, i)): key for key, n in PER_KEY.items() for i in range(n)}
+    ids = [*keys, queue.enqueue(Noop())]
+    wait_for("every job completed", lambda: drained(queue, ids), timeout=30)
+    starts: dict[str, list[datetime]] = defaultdict(list)
+    for job_id in ids:
+        record = queue.get(job_id)
+        assert record is not None
+        # Refused claims counted no attempt.
+        assert record.attempts == 1, record
+        if job_id in keys:
+            assert record.attempted_at is not None
+            starts[keys[job_id]].append(record.attempted_at)
+    assert {key: len(found) for key, found in starts.items()} == PER_KEY
+    count, per = Rated.rate.count, Rated.rate.per
+    for key, found in starts.items():
+        found.sort()
+        # Any count + 1 starts in a row span at least `per` seconds.
+        spans = [
+            (later - earlier).total_seconds()
+            for earlier, later in zip(found, found[count:], strict=False)
+        ]
+        assert min(spans) >= per, (key, spans)
+
+
+def test_an_operator_s_rate_is_read_at_claim_time_and_listed(queue: jobq.Queue) -> None:
+    ids = [queue.enqueue(Rated("v", i)) for i in range(3)]
+    queue.set_rate("rated", (1, 60))
+    first = queue.claim()
+    assert first is not None
+    assert queue.claim() is None
+    later = queue.get(ids[1])
+    assert later is not None
+    assert later.attempts == 0
+    (row,) = [row for row in queue.limits() if row.name == RATE]
+    assert (row.type, row.declared, row.override, row.per, row.in_use) == ("rated", 3, 1, 60, 1)
+    queue.set_rate("rated", None)
+    (row,) = [row for row in queue.limits() if row.name == RATE]
+    assert (row.override, row.per) == (None, 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [("10", "a rate is N/SECONDS"), ("10/x", "SECONDS must be a number"), ("0/5", "from 1"),
+     ("5/0", "above 0")],
+)  # fmt: skip
+def test_a_bad_rate_is_refused_naming_the_fix(text: str, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        rate_from_text(text)
+    with pytest.raises(ValueError, match="above 0"):
+        jobq.Rate(3, per=-1)
