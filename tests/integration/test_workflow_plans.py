@@ -11,6 +11,7 @@ import pytest
 
 import jobq
 from jobq.backends.mysql import claims as mysql_claims
+from jobq.backends.postgresql import limits as postgresql_limits
 from jobq.backends.postgresql import schema as postgresql_schema
 from jobq.backends.sqlite import claims as sqlite_claims
 from tests.support.jobs import Noop
@@ -50,7 +51,7 @@ def test_postgresql_probe_reads_no_waiting_row(behind_waiting: tuple[jobq.Queue,
     with queue.backend.transaction():
         for name, value in postgresql_schema.PROBE_SETTINGS.items():
             queue.backend.execute(f"SET LOCAL {name} = {value}")
-        probe = postgresql_schema.PROBE.format(which=postgresql_schema.UNPAUSED)
+        probe = postgresql_limits.UNBLOCKED_PROBE.format(which=postgresql_schema.UNPAUSED)
         (row,) = queue.backend.fetchall("EXPLAIN (ANALYZE, FORMAT JSON) " + probe)
     plan = (json.loads(row[0]) if isinstance(row[0], str) else row[0])[0]["Plan"]
     scans = [node for node in nodes(plan) if node.get("Relation Name") == "jobq_jobs"]
