@@ -26,7 +26,7 @@ from ..lease_clock import startable
 from ..queue import Queue
 from ..queue.running import work_as
 from ..records import ClaimedJob, Outcome
-from . import title
+from . import attempt, title
 from .fence import Slot
 from .mark import SettlingMark
 from .prefetch import PrefetchRule
@@ -378,6 +378,8 @@ def listed(ran: tuple[Outcome, ClaimedJob | None]) -> tuple[Outcome | None, list
 def run(worker: Child) -> int:
     """A worker child's whole life after fork; returns its exit code."""
     worker.sock.setblocking(True)
+    # Whatever its jobs start carries the worker's mark, for the kills that end an attempt.
+    attempt.mark()
     if worker.settings.worker_id is not None:
         work_as(worker.settings.worker_id)
     try:
