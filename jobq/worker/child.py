@@ -22,7 +22,7 @@ import psutil
 from .. import protocol, wire
 from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
-from ..lease_clock import startable
+from ..lease_clock import kill_point, startable
 from ..queue import Queue
 from ..queue.running import work_as
 from ..records import ClaimedJob, Outcome
@@ -75,7 +75,8 @@ class Child:
         self.reporter = SettlingReporter(mark) if reporter is None else reporter
         self.recorder = Recorder(settings, self.reports, self.reporter)
         self.done = 0
-        self.prefetch = PrefetchRule(settings.prefetch, settings.types)
+        vouched = kill_point(settings.lease, settings.safety_margin)
+        self.prefetch = PrefetchRule(settings.prefetch, settings.types, vouched)
 
     def main(self) -> int:
         title.starting()
