@@ -4,7 +4,7 @@ and joined again on arrival, and an outbox for the master, which never waits on 
 
 marshal, not JSON: both ends are processes of one program, forked from one interpreter, so
 they agree on its format; it encodes and decodes a worker's per-job report three to six
-times faster than json, in a third of the bytes, and keeps tuples tuples. (JSON's encoding
+times faster than json, in fewer bytes, and keeps tuples tuples. (JSON's encoding
 was 5.6% of a short job's client CPU.)"""
 
 from __future__ import annotations
