@@ -289,7 +289,7 @@ SUPERVISOR = (
         None,
         "jobs a worker claims at once, run in order and acknowledged together; 1: one at a time",
         unit="count",
-        shown_default="adaptive, up to 10",
+        shown_default="adaptive, 10 and more for very short jobs",
         maximum=MAX_PREFETCH,
         beyond="a longer claim saves no more round trips; give a smaller --prefetch",
     ),

@@ -1,4 +1,4 @@
-"""The messages between the supervisor's processes, and their JSON form.
+"""The messages between the supervisor's processes, and their form on the wire (a dict).
 
 They travel over a SOCK_SEQPACKET socket pair (see wire.py): the kernel keeps message
 boundaries and order, and a closed end reads as end-of-file, so neither side needs a
@@ -106,8 +106,8 @@ def attempts(claims: list[ClaimedJob]) -> list[Attempt]:
     return [Attempt.of(claim) for claim in claims]
 
 
-# The largest encoded result a report carries. Its JSON form (up to six bytes a byte, for
-# control characters) must fit one part of a message (wire.limit(), about 200 KiB).
+# The largest encoded result a report carries. Its marshalled form (UTF-8: up to four bytes
+# a character) must fit one part of a message (wire.limit(), about 200 KiB).
 CARRIED_RESULT = 16 * 1024
 
 
@@ -357,8 +357,8 @@ NESTED_LISTS = ("attempts", "then", "completed")
 
 
 def encode(message: Message) -> dict[str, Any]:
-    # vars(), not dataclasses.asdict(): a shallow copy is all JSON needs, and asdict's deep
-    # copy was a tenth of a worker's CPU per job.
+    # vars(), not dataclasses.asdict(): a shallow copy is all marshal needs, and asdict's
+    # deep copy was a tenth of a worker's CPU per job.
     fields = {"kind": message.kind, **vars(message)}
     for name in NESTED:
         if isinstance(fields.get(name), Attempt):

@@ -1,11 +1,16 @@
-"""How protocol.py's messages travel: one JSON object per datagram of a SOCK_SEQPACKET socket
-pair, each message cut into parts its socket takes (a limit measured once per process) and
-joined again on arrival, and an outbox for the master, which never waits on a socket."""
+"""How protocol.py's messages travel: one marshalled dict per datagram of a SOCK_SEQPACKET
+socket pair, each message cut into parts its socket takes (a limit measured once per process)
+and joined again on arrival, and an outbox for the master, which never waits on a socket.
+
+marshal, not JSON: both ends are processes of one program, forked from one interpreter, so
+they agree on its format; it encodes and decodes a worker's per-job report three to six
+times faster than json, in fewer bytes, and keeps tuples tuples. (JSON's encoding
+was 5.6% of a short job's client CPU.)"""
 
 from __future__ import annotations
 
 import errno
-import json
+import marshal
 import socket
 import weakref
 from collections import deque
@@ -57,19 +62,19 @@ def parts(message: Message, most: int | None = None) -> list[bytes]:
     that receive() puts them back together. By construction, then, every message fits."""
     most = limit() if most is None else most
     fields = encode(message)
-    data = json.dumps(fields).encode()
+    data = marshal.dumps(fields)
     if len(data) <= most:
         return [data]
-    # Room for the mark a part carries: `, "more": true` is as long as `{"more": true}`.
-    pieces = split(fields, most - len(json.dumps({"more": True})))
+    # Room for the mark a part carries: an entry costs less than a dict holding just it.
+    pieces = split(fields, most - len(marshal.dumps({"more": True})))
     for piece in pieces[:-1]:
         piece["more"] = True
-    return [json.dumps(piece).encode() for piece in pieces]
+    return [marshal.dumps(piece) for piece in pieces]
 
 
 def split(fields: dict[str, Any], most: int) -> list[dict[str, Any]]:
     """Halve every list of an encoded message until each half encodes within `most`."""
-    if len(json.dumps(fields).encode()) <= most:
+    if len(marshal.dumps(fields)) <= most:
         return [fields]
     lists = [name for name, value in fields.items() if isinstance(value, list | tuple)]
     if all(len(fields[name]) <= 1 for name in lists):
@@ -83,8 +88,8 @@ def joined(pieces: list[dict[str, Any]]) -> dict[str, Any]:
     """The encoded message that these parts of it carry."""
     whole = dict(pieces[-1])
     for name, value in whole.items():
-        if isinstance(value, list):
-            whole[name] = [item for piece in pieces for item in piece[name]]
+        if isinstance(value, list | tuple):
+            whole[name] = type(value)(item for piece in pieces for item in piece[name])
     return whole
 
 
@@ -134,7 +139,7 @@ def receive(sock: socket.socket) -> Message | None:
         if not data:
             PARTS.pop(sock, None)
             return None
-        fields = json.loads(data)
+        fields = marshal.loads(data)
         if fields.pop("more", False):
             PARTS.setdefault(sock, []).append(fields)
             continue

@@ -22,11 +22,11 @@ import psutil
 from .. import protocol, wire
 from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
-from ..lease_clock import startable
+from ..lease_clock import kill_point, startable
 from ..queue import Queue
 from ..queue.running import work_as
 from ..records import ClaimedJob, Outcome
-from . import title
+from . import attempt, title
 from .fence import Slot
 from .mark import SettlingMark
 from .prefetch import PrefetchRule
@@ -75,14 +75,17 @@ class Child:
         self.reporter = SettlingReporter(mark) if reporter is None else reporter
         self.recorder = Recorder(settings, self.reports, self.reporter)
         self.done = 0
-        self.prefetch = PrefetchRule(settings.prefetch, settings.types)
+        vouched = kill_point(settings.lease, settings.safety_margin)
+        self.prefetch = PrefetchRule(settings.prefetch, settings.types, vouched)
 
     def main(self) -> int:
         title.starting(self.settings.pool)
         try:
             start_worker(self.settings.app)
             self.settings = self.settings.claimable()
-            self.prefetch = PrefetchRule(self.settings.prefetch, self.settings.types)
+            self.prefetch = PrefetchRule(
+                self.settings.prefetch, self.settings.types, self.prefetch.vouched
+            )
         except Exception as error:
             # An application's own bug is worth its traceback; a missing module is not.
             trace = not isinstance(error, ConfigurationError)
@@ -380,6 +383,8 @@ def listed(ran: tuple[Outcome, ClaimedJob | None]) -> tuple[Outcome | None, list
 def run(worker: Child) -> int:
     """A worker child's whole life after fork; returns its exit code."""
     worker.sock.setblocking(True)
+    # Whatever its jobs start carries the worker's mark, for the kills that end an attempt.
+    attempt.mark()
     if worker.settings.worker_id is not None:
         work_as(worker.settings.worker_id)
     try:

@@ -6,11 +6,16 @@ of a batch makes the jobs behind it wait, which matters for every job. So:
 - `--prefetch N` (N > 1) is fixed: the operator says the jobs are short. `--prefetch 1` is
   one job at a time, each acknowledged with the claim of the next, as jobq always did.
 - Without it the size adapts: the worker keeps the durations of its last WINDOW jobs of each
-  type, and claims up to ADAPTIVE_MAX jobs only while every type it may claim ran short
-  (median under SHORT) and its previous claim came back full (the backlog is deep);
-  otherwise one. A worker given --type may claim those types; one without may claim any
-  type, so every type in its window must be short, and a type it never ran counts as long
-  (it claims one at a time until it has seen one).
+  type, and claims ADAPTIVE_MAX jobs only while every type it may claim ran short (median
+  under SHORT) and its previous claim came back full (the backlog is deep); otherwise one.
+  A worker given --type may claim those types; one without may claim any type, so every
+  type in its window must be short, and a type it never ran counts as long (it claims one
+  at a time until it has seen one). Each further claim that comes back full doubles the
+  size, up to the most jobs that, at the slowest of those medians, run within BATCH_SECONDS
+  and within half of what a lease vouches for (past that, the jobs at the tail would be
+  released unstarted), and never past MAX_PREFETCH, the bound on a claim's messages. Very
+  short jobs on a deep backlog so claim hundreds at once: the claim, the acknowledgement
+  and the reports to the master are paid once a batch.
 
 Whatever the size, a queued job starts only while more than half of what its lease vouches
 for is left (lease_clock.startable); otherwise the worker releases it and the jobs behind it.
@@ -21,6 +26,8 @@ from __future__ import annotations
 import statistics
 from collections import deque
 
+from ..options import MAX_PREFETCH
+
 # Jobs remembered per type.
 WINDOW = 16
 # A type whose median job is shorter than this (seconds) is worth batching.
@@ -28,14 +35,21 @@ SHORT = 0.05
 # The adaptive batch's size: past about ten jobs a claim, its round trip is a small share of
 # the batch's time, while a long job slipped into it delays more jobs.
 ADAPTIVE_MAX = 10
+# How long a batch grown past ADAPTIVE_MAX may run, by its jobs' medians: as long as ten jobs
+# just under SHORT, so that growing never makes the jobs behind a batch wait longer.
+BATCH_SECONDS = ADAPTIVE_MAX * SHORT
 
 
 class PrefetchRule:
-    def __init__(self, fixed: int | None, types: tuple[str, ...]) -> None:
+    def __init__(self, fixed: int | None, types: tuple[str, ...], vouched: float) -> None:
+        """`vouched`: how long a lease vouches for an attempt, from its start to its kill
+        point (lease_clock.kill_point)."""
         self.fixed = fixed
         self.types = types
+        self.vouched = vouched
         self.durations: dict[str, deque[float]] = {}
         self.full = False
+        self.asked = 0
 
     def ran(self, job_type: str, seconds: float) -> None:
         """Remember how long a job of `job_type` ran."""
@@ -47,18 +61,32 @@ class PrefetchRule:
     def claimed(self, asked: int, got: int) -> None:
         """A claim of up to `asked` jobs brought `got`."""
         self.full = asked > 0 and got >= asked
+        self.asked = asked
 
     def size(self) -> int:
         """How many jobs the next claim asks for."""
         if self.fixed is not None:
             return self.fixed
-        if not self.full:
+        slowest = self.slowest_short() if self.full else None
+        if slowest is None:
             return 1
+        if self.asked < ADAPTIVE_MAX:
+            return ADAPTIVE_MAX
+        return max(ADAPTIVE_MAX, min(2 * self.asked, self.ceiling(slowest)))
+
+    def slowest_short(self) -> float | None:
+        """The slowest median of the types the worker may claim, if every one ran short."""
         types = self.types or tuple(self.durations)
-        if not types:
-            return 1
+        slowest = None
         for job_type in types:
             window = self.durations.get(job_type)
-            if not window or statistics.median(window) >= SHORT:
-                return 1
-        return ADAPTIVE_MAX
+            median = statistics.median(window) if window else SHORT
+            if median >= SHORT:
+                return None
+            slowest = max(slowest or 0.0, median)
+        return slowest
+
+    def ceiling(self, median: float) -> int:
+        """The most jobs of this median a grown batch holds."""
+        within = min(BATCH_SECONDS, self.vouched / 2)
+        return MAX_PREFETCH if median <= 0 else min(MAX_PREFETCH, int(within / median))

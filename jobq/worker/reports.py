@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from .. import protocol, wire
 from ..records import ClaimedJob
-from . import attempt, title
+from . import title
 from .fence import EMPTY, Hold, Slot, token_key
 from .mark import SettlingMark
 
@@ -70,10 +70,9 @@ class Reports:
         self.mark.clear()
 
     def hold(self, claim: ClaimedJob) -> None:
-        """Make `claim` the one this process is fenced on, and mark what it starts with."""
+        """Make `claim` the one this process is fenced on."""
         key = token_key(claim.token)
         self.slot.worker.write(Hold(os.getpid(), claim.id, key, claim.expires_monotonic))
-        attempt.mark(claim.id)
         with self.lock:
             self.current, self.started = claim, time.monotonic()
 

@@ -78,8 +78,10 @@ def crowded(request: pytest.FixtureRequest, dsn: str, db_kind: str) -> Iterator[
 @pytest.mark.parametrize("types", TYPES, ids=["any", "one", "several"])
 def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple[str, ...]) -> None:
     params = {"id": 1, "token": "t", "new_token": "u", "lease": 60.0, **HERE, **type_params(types)}
-    params |= {"n": 3, "tokens": ["a", "b", "c"], "ids": [1, 2], "done_tokens": ["x", "y"]}
-    params |= {"result": None, "results": [None, None]}
+    # The arrays bound as the backend binds them.
+    texts, numbers = postgresql_claims.texts, postgresql_claims.numbers
+    params |= {"n": 3, "tokens": texts("abc"), "ids": numbers([1, 2]), "done_tokens": texts("xy")}
+    params |= {"result": None, "results": texts([None, None])}
     for statement, function in (
         (postgresql_claims.claim_statement(len(types)), "jobq_next_ready"),
         (postgresql_claims.complete_and_claim_statement(len(types)), "jobq_next_ready"),
@@ -209,7 +211,7 @@ def test_postgresql_probes_never_compile_however_costly_they_look(queue: jobq.Qu
     (available,) = queue.backend.fetchone("SELECT pg_jit_available()")
     assert available, "this PostgreSQL has no JIT: the test cannot tell whether probes use it"
     queue.enqueue_many([Noop() for _ in range(3)], type="email")
-    params = {"token": "t", "lease": 60.0, **HERE, "n": 2, "tokens": ["a", "b"]}
+    params = {"token": "t", "lease": 60.0, **HERE, "n": 2, "tokens": postgresql_claims.texts("ab")}
     params |= type_params(("email",))
     # The probe sent as a plain statement is compiled: the check sees JIT where there is some.
     probe = postgresql_schema.PROBE.format(which="type = %(type0)s")

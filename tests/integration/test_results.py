@@ -26,6 +26,9 @@ def same_moment(column: datetime | None, entry: datetime | None) -> bool:
 
 
 NESTED = {"ü": ["ß", 1, 2.5, None, True, {"deep": [{"er": "日本"}]}], "empty": {}}
+# What an array literal must quote (PostgreSQL binds a batch's results as one).
+AWKWARD = {"say": 'a "quoted", back\\slash {brace} NULL', "": [None, "NULL", "", '\\"']}
+BATCHED = [[1, [2, [3]]], "x" * 1000, AWKWARD, None, "NULL"]
 
 
 def test_results_round_trip_on_every_acknowledgement_path(queue: jobq.Queue) -> None:
@@ -37,16 +40,16 @@ def test_results_round_trip_on_every_acknowledgement_path(queue: jobq.Queue) -> 
     assert queue.run(claim) is jobq.Outcome.COMPLETED
     chained = [queue.enqueue(Answer(value)) for value in (NESTED, 0, None)]
     assert queue.process_jobs(3) == 3
-    batched = [queue.enqueue(Answer(value)) for value in ([1, [2, [3]]], "x" * 1000)]
-    claims = queue.claim_many(2)
+    batched = [queue.enqueue(Answer(value)) for value in BATCHED]
+    claims = queue.claim_many(len(BATCHED))
     completed = [queue.run_unacknowledged(claim) for claim in claims]
     assert all(isinstance(claim, jobq.ClaimedJob) for claim in completed)
     outcomes, _ = queue.complete_many_and_claim(completed, 0)  # type: ignore[arg-type]
-    assert outcomes == [jobq.Outcome.COMPLETED] * 2
+    assert outcomes == [jobq.Outcome.COMPLETED] * len(BATCHED)
 
     results = {job_id: queue.wait(job_id, timeout=0).result for job_id in [alone, *chained]}
     assert results == {alone: "é", chained[0]: NESTED, chained[1]: 0, chained[2]: None}
-    assert [queue.wait(job_id).result for job_id in batched] == [[1, [2, [3]]], "x" * 1000]
+    assert [queue.wait(job_id).result for job_id in batched] == BATCHED
     record = queue.wait(alone)
     assert record.error_class is None
     assert record.error_traceback is None

@@ -52,7 +52,7 @@ def fake_worker() -> Iterator[int]:
     if pid == 0:
         try:
             os.setpgid(0, 0)
-            attempt.mark(42)
+            attempt.mark()
             subprocess.Popen(["sleep", "60"])
             subprocess.Popen(["sleep", "61"], start_new_session=True)
             os.write(started_w, b"x")
@@ -86,7 +86,7 @@ def test_a_worker_finds_and_kills_its_own_leftovers_but_not_itself() -> None:
     if pid == 0:
         try:
             os.setpgid(0, 0)
-            attempt.mark(7)
+            attempt.mark()
             leftovers = attempt.Leftovers(os.getppid())
             # A child that exited but was never waited for is no leftover.
             exited = subprocess.Popen(["true"])

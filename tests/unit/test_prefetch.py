@@ -10,14 +10,18 @@ import pytest
 
 from jobq import protocol, wire
 from jobq.lease_clock import startable
+from jobq.options import MAX_PREFETCH
 from jobq.supervisor.forking import Forked
 from jobq.supervisor.settlement import left_behind
 from jobq.supervisor.states import StopReason
 from jobq.supervisor.workers import WorkerProcess
 from jobq.worker.fence import Slot
 from jobq.worker.mark import SettlingMark
-from jobq.worker.prefetch import ADAPTIVE_MAX, SHORT, WINDOW, PrefetchRule
+from jobq.worker.prefetch import ADAPTIVE_MAX, BATCH_SECONDS, SHORT, WINDOW, PrefetchRule
 from tests.support.claims import claim
+
+# What a lease vouches for, start to kill point: the default lease's, about.
+VOUCHED = 598.0
 
 
 def warmed(rule: PrefetchRule, durations: dict[str, float]) -> PrefetchRule:
@@ -29,7 +33,7 @@ def warmed(rule: PrefetchRule, durations: dict[str, float]) -> PrefetchRule:
 
 
 def test_an_adaptive_worker_claims_one_job_until_it_has_seen_short_jobs_and_a_full_claim() -> None:
-    rule = PrefetchRule(None, ())
+    rule = PrefetchRule(None, (), VOUCHED)
     assert rule.size() == 1
     rule.claimed(1, 1)
     assert rule.size() == 1, "no job seen yet: unseen types count as long"
@@ -38,20 +42,50 @@ def test_an_adaptive_worker_claims_one_job_until_it_has_seen_short_jobs_and_a_fu
 
 
 def test_an_adaptive_worker_claims_one_job_when_the_backlog_ran_dry() -> None:
-    rule = warmed(PrefetchRule(None, ()), {"a": SHORT / 10})
+    rule = warmed(PrefetchRule(None, (), VOUCHED), {"a": SHORT / 10})
     rule.claimed(ADAPTIVE_MAX, 3)
     assert rule.size() == 1
     rule.claimed(1, 1)
     assert rule.size() == ADAPTIVE_MAX
 
 
+def sizes_while_full(rule: PrefetchRule, claims: int) -> list[int]:
+    """The sizes of `claims` claims in a row that each came back full."""
+    sizes = []
+    for _ in range(claims):
+        sizes.append(rule.size())
+        rule.claimed(sizes[-1], sizes[-1])
+    return sizes
+
+
+def test_full_claims_of_very_short_jobs_double_the_batch_up_to_the_message_bound() -> None:
+    rule = warmed(PrefetchRule(None, (), VOUCHED), {"a": 0.0001})
+    assert sizes_while_full(rule, 9) == [10, 20, 40, 80, 160, 320, 640, MAX_PREFETCH, MAX_PREFETCH]
+    rule.claimed(MAX_PREFETCH, 7)
+    assert rule.size() == 1, "the backlog ran dry: one at a time, growing again from there"
+    rule.claimed(1, 1)
+    assert sizes_while_full(rule, 3) == [10, 20, 40]
+
+
+def test_a_grown_batch_runs_within_its_time_by_the_slowest_median() -> None:
+    rule = warmed(PrefetchRule(None, (), VOUCHED), {"a": 0.0001, "b": 0.004})
+    ceiling = int(BATCH_SECONDS / 0.004)
+    assert sizes_while_full(rule, 6) == [10, 20, 40, 80, ceiling, ceiling]
+
+
+def test_a_grown_batch_runs_within_half_of_what_a_lease_vouches_for() -> None:
+    rule = warmed(PrefetchRule(None, (), vouched=0.2), {"a": 0.001})
+    assert sizes_while_full(rule, 5) == [10, 20, 40, 80, 100]
+    assert warmed(PrefetchRule(None, (), vouched=0.01), {"a": 0.001}).size() == ADAPTIVE_MAX
+
+
 def test_one_long_type_among_those_seen_keeps_an_untyped_worker_at_one_job() -> None:
-    rule = warmed(PrefetchRule(None, ()), {"short": SHORT / 10, "long": SHORT * 4})
+    rule = warmed(PrefetchRule(None, (), VOUCHED), {"short": SHORT / 10, "long": SHORT * 4})
     assert rule.size() == 1
 
 
 def test_the_median_decides_so_one_slow_job_does_not_stop_the_batches() -> None:
-    rule = warmed(PrefetchRule(None, ()), {"a": SHORT / 10})
+    rule = warmed(PrefetchRule(None, (), VOUCHED), {"a": SHORT / 10})
     rule.ran("a", 30.0)
     assert rule.size() == ADAPTIVE_MAX
     for _ in range(WINDOW):
@@ -60,7 +94,7 @@ def test_the_median_decides_so_one_slow_job_does_not_stop_the_batches() -> None:
 
 
 def test_a_typed_worker_counts_a_type_it_may_claim_and_never_ran_as_long() -> None:
-    rule = warmed(PrefetchRule(None, ("a", "b")), {"a": SHORT / 10})
+    rule = warmed(PrefetchRule(None, ("a", "b"), VOUCHED), {"a": SHORT / 10})
     assert rule.size() == 1
     warmed(rule, {"b": SHORT / 10, "elsewhere": 5.0})
     assert rule.size() == ADAPTIVE_MAX, "a type it may not claim does not count"
@@ -68,7 +102,7 @@ def test_a_typed_worker_counts_a_type_it_may_claim_and_never_ran_as_long() -> No
 
 @pytest.mark.parametrize("fixed", [1, 3, 50])
 def test_a_fixed_prefetch_is_the_size_whatever_the_jobs_took(fixed: int) -> None:
-    rule = PrefetchRule(fixed, ())
+    rule = PrefetchRule(fixed, (), VOUCHED)
     assert rule.size() == fixed
     warmed(rule, {"a": 10.0})
     rule.claimed(fixed, 0)

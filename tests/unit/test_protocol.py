@@ -3,9 +3,10 @@ on real sockets, and comes out whole; --prefetch is bounded."""
 
 from __future__ import annotations
 
-import json
+import marshal
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -22,7 +23,7 @@ def renew_round() -> protocol.Renew:
 
 
 def size(message: protocol.Message) -> int:
-    return len(json.dumps(protocol.encode(message)).encode())
+    return len(marshal.dumps(protocol.encode(message)))
 
 
 def test_the_limit_is_what_a_socket_pair_takes() -> None:
@@ -58,23 +59,25 @@ def test_a_renewal_round_of_10000_claims_reaches_the_renewer_whole() -> None:
         (renew,) = received
         assert isinstance(renew, protocol.Renew)
         assert renew.round == request.round
-        # JSON has no tuples: the pairs arrive as lists, as they always did.
-        assert [(job_id, token) for job_id, token in renew.claims] == request.claims
+        assert renew.claims == request.claims
     finally:
         ours.close()
         theirs.close()
 
 
 def test_a_large_answer_is_read_whole_from_a_non_blocking_socket() -> None:
-    extended = list(range(10**6, 10**6 + 3 * ROUND))
+    extended = list(range(10**6, 10**6 + 4 * ROUND))
     answer = protocol.Renewed(7, extended, cancelled=tuple(extended[::3]))
-    claimed = protocol.Claimed(protocol.attempts([claim(n) for n in range(MAX_PREFETCH)]))
-    assert min(size(answer), size(claimed)) > wire.limit()
+    # A dead worker's longest claim, completed, each attempt with a result of 1 KiB.
+    attempts = protocol.attempts([claim(n) for n in range(MAX_PREFETCH)])
+    completed = [replace(each, result=f"{each.id:04}" * 256) for each in attempts]
+    left = protocol.LeftBehind("worker-1", completed)
+    assert min(size(answer), size(left)) > wire.limit()
     ours, theirs = wire.pair()
 
     def send_both() -> None:
         wire.send(theirs, answer)
-        wire.send(theirs, claimed)
+        wire.send(theirs, left)
 
     sender = threading.Thread(target=send_both)
     try:
@@ -86,10 +89,10 @@ def test_a_large_answer_is_read_whole_from_a_non_blocking_socket() -> None:
             received += wire.waiting(ours)  # a message half arrived waits for the rest
             time.sleep(0.001)
         sender.join(10)
-        renewed, claims = received
+        renewed, left_behind = received
         assert isinstance(renewed, protocol.Renewed)
-        assert (renewed.extended, tuple(renewed.cancelled)) == (extended, tuple(extended[::3]))
-        assert claims == claimed
+        assert (renewed.extended, renewed.cancelled) == (extended, tuple(extended[::3]))
+        assert left_behind == left
     finally:
         ours.close()
         theirs.close()
@@ -99,7 +102,7 @@ def test_every_part_fits_the_limit_it_was_cut_for_its_mark_included() -> None:
     ids = list(range(10**6, 10**6 + 100))
     message = protocol.Releasing(ids)
     # Halves that would just fit, but for the mark that says more parts follow.
-    half = len(json.dumps({"kind": "releasing", "ids": ids[:50]}).encode())
+    half = len(marshal.dumps({"kind": "releasing", "ids": ids[:50]}))
     datagrams = wire.parts(message, most=half + 5)
     assert len(datagrams) > 1
     assert max(map(len, datagrams)) <= half + 5

@@ -4,7 +4,7 @@ acknowledgement fused with the next batch; the release of claims that never star
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
@@ -135,6 +135,29 @@ def complete_many_and_claim_statement(type_count: int) -> str:
     """
 
 
+def numbers(values: Iterable[int]) -> str:
+    """An array literal of integers, for a `::bigint[]` parameter (see texts())."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def texts(values: Iterable[str | None]) -> str:
+    """An array literal of texts, each quoted (NULL for None), for a `::text[]` parameter.
+
+    A claim's and an acknowledgement's arrays travel as one text each, cast in SQL: psycopg
+    dumps a Python list by looking at every element's type on each statement, which was
+    about 12% of a short job's client CPU. (Measured on 2 loaded cores, an acknowledgement
+    of 10 with its claim: 90 to 120 us of client CPU with lists, 50 to 70 with literals;
+    the server's parse costs the same either way.)"""
+    return (
+        "{"
+        + ",".join(
+            "NULL" if v is None else '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            for v in values
+        )
+        + "}"
+    )
+
+
 class PostgresBatching(Batching):
     def claim_many(
         self,
@@ -157,9 +180,9 @@ class PostgresBatching(Batching):
         runner: Runner,
     ) -> tuple[set[int], list[ClaimedJob]]:
         params = self.batch_params(types, tokens, lease, runner) | {
-            "ids": [job_id for job_id, _, _ in done],
-            "done_tokens": [token for _, token, _ in done],
-            "results": [result for _, _, result in done],
+            "ids": numbers(job_id for job_id, _, _ in done),
+            "done_tokens": texts(token for _, token, _ in done),
+            "results": texts(result for _, _, result in done),
         }
         expires = expiry(lease)
         rows = self.fetchall(complete_many_and_claim_statement(len(types)), params)
@@ -172,7 +195,7 @@ class PostgresBatching(Batching):
     ) -> dict[str, Any]:
         return {
             "n": len(tokens),
-            "tokens": list(tokens),
+            "tokens": texts(tokens),
             "lease": lease,
             **runner._asdict(),
             **type_params(types),

@@ -30,7 +30,7 @@ from ...job import Job
 from ...queue import Queue
 from ...queue.running import worker_id
 from ...records import ClaimedJob, Outcome
-from .. import attempt, title
+from .. import title
 from ..child import EXIT_OK, FIRST_IDLE_WAIT, Child
 from ..fence import Slot
 from ..mark import SettlingMark
@@ -119,8 +119,6 @@ class ConcurrentChild(Child):
     # -- the loop --------------------------------------------------------------------------
 
     def work(self, session: Session) -> int:
-        # Whatever the jobs start is marked as this worker's, for the kill that ends it.
-        attempt.mark(0)
         try:
             return asyncio.run(self.serve(session))
         finally:
