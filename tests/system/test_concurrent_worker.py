@@ -2,7 +2,7 @@
 coroutine jobs on its event loop and plain jobs in its threads, and the promise holds per
 attempt. The history checker judges a run of both kinds under worker kills, job timeouts
 and an operator's cancel: nothing lost, no two attempts of one job overlapping, a killed
-worker's every attempt settled."""
+worker's every attempt settled. (A frozen master: test_concurrent_frozen_master.py.)"""
 
 from __future__ import annotations
 
@@ -22,10 +22,12 @@ from tests.support.apps.chaos_app import Chaos, ChaosAsync, Stubborn
 from tests.support.faults import (
     SETTINGS,
     completed_at_least,
+    enqueue_both_kinds,
     judged,
     kill_a_busy_worker,
     mixed_lengths,
     records_of,
+    settled,
 )
 from tests.support.paths import REPO
 from tests.support.result_jobs import Resume, ResumeAsync
@@ -38,21 +40,6 @@ ONCE = jobq.RetryPolicy(max_attempts=1)
 OVERRUN = 30.0
 # Longer than the test needs to cancel it while it runs.
 CANCELLED = 20.0
-
-
-def enqueue_both_kinds(dsn: str, lengths: list[float], journal: Path) -> list[int]:
-    """Coroutine and thread jobs alternating, so every worker runs both at once."""
-    kinds = (Chaos, ChaosAsync)
-    with jobq.Queue.connect(dsn) as queue:
-        queue.install()
-        return [
-            queue.enqueue(kinds[n % 2](seconds, str(journal))) for n, seconds in enumerate(lengths)
-        ]
-
-
-def settled(observer: Observer, jobs: int) -> bool:
-    counts = observer.counts() or {}
-    return sum(counts.get(status, 0) for status in ("completed", "failed", "cancelled")) == jobs
 
 
 def running_attempt(journal: Path, job_id: int) -> bool:
