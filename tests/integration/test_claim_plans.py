@@ -220,6 +220,24 @@ def test_postgresql_probes_never_compile_however_costly_they_look(queue: jobq.Qu
         assert compiled_probes(queue, statement, params) == [False], statement
 
 
+@pytest.mark.databases("postgresql")
+def test_postgresql_batched_claims_are_planned_for_each_batch_never_prepared(
+    queue: jobq.Queue,
+) -> None:
+    """psycopg prepares a statement on its fifth run, and the server's generic plan of a
+    prepared batched claim guesses ten elements per array: it walked every attempt in
+    progress once per acknowledgement. Run well past five times, neither batched statement
+    is among the connection's prepared ones."""
+    queue.enqueue_many([Noop() for _ in range(30)])
+    claims = queue.claim_many(2)
+    for _ in range(7):
+        queue.claim_many(1)
+        claims = queue.complete_many_and_claim(claims, 2)[1]
+    prepared = queue.backend.fetchall("SELECT statement FROM pg_prepared_statements")
+    assert [row for row in prepared if "jobq_ready_many" in row[0]] == [], prepared
+    assert len(claims) == 2, "the batches claimed what was ready"
+
+
 def test_a_dead_worker_s_rows_are_found_among_the_in_progress_ones_alone(
     crowded: jobq.Queue, db_kind: str
 ) -> None:
