@@ -101,6 +101,9 @@ def claim_parts(type_count: int) -> tuple[str, str]:
             host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now(),
             started_at = coalesce(j.started_at, now()), attempted_at = now()
         FROM handed WHERE j.id = handed.id
+          -- Implied by the join, and there so that the planner looks the rows up by primary
+          -- key: it hashed the whole table for a batch of a hundred, 27 ms at 20,000 rows.
+          AND j.id = ANY(ARRAY(SELECT id FROM handed))
         RETURNING j.token, {RETURNED}, j.status
     """
     return picked, update
