@@ -74,6 +74,12 @@ def crowded(request: pytest.FixtureRequest, dsn: str, db_kind: str) -> Iterator[
         yield queue
 
 
+def index_read(scan: dict[str, Any]) -> str | None:
+    """The index a scan reads: its own, or that of the bitmap it reads rows from."""
+    bitmaps = [node.get("Index Name") for node in nodes(scan) if node is not scan]
+    return scan.get("Index Name") or next(filter(None, bitmaps), None)
+
+
 @pytest.mark.databases("postgresql")
 @pytest.mark.parametrize("types", TYPES, ids=["any", "one", "several"])
 def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple[str, ...]) -> None:
@@ -89,7 +95,7 @@ def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple
         (postgresql_claims.complete_many_and_claim_statement(len(types)), "jobq_ready_many"),
     ):
         plan = postgresql_plan(crowded, statement, params)
-        found = [(scan["Node Type"], scan.get("Index Name")) for scan, _ in table_scans(plan)]
+        found = [(scan["Node Type"], index_read(scan)) for scan, _ in table_scans(plan)]
         # The row to update, and the row to acknowledge, are found by primary key (or the
         # latter among the jobs in progress): every other read is a probe.
         assert all(name in OTHER_LOOKUPS for _, name in found), found
@@ -223,6 +229,24 @@ def test_postgresql_probes_never_compile_however_costly_they_look(queue: jobq.Qu
         postgresql_claims.claim_many_statement(1),
     ):
         assert compiled_probes(queue, statement, params) == [False], statement
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_batched_claims_are_planned_for_each_batch_never_prepared(
+    queue: jobq.Queue,
+) -> None:
+    """psycopg prepares a statement on its fifth run, and the server's generic plan of a
+    prepared batched claim guesses ten elements per array: it walked every attempt in
+    progress once per acknowledgement. Run well past five times, neither batched statement
+    is among the connection's prepared ones."""
+    queue.enqueue_many([Noop() for _ in range(30)])
+    claims = queue.claim_many(2)
+    for _ in range(7):
+        queue.claim_many(1)
+        claims = queue.complete_many_and_claim(claims, 2)[1]
+    prepared = queue.backend.fetchall("SELECT statement FROM pg_prepared_statements")
+    assert [row for row in prepared if "jobq_ready_many" in row[0]] == [], prepared
+    assert len(claims) == 2, "the batches claimed what was ready"
 
 
 def test_a_dead_worker_s_rows_are_found_among_the_in_progress_ones_alone(

@@ -18,7 +18,7 @@ import jobq
 from chaos.observe import Deaths, Observer, busy_workers, in_handle
 from jobq.records import JobRecord
 from jobq.testing.history import Report, check, read_journal
-from tests.support.apps.chaos_app import Chaos
+from tests.support.apps.chaos_app import Chaos, ChaosAsync
 from tests.support.supervising import FAST, Supervisor, supervisor
 from tests.support.waiting import wait_for
 
@@ -45,6 +45,19 @@ def enqueue(dsn: str, lengths: list[float], journal: Path) -> list[int]:
         return [queue.enqueue(Chaos(seconds, str(journal))) for seconds in lengths]
 
 
+def enqueue_both_kinds(
+    dsn: str, lengths: list[float], journal: Path, priority: int = 0
+) -> list[int]:
+    """Thread and coroutine jobs alternating, so every concurrent worker runs both at once."""
+    kinds = (Chaos, ChaosAsync)
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        return [
+            queue.enqueue(kinds[n % 2](seconds, str(journal)), priority=priority)
+            for n, seconds in enumerate(lengths)
+        ]
+
+
 def completed(observer: Observer) -> int:
     return (observer.counts() or {}).get("completed", 0)
 
@@ -55,6 +68,11 @@ def completed_at_least(observer: Observer, jobs: int) -> bool:
 
 def all_completed(observer: Observer, jobs: int) -> bool:
     return observer.counts() == {"completed": jobs}
+
+
+def settled(observer: Observer, jobs: int) -> bool:
+    counts = observer.counts() or {}
+    return sum(counts.get(status, 0) for status in ("completed", "failed", "cancelled")) == jobs
 
 
 def records_of(observer: Observer, ids: list[int]) -> list[JobRecord]:

@@ -2,7 +2,7 @@
 coroutine jobs on its event loop and plain jobs in its threads, and the promise holds per
 attempt. The history checker judges a run of both kinds under worker kills, job timeouts
 and an operator's cancel: nothing lost, no two attempts of one job overlapping, a killed
-worker's every attempt settled."""
+worker's every attempt settled. (A frozen master: test_concurrent_frozen_master.py.)"""
 
 from __future__ import annotations
 
@@ -19,13 +19,16 @@ from jobq.records import Status
 from jobq.testing.history import read_journal
 from tests.support.apps import APPS
 from tests.support.apps.chaos_app import Chaos, ChaosAsync, Stubborn
+from tests.support.apps.supervised_app import Grow, Hold, Sleep
 from tests.support.faults import (
     SETTINGS,
     completed_at_least,
+    enqueue_both_kinds,
     judged,
     kill_a_busy_worker,
     mixed_lengths,
     records_of,
+    settled,
 )
 from tests.support.paths import REPO
 from tests.support.result_jobs import Resume, ResumeAsync
@@ -38,21 +41,6 @@ ONCE = jobq.RetryPolicy(max_attempts=1)
 OVERRUN = 30.0
 # Longer than the test needs to cancel it while it runs.
 CANCELLED = 20.0
-
-
-def enqueue_both_kinds(dsn: str, lengths: list[float], journal: Path) -> list[int]:
-    """Coroutine and thread jobs alternating, so every worker runs both at once."""
-    kinds = (Chaos, ChaosAsync)
-    with jobq.Queue.connect(dsn) as queue:
-        queue.install()
-        return [
-            queue.enqueue(kinds[n % 2](seconds, str(journal))) for n, seconds in enumerate(lengths)
-        ]
-
-
-def settled(observer: Observer, jobs: int) -> bool:
-    counts = observer.counts() or {}
-    return sum(counts.get(status, 0) for status in ("completed", "failed", "cancelled")) == jobs
 
 
 def running_attempt(journal: Path, job_id: int) -> bool:
@@ -222,6 +210,45 @@ def test_recycling_and_a_drain_leave_no_attempt_in_flight_behind(dsn: str, tmp_p
             assert record is not None
             assert (record.status, record.attempts) == (Status.COMPLETED, 1), running.log
             assert len(journaled(journal, job_id, "end")) == 1
+
+
+@pytest.mark.databases("sqlite")
+def test_a_worker_over_max_memory_is_recycled_once_its_attempts_in_flight_are_done(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Four slots: a job that keeps 300 MiB (over the 200 MiB ceiling) runs beside three
+    held ones. Once it is recorded, the worker claims nothing more, lets the three finish,
+    and only then is replaced: every job completes on its first attempt, the later ones in
+    the new worker."""
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    args = ("--workers", "1", "--concurrency", "4", "--max-memory-per-child", "200", *FAST)
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        # In claim order: the first claim takes these four at once.
+        grow = queue.enqueue(Grow(300, str(journal)), priority=2)
+        held = [queue.enqueue(Hold(str(journal), str(release)), priority=1) for _ in range(3)]
+        later = [queue.enqueue(Sleep(0, str(journal))) for _ in range(2)]
+        with supervisor(dsn, *args) as running:
+            # Its outcome is recorded in the statement that also claims for the free slots.
+            wait_for(
+                "the big job's outcome", lambda: status_of(queue, grow) is Status.COMPLETED, 60
+            )
+            release.touch()
+            wait_for("every job to complete", lambda: all(
+                status_of(queue, job_id) is Status.COMPLETED for job_id in [*held, *later]
+            ), 60)  # fmt: skip
+            running.signal(signal.SIGTERM)
+            assert running.wait(30) == 0, running.log
+        for job_id in [grow, *held, *later]:
+            record = queue.get(job_id)
+            assert record is not None
+            assert record.attempts == 1, record
+    assert "Recycling worker: RSS" in running.log, running.log
+    starts = {e["job"]: e for e in read_journal(journal) if e["event"] == "start"}
+    (first,) = {starts[job_id]["pid"] for job_id in [grow, *held]}
+    assert first not in {starts[job_id]["pid"] for job_id in later}, "run by its replacement"
+    ends = [e["mono"] for e in read_journal(journal) if e["event"] == "end" and e["job"] in held]
+    assert min(starts[job_id]["mono"] for job_id in later) > max(ends)
 
 
 @pytest.mark.databases("postgresql")
