@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-import psutil
-
 from .. import protocol, wire
 from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
@@ -31,6 +29,7 @@ from .fence import Slot
 from .mark import SettlingMark
 from .prefetch import PrefetchRule
 from .recording import UNACKNOWLEDGED, Recorder
+from .recycling import recycle_due
 from .reports import Reports
 from .session import (
     DatabaseLost,
@@ -46,8 +45,6 @@ log = logging.getLogger("jobq")
 # Exit codes the master reads.
 EXIT_OK = 0
 EXIT_CANNOT_START = 3
-EXIT_RECYCLED = 4  # --max-jobs-per-child reached
-EXIT_MEMORY = 5  # --max-memory-per-child passed
 
 # An idle child polls quickly right after work dried up, then backs off to poll_interval.
 FIRST_IDLE_WAIT = 0.05
@@ -105,7 +102,7 @@ class Child:
         return open_session(self.settings, self.reporter, self.stopping, self.claim, patient)
 
     def work(self, session: Session) -> int:
-        """Run jobs until drained (EXIT_OK) or recycled (EXIT_RECYCLED, EXIT_MEMORY)."""
+        """Run jobs until drained (EXIT_OK) or recycled (see recycling.py)."""
         try:
             return self.run_jobs(session)
         finally:
@@ -329,16 +326,7 @@ class Child:
                 return
 
     def recycle_due(self, done: int) -> tuple[int, str] | None:
-        """(exit code, why) when the worker should be replaced after `done` jobs, else None."""
-        limit = self.settings.max_jobs
-        if limit and done >= limit:
-            return EXIT_RECYCLED, f"{done} jobs done"
-        ceiling = self.settings.max_memory_mib
-        if ceiling:
-            rss = psutil.Process().memory_info().rss / 2**20
-            if rss > ceiling:
-                return EXIT_MEMORY, f"RSS {rss:.0f} MiB is over {ceiling:.0f} MiB"
-        return None
+        return recycle_due(self.settings, done)
 
     def show_title(self) -> None:
         self.reports.show()
