@@ -4,11 +4,23 @@ back empty or the list is a poll interval old."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jobq
 from jobq.worker.claim_types import ClaimTypes
 from tests.support.jobs import Noop
 
 POLL = 1.0
+
+
+def fails(call: Callable[[], object]) -> bool:
+    """Whether call() raises: the driver's own error, whichever the database (the worker's
+    claim path takes any as a lost connection)."""
+    try:
+        call()
+    except Exception:
+        return True
+    return False
 
 
 class Clock:
@@ -58,4 +70,17 @@ def test_with_only_the_other_pools_types_ready_it_claims_nothing(queue: jobq.Que
     assert types.now(queue) is None
     queue.enqueue(Noop(), type="loose")
     # Nothing listed: the next look reads again, with no claim in between.
+    assert types.now(queue) == ("loose",)
+
+
+def test_a_failed_read_raises_when_idle_and_claims_nothing_when_busy(
+    dsn: str, queue: jobq.Queue
+) -> None:
+    queue.enqueue(Noop(), type="loose")
+    closed = jobq.Queue.connect(dsn)
+    closed.close()
+    types = ClaimTypes((), ("import",), POLL, Clock())
+    # Busy, the attempt in hand is acknowledged without a claim; idle, the worker reconnects.
+    assert types.now(closed, busy=True) is None
+    assert fails(lambda: types.now(closed))
     assert types.now(queue) == ("loose",)
