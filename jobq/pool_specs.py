@@ -3,7 +3,8 @@
 A pool is a set of job types with workers of its own, so that a backlog of one kind of work
 cannot take every worker from another. The master keeps each pool at its size; the pools
 share its renewer, housekeeper and fence table. `*` stands for every type no other pool
-names: its workers claim the types their application registers, less the others'.
+names: its workers claim the types that have ready jobs, less the others' (see
+worker/claim_types.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 
-from ..worker import child
+from ..worker import recycling
 from ..worker.fence import FenceTable
 from .config import FENCE_SLOTS
 from .pool import Pool, describe_exit
@@ -19,7 +19,7 @@ from .workers import WorkerProcess
 log = logging.getLogger("jobq")
 
 # Exits a worker makes on purpose: they are not restarts in the metrics' sense.
-RECYCLED = {child.EXIT_RECYCLED: None, child.EXIT_MEMORY: StopReason.MEMORY}
+RECYCLED = {recycling.EXIT_RECYCLED: None, recycling.EXIT_MEMORY: StopReason.MEMORY}
 
 
 class Pools:

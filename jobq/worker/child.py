@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-import psutil
-
 from .. import protocol, wire
 from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
@@ -27,10 +25,12 @@ from ..queue import Queue
 from ..queue.running import work_as
 from ..records import ClaimedJob, Outcome
 from . import attempt, title
+from .claim_types import ClaimTypes
 from .fence import Slot
 from .mark import SettlingMark
 from .prefetch import PrefetchRule
 from .recording import UNACKNOWLEDGED, Recorder
+from .recycling import recycle_due
 from .reports import Reports
 from .session import (
     DatabaseLost,
@@ -46,8 +46,6 @@ log = logging.getLogger("jobq")
 # Exit codes the master reads.
 EXIT_OK = 0
 EXIT_CANNOT_START = 3
-EXIT_RECYCLED = 4  # --max-jobs-per-child reached
-EXIT_MEMORY = 5  # --max-memory-per-child passed
 
 # An idle child polls quickly right after work dried up, then backs off to poll_interval.
 FIRST_IDLE_WAIT = 0.05
@@ -77,15 +75,12 @@ class Child:
         self.done = 0
         vouched = kill_point(settings.lease, settings.safety_margin)
         self.prefetch = PrefetchRule(settings.prefetch, settings.types, vouched)
+        self.claim_types = ClaimTypes(settings.types, settings.others, settings.poll_interval)
 
     def main(self) -> int:
         title.starting(self.settings.pool)
         try:
             start_worker(self.settings.app)
-            self.settings = self.settings.claimable()
-            self.prefetch = PrefetchRule(
-                self.settings.prefetch, self.settings.types, self.prefetch.vouched
-            )
         except Exception as error:
             # An application's own bug is worth its traceback; a missing module is not.
             trace = not isinstance(error, ConfigurationError)
@@ -105,7 +100,7 @@ class Child:
         return open_session(self.settings, self.reporter, self.stopping, self.claim, patient)
 
     def work(self, session: Session) -> int:
-        """Run jobs until drained (EXIT_OK) or recycled (EXIT_RECYCLED, EXIT_MEMORY)."""
+        """Run jobs until drained (EXIT_OK) or recycled (see recycling.py)."""
         try:
             return self.run_jobs(session)
         finally:
@@ -153,16 +148,27 @@ class Child:
 
     def claim(self, queue: Queue) -> list[ClaimedJob]:
         """Claim as many jobs as claim_size() says (maybe none, as while claims are paused)."""
-        if self.slot.claims_paused():
+        if self.slot.claims_paused() or (types := self.types_now(queue)) is None:
             return []
         size = self.claim_size()
         if size == 1:
-            claim = queue.claim(self.settings.types)
+            claim = queue.claim(types)
             claims = [] if claim is None else [claim]
         else:
-            claims = queue.claim_many(size, self.settings.types)
-        self.prefetch.claimed(size, len(claims))
+            claims = queue.claim_many(size, types)
+        self.came_back(size, len(claims))
         return claims
+
+    def types_now(self, queue: Queue, busy: bool = False) -> tuple[str, ...] | None:
+        """The types the next claim names (see claim_types.py), which the prefetch rule
+        weighs; None: claim nothing."""
+        types = self.claim_types.now(queue, busy)
+        self.prefetch.types = types or ()
+        return types
+
+    def came_back(self, asked: int, got: int) -> None:
+        self.prefetch.claimed(asked, got)
+        self.claim_types.claimed(asked, got)
 
     def next_claim(self, session: Session) -> list[ClaimedJob]:
         """Claim jobs, or wait a while (idle) and return none."""
@@ -214,14 +220,19 @@ class Child:
     def run_one(self, session: Session, claim: ClaimedJob) -> list[ClaimedJob]:
         """One attempt, acknowledged with the claim of the next job in one statement: the
         path of --prefetch 1."""
-        types = self.settings.types
+        types = self.types_now(session.queue, busy=True)
+
+        def more() -> bool:
+            # A list gone stale while the job ran is read again before the next claim.
+            return types is not None and not self.claim_types.due() and self.wants_another()
+
         outcome, then = self.run_attempt(
             session,
             claim,
-            lambda: listed(session.queue.run_and_claim(claim, types, more=self.wants_another)),
+            lambda: listed(session.queue.run_and_claim(claim, types or (), more=more)),
         )
         assert outcome is not None  # run_and_claim always acknowledges
-        self.prefetch.claimed(1, len(then))
+        self.came_back(0 if types is None else 1, len(then))
         self.done += 1
         self.reports.ended([(claim, outcome)], then)
         return then
@@ -288,8 +299,9 @@ class Child:
         statement unless the worker is draining or due to recycle; returns that claim."""
         if not completed:
             return []
-        size = self.claim_size() if self.wants_another() else 0
-        types = self.settings.types
+        types = self.types_now(session.queue, busy=True) if self.wants_another() else None
+        size = 0 if types is None else self.claim_size()
+        types = types or ()
         try:
             outcomes, then = session.queue.complete_many_and_claim(completed, size, types)
         except Exception as error:
@@ -302,7 +314,7 @@ class Child:
             then = []
         else:
             if size:
-                self.prefetch.claimed(size, len(then))
+                self.came_back(size, len(then))
         hooks = session.queue.hooks
         for claim, outcome in zip(completed, outcomes, strict=True):
             if hooks is not None:
@@ -329,16 +341,7 @@ class Child:
                 return
 
     def recycle_due(self, done: int) -> tuple[int, str] | None:
-        """(exit code, why) when the worker should be replaced after `done` jobs, else None."""
-        limit = self.settings.max_jobs
-        if limit and done >= limit:
-            return EXIT_RECYCLED, f"{done} jobs done"
-        ceiling = self.settings.max_memory_mib
-        if ceiling:
-            rss = psutil.Process().memory_info().rss / 2**20
-            if rss > ceiling:
-                return EXIT_MEMORY, f"RSS {rss:.0f} MiB is over {ceiling:.0f} MiB"
-        return None
+        return recycle_due(self.settings, done)
 
     def show_title(self) -> None:
         self.reports.show()

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
-from ..errors import ConfigurationError
-from ..job import registered_types
-from ..pool_specs import EVERY_OTHER
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class WorkerSettings:
     dsn: str
     lease: float
-    types: tuple[str, ...]  # empty: every type but `others`
+    types: tuple[str, ...]  # empty: every type but `others` (see claim_types.py)
     poll_interval: float
     safety_margin: float
     max_jobs: int | None
@@ -34,16 +30,3 @@ class WorkerSettings:
     # the types other pools name, which a pool of every other type (*) leaves alone.
     pool: str | None = None
     others: tuple[str, ...] = ()
-
-    def claimable(self) -> WorkerSettings:
-        """These settings with the types it may claim, once its application is imported: a
-        pool of every other type claims the registered types the other pools do not name."""
-        if not self.others:
-            return self
-        types = tuple(sorted(registered_types() - set(self.others)))
-        if not types:
-            raise ConfigurationError(
-                f"pool {self.pool or EVERY_OTHER!r} has no type to claim: the application "
-                "registers none that another pool does not name"
-            )
-        return replace(self, types=types, others=())

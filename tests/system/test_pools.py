@@ -1,8 +1,9 @@
 """Several pools in one supervisor, with real processes on PostgreSQL: one scenario, played
 once for the module, read by every test.
 
-Pools: `hold:1` (long jobs, a backlog of three), `sleep:2` and `*:1` (every other type). While
-the held jobs wait, the other pools' jobs all complete; `ctl` resizes the sleep pool; a job of
+Pools: `hold:1` (long jobs, a backlog of three), `sleep:2` and `*:1` (every other type, one
+of them named only at enqueue, which no job class declares). While the held jobs wait, the
+other pools' jobs all complete; `ctl` resizes the sleep pool; a job of
 the hold pool is stolen, so the master fences that pool's worker alone while the sleep pool
 goes on; then the held jobs are released and the supervisor drains every pool."""
 
@@ -15,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -40,6 +42,8 @@ from tests.support.waiting import wait_for
 
 POOLS = ("--pool", "hold:1", "--pool", "sleep:2", "--pool", "*:1")
 HOLDS, SLEEPS, OTHERS = 3, 8, 2
+# A type given only at enqueue, as a Django Tasks queue name is: the * pool's too.
+LOOSE = "loose"
 SPAWNED = re.compile(r"Spawned worker (\d+) of pool (\S+)")
 
 
@@ -119,6 +123,7 @@ def played(
         holds = [queue.enqueue(Hold(str(journal), str(release))) for _ in range(HOLDS)]
         ids = holds + [queue.enqueue(Sleep(0.05, str(journal))) for _ in range(SLEEPS)]
         others_ids = [queue.enqueue(Other(0.05, str(journal))) for _ in range(OTHERS)]
+        others_ids += [queue.enqueue(Other(0.05, str(journal)), type=LOOSE) for _ in range(OTHERS)]
         ids += others_ids
         with supervisor(dsn, *POOLS, *FAST, "--metrics-port", "0") as running:
             port = metrics_port(running)
@@ -127,14 +132,14 @@ def played(
                 lambda: [e for e in events(journal, "start") if e["job"] in holds],
                 30,
             )
-            done = {"completed": SLEEPS + OTHERS}
+            done = {"completed": SLEEPS + 2 * OTHERS}
             wait_for(
                 f"the other pools' jobs to complete; log:\n{running.log}",
                 lambda: {k: v for k, v in queue.counts().items() if k == "completed"} == done,
                 30,
             )
             held = queue.counts(type="hold")
-            others = [queue.counts(type="sleep"), queue.counts(type="journaled-sleep")]
+            others = [queue.counts(type=t) for t in ("sleep", "journaled-sleep", LOOSE)]
             # A worker's title follows its job within TITLE_REFRESH.
             titles = wait_for(
                 "the held job in its worker's title",
@@ -204,7 +209,7 @@ def played(
 def test_a_backlog_of_long_jobs_in_one_pool_leaves_the_other_pools_working(played: Played) -> None:
     # Every job of the other pools completed while the held job ran and two more waited.
     assert played.held_meanwhile == {"in_progress": 1, "pending": HOLDS - 1}
-    assert played.others_done == [{"completed": SLEEPS}, {"completed": OTHERS}]
+    assert played.others_done == [{"completed": SLEEPS}, *[{"completed": OTHERS}] * 2]
 
 
 def test_each_type_runs_only_in_its_own_pool(played: Played) -> None:
@@ -257,3 +262,31 @@ def test_a_reload_replaces_each_pool_s_workers_pool_by_pool(played: Played) -> N
     # One at a time, in the pools' order, each replaced in its own pool.
     order = ["hold", "sleep", "sleep", "*"]
     assert played.reloaded == (order, order)
+
+
+def test_on_sqlite_the_star_pool_runs_a_type_given_only_at_enqueue(tmp_path: Path) -> None:
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    dsn = f"sqlite:///{tmp_path}/jobq.sqlite3"
+    with jobq.Queue.connect(dsn, lease_duration=6) as queue:
+        queue.install()
+        holds = [queue.enqueue(Hold(str(journal), str(release))) for _ in range(HOLDS)]
+        loose = [queue.enqueue(Other(0.05, str(journal)), type=LOOSE) for _ in range(OTHERS)]
+        # A concurrent worker for *, where the PostgreSQL scenario's is a process worker.
+        with supervisor(dsn, "--pool", "hold:1", "--pool", "*:1:2", *FAST) as running:
+            wait_for("a held job to start", lambda: events(journal, "start", holds[0]), 30)
+            wait_for(
+                f"the loose jobs to complete; log:\n{running.log}",
+                lambda: queue.counts(type=LOOSE) == {"completed": OTHERS},
+                30,
+            )
+            held = queue.counts(type="hold")
+            release.touch()
+            total = {"completed": HOLDS + OTHERS}
+            wait_for(f"every job to complete; log:\n{running.log}", lambda: queue.counts() == total)
+            running.signal(signal.SIGTERM)
+            assert running.wait() == 0, running.log
+        ran = {int(e["job"]): e["pid"] for e in events(journal, "start")}
+    assert held == {"in_progress": 1, "pending": HOLDS - 1}
+    # Each pool's jobs ran in its own worker.
+    assert len({ran[i] for i in holds}) == 1
+    assert not {ran[i] for i in holds} & {ran[i] for i in loose}

@@ -3,16 +3,12 @@ the set of pools, and the one-line refusals that name the pool at fault."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from jobq.cli.supervise import main
-from jobq.errors import ConfigurationError
-from jobq.job import registered_types
 from jobq.pool_specs import PoolSpec, completed, conflict, parse_pool
 from jobq.supervisor.config import SupervisorConfig
-from tests.support.apps import jobs_app
+from jobq.worker.claim_types import ClaimTypes, every_other
 from tests.support.configs import supervisor_config
 
 
@@ -116,19 +112,25 @@ def test_the_command_refuses_bad_pools_in_one_line(
     assert said.startswith(f"jobq-supervise: {error}"), said
 
 
-def test_a_worker_of_every_other_type_claims_the_registered_types_less_the_others() -> None:
+def test_a_worker_of_every_other_type_is_told_the_types_the_other_pools_name() -> None:
     config = SupervisorConfig("sqlite:///x", pools=(PoolSpec(("a",), 1), PoolSpec((), 1)))
     every_other = config.worker_settings(config.pool_specs()[1])
-    registered = registered_types()
-    assert jobs_app.AppendLine.type in registered
-    assert set(every_other.claimable().types) == registered - {"a"}
-    assert every_other.claimable().others == ()
-    # Alone, it claims every type, registered or not: no list to resolve.
+    assert (every_other.types, every_other.others) == ((), ("a",))
+    # Alone, it claims every type: there is no other pool to leave alone.
     alone = config.worker_settings(PoolSpec((), 1))
-    assert alone.claimable() is alone
-    nothing_left = dataclasses.replace(every_other, others=tuple(registered))
-    with pytest.raises(ConfigurationError, match=r"^pool '\*' has no type to claim"):
-        nothing_left.claimable()
+    assert (alone.types, alone.others) == ((), ())
+
+
+def test_every_other_type_is_the_ready_types_less_the_other_pools() -> None:
+    ready = {"import": 9.0, "loose": 1.0, "email": 0.0}
+    assert every_other(ready, ("import", "sms")) == ("email", "loose")
+    assert every_other(ready, ("import", "loose", "email")) == ()
+
+
+def test_fixed_types_are_claimed_as_given_without_a_look_at_the_queue() -> None:
+    # No queue is needed: a worker of --type, or of every type, never reads the list.
+    assert ClaimTypes(("a", "b"), (), 1.0).now(None) == ("a", "b")  # type: ignore[arg-type]
+    assert ClaimTypes((), (), 1.0).now(None) == ()  # type: ignore[arg-type]
 
 
 def test_more_attempts_at_once_than_the_fence_table_holds_are_refused() -> None:

@@ -103,7 +103,10 @@ class ConcurrentChild(Child):
 
     def claim(self, queue: Queue) -> list[ClaimedJob]:
         size = self.claim_size()
-        return queue.claim_many(size, self.settings.types) if size else []
+        types = self.claim_types.now(queue) if size else None
+        claims = [] if types is None else queue.claim_many(size, types)
+        self.claim_types.claimed(size, len(claims))
+        return claims
 
     def show_title(self) -> None:
         """The earliest attempt it runs, as a process worker shows its one, and how many
@@ -294,17 +297,21 @@ class ConcurrentChild(Child):
     ) -> tuple[list[tuple[ClaimedJob, Outcome]], list[ClaimedJob]]:
         """In the database's thread: fail the failed attempts, then complete the completed
         ones with the next claim in one statement."""
-        queue, types = session.queue, self.settings.types
+        queue = session.queue
+        # Busy with outcomes to record, a failed read of the types claims nothing.
+        types = self.claim_types.now(queue, busy=bool(ended)) if size else None
+        size = 0 if types is None else size
         outcomes = [
             (claim, queue._failed(claim, error, span)) for claim, error, span in ended if error
         ]
         completed = [claim for claim, error, _ in ended if error is None]
         claims: list[ClaimedJob] = []
         if completed:
-            settled, claims = queue.complete_many_and_claim(completed, size, types)
+            settled, claims = queue.complete_many_and_claim(completed, size, types or ())
             outcomes += zip(completed, settled, strict=True)
         elif size:
-            claims = queue.claim_many(size, types)
+            claims = queue.claim_many(size, types or ())
+        self.claim_types.claimed(size, len(claims))
         return outcomes, claims
 
     async def in_database(self, call: Callable[..., Result], *args: object) -> Result:
