@@ -26,6 +26,9 @@ from .support.servers import (
 )
 
 DB_KINDS = ("sqlite", "postgresql", "mariadb")
+# The Django project's own tests are Django's test runner's, run by test_django*.py inside a
+# configured project; collected here they would import its models with no settings.
+collect_ignore_glob = ["support/*"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
