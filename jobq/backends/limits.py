@@ -5,11 +5,13 @@ each backend's limits.py installs (see jobq/limits.py for why a slot is not a co
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from ..limits import CONCURRENCY, MAX_COUNT, RATE
+from ..records import ClaimedJob
+from .rows import REFUSED, Refused
 from .steps import Steps, count
 
 T = TypeVar("T")
@@ -17,6 +19,24 @@ T = TypeVar("T")
 # How many rows refused by a concurrency limit one claim() looks past before it reports
 # nothing ready: each refusal blocks its row, so the next probe starts beyond it.
 REFUSALS = 8
+
+# How many claims that each met REFUSALS refused rows past_refusals() makes back to back
+# before it reports nothing ready. Jobs enqueued together by key put long runs of one running key's
+# jobs at the head of the ready index; each claim blocks REFUSALS of them, and without a
+# second try its worker would wait for work every few jobs. Bounded, because a key another
+# claim holds leaves its rows ready, and a claim could meet them again and again.
+REFUSED_ROUNDS = 8
+
+
+def past_refusals(claim: Callable[[], ClaimedJob | Refused | None]) -> ClaimedJob | None:
+    """claim() again at once while a limit refused every row it met, REFUSED_ROUNDS times at
+    most: the claim, or None when nothing was ready (or the rounds ran out)."""
+    for _ in range(REFUSED_ROUNDS):
+        claimed = claim()
+        if claimed is not REFUSED:
+            return claimed
+    return None
+
 
 # Keys one wake_lapsed() looks at: a few, so that an idle claim stays short.
 LAPSED_KEYS = 8

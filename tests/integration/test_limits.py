@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 import jobq
+from jobq.backends.limits import REFUSALS
 from jobq.limits import CONCURRENCY
 from jobq.supervisor.housekeeper import depth
 from jobq.supervisor.metrics import QueueDepth
@@ -56,6 +57,19 @@ def test_a_full_key_lets_other_keys_by_and_wakes_when_a_slot_frees(queue: jobq.Q
     (next_one,) = queue.claim_many(10)
     assert next_one.id == high[2]
     assert running_by_key(queue)["a"] == 2
+
+
+def test_one_claim_goes_past_a_full_key_s_jobs_enqueued_together(queue: jobq.Queue) -> None:
+    # More refused jobs ahead than one probe round looks past: the claim goes on at once
+    # rather than reporting nothing ready and sending its worker to wait.
+    for i in range(2 + 3 * REFUSALS):
+        queue.enqueue(Limited("a", i))
+    behind = queue.enqueue(Limited("b"))
+    assert len(queue.claim_many(2)) == 2
+    claim = queue.claim()
+    assert claim is not None
+    assert claim.id == behind
+    assert [r.blocked for r in queue.limits()] == [3 * REFUSALS]
 
 
 @pytest.mark.lease(1)
