@@ -86,18 +86,36 @@ LIMITS_TEMPLATE = f"""
 """
 
 
+# A job's concurrency key and the limit it waits on, {id} its id: a blocked job's limit, or
+# the rate when the job, due later, belongs to a key whose window is full now. The row keeps
+# no mark of a rate's refusal, but it needs none: the refusal moved the job to when the
+# window's oldest start leaves it, and until then the window stays full.
+LIMIT_OF_TEMPLATE = f"""
+    SELECT j.limit_key, coalesce(j.blocked_on, (
+        SELECT '{RATE}' FROM jobq_limits l WHERE l.type = j.type AND l.name = '{RATE}'
+          AND j.status = 'pending' AND j.rate_key IS NOT NULL AND j.scheduled_at > {{now}}
+          AND (SELECT count(*) FROM jobq_rate_starts s WHERE s.type = j.type
+               AND s.rate_key = j.rate_key AND s.started_at > {{since}})
+              >= coalesce(l.override, l.declared)))
+    FROM jobq_jobs j WHERE j.id = {{id}}
+"""
+
+
 # A job class's declared limit: (type, limit name, count, a rate's window or None).
 Declared = tuple[str, str, int, float | None]
 
 
-def shared_statements(now: str, since: str, type_: str, key: str) -> tuple[str, str, str]:
-    """sql_limits, sql_lapsed_keys and sql_free_slots in a backend's style: its current time,
-    the start of a rate's window (`since`, over PER_IN_FORCE), and its placeholders for the
-    type and key."""
+def shared_statements(
+    now: str, since: str, type_: str, key: str, id_: str
+) -> tuple[str, str, str, str]:
+    """sql_limits, sql_lapsed_keys, sql_free_slots and sql_limit_of in a backend's style: its
+    current time, the start of a rate's window (`since`, over PER_IN_FORCE), and its
+    placeholders for the type, key and job id."""
     return (
         LIMITS_TEMPLATE.format(now=now, since=since),
         LAPSED_TEMPLATE.format(now=now, limit=LAPSED_KEYS),
         FREE_TEMPLATE.format(type=type_, key=key, now=now),
+        LIMIT_OF_TEMPLATE.format(now=now, since=since, id=id_),
     )
 
 
@@ -214,7 +232,9 @@ class Limits(ABC):
         return [int(row[0]) for row in rows]
 
     def limit_of(self, job_id: int) -> tuple[str | None, str | None]:
-        """A job's concurrency key, and the limit it waits on (None when it waits on none)."""
+        """A job's concurrency key, and the limit it waits on (None when it waits on none):
+        its concurrency limit's while it is blocked, its rate's while a full window keeps it
+        scheduled later."""
         row = self.fetchone(self.sql_limit_of, {"id": job_id})
         return (None, None) if row is None else (row[0], row[1])
 

@@ -59,11 +59,16 @@ def test_an_operator_s_rate_is_read_at_claim_time_and_listed(queue: jobq.Queue) 
     later = queue.get(ids[1])
     assert later is not None
     assert later.attempts == 0
+    # What `jobq show` prints: the rate holds the refused job back, not the running one.
+    assert queue.waits_on(ids[1]) == (None, RATE)
+    assert queue.waits_on(first.id) == (None, None)
     (row,) = [row for row in queue.limits() if row.name == RATE]
     assert (row.type, row.declared, row.override, row.per, row.in_use) == ("rated", 3, 1, 60, 1)
     queue.set_rate("rated", None)
     (row,) = [row for row in queue.limits() if row.name == RATE]
     assert (row.override, row.per) == (None, 1)
+    # One start in the declared window of three: nothing holds the job back any more.
+    assert queue.waits_on(ids[1]) == (None, None)
 
 
 @pytest.mark.parametrize(
