@@ -53,6 +53,17 @@ LAPSED_TEMPLATE = """
     LIMIT {limit}
 """
 
+# Keys with jobs blocked on them and no attempt holding one of their slots, so that no ending
+# of theirs will wake those jobs. Claims and endings wake a key's jobs as they go; this is
+# the net maintenance spreads under a wake-up missed between them.
+STRANDED_TEMPLATE = """
+    SELECT DISTINCT b.type, b.limit_key FROM jobq_jobs b
+    WHERE b.status = 'pending' AND b.blocked_on IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM jobq_jobs r WHERE r.type = b.type
+                      AND r.limit_key = b.limit_key AND r.status = 'in_progress'
+                      AND r.lease_until > {now})
+"""
+
 # A key's free slots: the limit in force (none: unlimited) less its attempts holding one.
 FREE_TEMPLATE = f"""
     SELECT coalesce((SELECT coalesce(l.override, l.declared) FROM jobq_limits l
@@ -107,13 +118,14 @@ Declared = tuple[str, str, int, float | None]
 
 def shared_statements(
     now: str, since: str, type_: str, key: str, id_: str
-) -> tuple[str, str, str, str]:
-    """sql_limits, sql_lapsed_keys, sql_free_slots and sql_limit_of in a backend's style: its
-    current time, the start of a rate's window (`since`, over PER_IN_FORCE), and its
-    placeholders for the type, key and job id."""
+) -> tuple[str, str, str, str, str]:
+    """sql_limits, sql_lapsed_keys, sql_stranded_keys, sql_free_slots and sql_limit_of in a
+    backend's style: its current time, the start of a rate's window (`since`, over
+    PER_IN_FORCE), and its placeholders for the type, key and job id."""
     return (
         LIMITS_TEMPLATE.format(now=now, since=since),
         LAPSED_TEMPLATE.format(now=now, limit=LAPSED_KEYS),
+        STRANDED_TEMPLATE.format(now=now),
         FREE_TEMPLATE.format(type=type_, key=key, now=now),
         LIMIT_OF_TEMPLATE.format(now=now, since=since, id=id_),
     )
@@ -146,6 +158,7 @@ class Limits(ABC):
     # key (so that no claim blocks a job of it unseen meanwhile); its free slots; and the
     # statement that unblocks its best %(free)s jobs.
     sql_lapsed_keys: ClassVar[str]
+    sql_stranded_keys: ClassVar[str]
     sql_hold_key: ClassVar[str]
     sql_free_slots: ClassVar[str]
     sql_wake_key: ClassVar[str]
@@ -189,8 +202,16 @@ class Limits(ABC):
         """Wake jobs blocked on a key whose slot an ended lease freed, before maintenance
         settles that attempt (its master killed, say): an idle claim runs this, so a freed
         slot is taken by the first claim that finds nothing else. Returns how many woke."""
+        return self._wake_keys(self.sql_lapsed_keys)
+
+    def wake_stranded(self) -> int:
+        """Wake jobs blocked on a key none of whose attempts holds a slot (maintenance runs
+        it): with no attempt of the key left to end, nothing else would. Returns how many."""
+        return self._wake_keys(self.sql_stranded_keys)
+
+    def _wake_keys(self, keys_sql: str) -> int:
         woken = 0
-        for job_type, key in self.fetchall(self.sql_lapsed_keys):
+        for job_type, key in self.fetchall(keys_sql):
             with self.transaction():
                 woken += self.wake_key({"type": job_type, "key": key})
         return woken

@@ -117,6 +117,34 @@ def test_a_slot_an_ended_lease_freed_wakes_the_jobs_blocked_on_it(queue: jobq.Qu
     assert queue.blocked() == []
 
 
+def test_maintenance_wakes_jobs_stranded_behind_a_key_nothing_holds(
+    queue: jobq.Queue, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The net under a missed wake-up: a job left blocked on a key with no attempt in progress
+    (made here by hand, as the race that leaves one would) is claimable after maintenance,
+    which says so; a key whose attempt still holds its slot keeps its blocked jobs."""
+    # Key a has been claimed and ended, as a key with a missed wake-up has.
+    queue.enqueue(Limited("a", 0))
+    ended = queue.claim("limited")
+    assert ended is not None
+    assert queue.complete(ended)
+    *held, waiting = [queue.enqueue(Limited("b", i)) for i in range(3)]
+    assert [claim.id for claim in queue.claim_many(3, "limited")] == held
+    stranded = queue.enqueue(Limited("a", 1))
+    queue.backend.execute(
+        f"UPDATE jobq_jobs SET blocked_on = '{CONCURRENCY}' WHERE id = {int(stranded)}"
+    )
+    assert {job.id for job in queue.blocked()} == {stranded, waiting}
+    assert queue.claim("limited") is None
+    with caplog.at_level("WARNING", logger="jobq"):
+        queue.run_maintenance()
+    assert "woke 1 job(s) blocked on a key with no attempt holding a slot" in caplog.text
+    assert [job.id for job in queue.blocked()] == [waiting]
+    woken = queue.claim("limited")
+    assert woken is not None
+    assert woken.id == stranded
+
+
 def test_an_override_is_read_at_claim_time(queue: jobq.Queue) -> None:
     ids = [queue.enqueue(Limited("a", i)) for i in range(5)]
     assert len(queue.claim_many(5)) == 2
