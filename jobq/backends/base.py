@@ -23,7 +23,7 @@ from .leases import expiry
 from .limits import Limits
 from .reporting import Reporting
 from .retries import TRIES, pause_to_retry
-from .rows import INSERT_NAMES, ExpiredLease, NewJob, Renewal, Runner
+from .rows import INSERT_NAMES, ExpiredLease, NewJob, Refused, Renewal, Runner, claimed_only
 from .shapes import CHUNK_ROWS, chunks
 from .steps import CopyRows, Step, Steps, drive, every, fetched
 from .uniqueness import Uniqueness
@@ -167,9 +167,10 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> ClaimedJob | None:
+    ) -> ClaimedJob | Refused | None:
         """Take the next ready job of one of `types` (any type when empty, never of a paused
-        type) for one attempt, highest priority first, then in schedule order."""
+        type) for one attempt, highest priority first, then in schedule order. REFUSED when
+        a limit refused REFUSALS rows in a row: claim again, past them."""
 
     @abstractmethod
     @contextmanager
@@ -185,7 +186,7 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> ClaimedJob | None:
+    ) -> ClaimedJob | Refused | None:
         """claim(), inside a transaction the caller opened; the same where a claim is a
         single statement."""
         return self.claim(types, token, lease, expires_monotonic, runner)
@@ -207,7 +208,7 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         expires = expiry(lease)
         with self.transaction():
             done = self.complete(job_id, token, result)
-            return done, self.claim_within(types, new_token, lease, expires, runner)
+            return done, claimed_only(self.claim_within(types, new_token, lease, expires, runner))
 
     # Each backend module sets these statements; they take named parameters in its own style.
     sql_complete: ClassVar[str]

@@ -5,11 +5,13 @@ each backend's limits.py installs (see jobq/limits.py for why a slot is not a co
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from ..limits import CONCURRENCY, MAX_COUNT, RATE
+from ..records import ClaimedJob
+from .rows import REFUSED, Refused
 from .steps import Steps, count
 
 T = TypeVar("T")
@@ -17,6 +19,24 @@ T = TypeVar("T")
 # How many rows refused by a concurrency limit one claim() looks past before it reports
 # nothing ready: each refusal blocks its row, so the next probe starts beyond it.
 REFUSALS = 8
+
+# How many claims that each met REFUSALS refused rows past_refusals() makes back to back
+# before it reports nothing ready. Jobs enqueued together by key put long runs of one running key's
+# jobs at the head of the ready index; each claim blocks REFUSALS of them, and without a
+# second try its worker would wait for work every few jobs. Bounded, because a key another
+# claim holds leaves its rows ready, and a claim could meet them again and again.
+REFUSED_ROUNDS = 8
+
+
+def past_refusals(claim: Callable[[], ClaimedJob | Refused | None]) -> ClaimedJob | None:
+    """claim() again at once while a limit refused every row it met, REFUSED_ROUNDS times at
+    most: the claim, or None when nothing was ready (or the rounds ran out)."""
+    for _ in range(REFUSED_ROUNDS):
+        claimed = claim()
+        if claimed is not REFUSED:
+            return claimed
+    return None
+
 
 # Keys one wake_lapsed() looks at: a few, so that an idle claim stays short.
 LAPSED_KEYS = 8
@@ -31,6 +51,17 @@ LAPSED_TEMPLATE = """
                   AND b.limit_key = r.limit_key AND b.status = 'pending'
                   AND b.blocked_on IS NOT NULL)
     LIMIT {limit}
+"""
+
+# Keys with jobs blocked on them and no attempt holding one of their slots, so that no ending
+# of theirs will wake those jobs. Claims and endings wake a key's jobs as they go; this is
+# the net maintenance spreads under a wake-up missed between them.
+STRANDED_TEMPLATE = """
+    SELECT DISTINCT b.type, b.limit_key FROM jobq_jobs b
+    WHERE b.status = 'pending' AND b.blocked_on IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM jobq_jobs r WHERE r.type = b.type
+                      AND r.limit_key = b.limit_key AND r.status = 'in_progress'
+                      AND r.lease_until > {now})
 """
 
 # A key's free slots: the limit in force (none: unlimited) less its attempts holding one.
@@ -66,18 +97,37 @@ LIMITS_TEMPLATE = f"""
 """
 
 
+# A job's concurrency key and the limit it waits on, {id} its id: a blocked job's limit, or
+# the rate when the job, due later, belongs to a key whose window is full now. The row keeps
+# no mark of a rate's refusal, but it needs none: the refusal moved the job to when the
+# window's oldest start leaves it, and until then the window stays full.
+LIMIT_OF_TEMPLATE = f"""
+    SELECT j.limit_key, coalesce(j.blocked_on, (
+        SELECT '{RATE}' FROM jobq_limits l WHERE l.type = j.type AND l.name = '{RATE}'
+          AND j.status = 'pending' AND j.rate_key IS NOT NULL AND j.scheduled_at > {{now}}
+          AND (SELECT count(*) FROM jobq_rate_starts s WHERE s.type = j.type
+               AND s.rate_key = j.rate_key AND s.started_at > {{since}})
+              >= coalesce(l.override, l.declared)))
+    FROM jobq_jobs j WHERE j.id = {{id}}
+"""
+
+
 # A job class's declared limit: (type, limit name, count, a rate's window or None).
 Declared = tuple[str, str, int, float | None]
 
 
-def shared_statements(now: str, since: str, type_: str, key: str) -> tuple[str, str, str]:
-    """sql_limits, sql_lapsed_keys and sql_free_slots in a backend's style: its current time,
-    the start of a rate's window (`since`, over PER_IN_FORCE), and its placeholders for the
-    type and key."""
+def shared_statements(
+    now: str, since: str, type_: str, key: str, id_: str
+) -> tuple[str, str, str, str, str]:
+    """sql_limits, sql_lapsed_keys, sql_stranded_keys, sql_free_slots and sql_limit_of in a
+    backend's style: its current time, the start of a rate's window (`since`, over
+    PER_IN_FORCE), and its placeholders for the type, key and job id."""
     return (
         LIMITS_TEMPLATE.format(now=now, since=since),
         LAPSED_TEMPLATE.format(now=now, limit=LAPSED_KEYS),
+        STRANDED_TEMPLATE.format(now=now),
         FREE_TEMPLATE.format(type=type_, key=key, now=now),
+        LIMIT_OF_TEMPLATE.format(now=now, since=since, id=id_),
     )
 
 
@@ -108,6 +158,7 @@ class Limits(ABC):
     # key (so that no claim blocks a job of it unseen meanwhile); its free slots; and the
     # statement that unblocks its best %(free)s jobs.
     sql_lapsed_keys: ClassVar[str]
+    sql_stranded_keys: ClassVar[str]
     sql_hold_key: ClassVar[str]
     sql_free_slots: ClassVar[str]
     sql_wake_key: ClassVar[str]
@@ -151,8 +202,16 @@ class Limits(ABC):
         """Wake jobs blocked on a key whose slot an ended lease freed, before maintenance
         settles that attempt (its master killed, say): an idle claim runs this, so a freed
         slot is taken by the first claim that finds nothing else. Returns how many woke."""
+        return self._wake_keys(self.sql_lapsed_keys)
+
+    def wake_stranded(self) -> int:
+        """Wake jobs blocked on a key none of whose attempts holds a slot (maintenance runs
+        it): with no attempt of the key left to end, nothing else would. Returns how many."""
+        return self._wake_keys(self.sql_stranded_keys)
+
+    def _wake_keys(self, keys_sql: str) -> int:
         woken = 0
-        for job_type, key in self.fetchall(self.sql_lapsed_keys):
+        for job_type, key in self.fetchall(keys_sql):
             with self.transaction():
                 woken += self.wake_key({"type": job_type, "key": key})
         return woken
@@ -194,7 +253,9 @@ class Limits(ABC):
         return [int(row[0]) for row in rows]
 
     def limit_of(self, job_id: int) -> tuple[str | None, str | None]:
-        """A job's concurrency key, and the limit it waits on (None when it waits on none)."""
+        """A job's concurrency key, and the limit it waits on (None when it waits on none):
+        its concurrency limit's while it is blocked, its rate's while a full window keeps it
+        scheduled later."""
         row = self.fetchone(self.sql_limit_of, {"id": job_id})
         return (None, None) if row is None else (row[0], row[1])
 

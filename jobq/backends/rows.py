@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import NamedTuple
 
+from ..records import ClaimedJob
 from ..retry import RetryPolicy
 
 # The insert parameters every backend's insert statement takes, in insert_values' order.
@@ -70,6 +72,23 @@ class Runner(NamedTuple):
     # The worker incarnation that claims (see running.worker_id): what its supervisor
     # settles by when it dies, whether or not it heard of the claim.
     worker: str
+
+
+class Refused(Enum):
+    """A claim's answer when a limit refused every row it probed (each now blocked, or left
+    for the claim that holds its key): ready jobs may wait behind them, so the caller claims
+    again at once, where None (nothing ready) sends it to wait for work."""
+
+    REFUSED = "refused"
+
+
+REFUSED = Refused.REFUSED
+
+
+def claimed_only(claim: ClaimedJob | Refused | None) -> ClaimedJob | None:
+    """A claim fused with an acknowledgement takes no second try: the worker's next claim
+    goes on past the refused rows without waiting."""
+    return claim if isinstance(claim, ClaimedJob) else None
 
 
 class Renewal(NamedTuple):

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from .. import tracing
 from ..backends.base import Backend
 from ..backends.leases import expiry
-from ..backends.rows import Renewal
+from ..backends.limits import past_refusals
+from ..backends.rows import Refused, Renewal
 from ..codec import Codec
 from ..errors import Unacknowledged
 from ..hooks import JobHooks
@@ -154,13 +155,13 @@ class Consuming:
         types = type_list(type)
         token = secrets.token_hex(16)
 
-        def attempt() -> ClaimedJob | None:
+        def attempt() -> ClaimedJob | Refused | None:
             lease = self.lease_duration
             return backend.claim(types, token, lease, expiry(lease), runner())
 
-        claimed = backend.retrying("claim", attempt)
+        claimed = backend.retrying("claim", lambda: past_refusals(attempt))
         if claimed is None and backend.retrying("claim", backend.wake_lapsed):
-            claimed = backend.retrying("claim", attempt)
+            claimed = backend.retrying("claim", lambda: past_refusals(attempt))
         return claimed
 
     def run(self, claim: ClaimedJob) -> Outcome:

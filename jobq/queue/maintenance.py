@@ -37,8 +37,9 @@ def finished_statuses(statuses: Iterable[Status | str] | None) -> tuple[Status, 
 
 
 def recover_and_expire(backend: Backend) -> dict[str, int]:
-    """Recover attempts whose lease ended, with each job's own retry policy, and expire
-    pending jobs past their deadline. Returns how many jobs went where."""
+    """Recover attempts whose lease ended, with each job's own retry policy, expire pending
+    jobs past their deadline, and wake jobs stranded behind a free key. Returns how many
+    jobs went where."""
     counts = {"requeued": 0, "failed": 0, "expired": 0}
     while True:
         leases = backend.retrying("maintenance", lambda: backend.expired_leases(MAINTENANCE_BATCH))
@@ -49,6 +50,14 @@ def recover_and_expire(backend: Backend) -> dict[str, int]:
         if len(leases) < MAINTENANCE_BATCH:
             break
     counts["expired"] += backend.retrying("maintenance", backend.expire_overdue)
+    stranded = backend.retrying("maintenance", backend.wake_stranded)
+    if stranded:
+        # Said loudly: every such job is a wake-up a claim or an ending should have made.
+        log.warning(
+            "Maintenance woke %d job(s) blocked on a key with no attempt holding a slot",
+            stranded,
+            extra={"event": "stranded_woken"},
+        )
     if any(counts.values()):
         log.info(
             "Maintenance: %d requeued, %d failed, %d expired",

@@ -41,6 +41,7 @@ URLS = Map(
         Rule("/pause", endpoint="pause", methods=["POST"]),
         Rule("/resume", endpoint="resume", methods=["POST"]),
         Rule("/limit", endpoint="limit", methods=["POST"]),
+        Rule("/rate", endpoint="rate", methods=["POST"]),
     ]
 )
 

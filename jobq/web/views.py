@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
 from jinja2 import Environment
 from werkzeug.exceptions import BadRequest, HTTPException, NotFound
@@ -17,11 +18,13 @@ from werkzeug.wrappers import Request, Response
 
 from ..backends.controls import RETRYABLE
 from ..job import check_type_name
-from ..limits import count_from_text
+from ..limits import count_from_text, rate_from_text
 from ..queue import Queue
 from ..queue.controls import why_not_retried
 from ..records import JobRecord, Status
 from .auth import CSRF_FIELD
+
+T = TypeVar("T")
 
 # What a page shows for a time or duration that is not set.
 NOTHING = "\N{EN DASH}"
@@ -54,6 +57,8 @@ TYPE_NOTICES = {
     "not-paused": "No job has type {type}: it was not paused.",
     "limit-set": "The concurrency limit of type {type} is changed on every node.",
     "limit-cleared": "Type {type} is back to the concurrency limit its job class declares.",
+    "rate-set": "The rate limit of type {type} is changed on every node.",
+    "rate-cleared": "Type {type} is back to the rate limit its job class declares.",
 }
 
 
@@ -250,14 +255,32 @@ def resume(page: Page) -> Response:
 
 def limit(page: Page) -> Response:
     """An operator's concurrency limit for a type; an empty count drops the override."""
+    parse = partial(count_from_text, what="concurrency")
+    return override(page, "concurrency", parse, page.queue.set_limit, "limit")
+
+
+def rate(page: Page) -> Response:
+    """An operator's rate limit for a type, as N/SECONDS; an empty field drops the override."""
+    return override(page, "rate", rate_from_text, page.queue.set_rate, "rate")
+
+
+def override(
+    page: Page,
+    field: str,
+    parse: Callable[[str], T],
+    apply: Callable[[str, T | None], None],
+    notice: str,
+) -> Response:
+    """Set the override the form's `field` gives (empty: drop it), refusing a bad value in
+    one line that names the field."""
     job_type = form_type(page)
-    text = page.request.form.get("concurrency", "").strip()
+    text = page.request.form.get(field, "").strip()
     try:
-        count = None if not text else count_from_text(text, "concurrency")
+        given = None if not text else parse(text)
     except ValueError as error:
-        raise BadRequest(f"concurrency: {error}") from None
-    page.queue.set_limit(job_type, count)
-    return page.done("overview", "limit-cleared" if count is None else "limit-set", type=job_type)
+        raise BadRequest(f"{field}: {error}") from None
+    apply(job_type, given)
+    return page.done("overview", f"{notice}-{'cleared' if given is None else 'set'}", type=job_type)
 
 
 def form_type(page: Page) -> str:

@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 import jobq
+from jobq.backends.limits import REFUSALS
 from jobq.limits import CONCURRENCY
 from jobq.supervisor.housekeeper import depth
 from jobq.supervisor.metrics import QueueDepth
@@ -58,6 +59,19 @@ def test_a_full_key_lets_other_keys_by_and_wakes_when_a_slot_frees(queue: jobq.Q
     assert running_by_key(queue)["a"] == 2
 
 
+def test_one_claim_goes_past_a_full_key_s_jobs_enqueued_together(queue: jobq.Queue) -> None:
+    # More refused jobs ahead than one probe round looks past: the claim goes on at once
+    # rather than reporting nothing ready and sending its worker to wait.
+    for i in range(2 + 3 * REFUSALS):
+        queue.enqueue(Limited("a", i))
+    behind = queue.enqueue(Limited("b"))
+    assert len(queue.claim_many(2)) == 2
+    claim = queue.claim()
+    assert claim is not None
+    assert claim.id == behind
+    assert [r.blocked for r in queue.limits()] == [3 * REFUSALS]
+
+
 @pytest.mark.lease(1)
 def test_a_slot_is_free_once_its_lease_ends(queue: jobq.Queue) -> None:
     """As when a master is SIGKILLed with the attempt: nothing settles it, yet once its
@@ -101,6 +115,34 @@ def test_a_slot_an_ended_lease_freed_wakes_the_jobs_blocked_on_it(queue: jobq.Qu
     assert queue.waits_on(ids[3]) == ("a", None)
     assert queue.run_maintenance()["requeued"] == 4
     assert queue.blocked() == []
+
+
+def test_maintenance_wakes_jobs_stranded_behind_a_key_nothing_holds(
+    queue: jobq.Queue, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The net under a missed wake-up: a job left blocked on a key with no attempt in progress
+    (made here by hand, as the race that leaves one would) is claimable after maintenance,
+    which says so; a key whose attempt still holds its slot keeps its blocked jobs."""
+    # Key a has been claimed and ended, as a key with a missed wake-up has.
+    queue.enqueue(Limited("a", 0))
+    ended = queue.claim("limited")
+    assert ended is not None
+    assert queue.complete(ended)
+    *held, waiting = [queue.enqueue(Limited("b", i)) for i in range(3)]
+    assert [claim.id for claim in queue.claim_many(3, "limited")] == held
+    stranded = queue.enqueue(Limited("a", 1))
+    queue.backend.execute(
+        f"UPDATE jobq_jobs SET blocked_on = '{CONCURRENCY}' WHERE id = {int(stranded)}"
+    )
+    assert {job.id for job in queue.blocked()} == {stranded, waiting}
+    assert queue.claim("limited") is None
+    with caplog.at_level("WARNING", logger="jobq"):
+        queue.run_maintenance()
+    assert "woke 1 job(s) blocked on a key with no attempt holding a slot" in caplog.text
+    assert [job.id for job in queue.blocked()] == [waiting]
+    woken = queue.claim("limited")
+    assert woken is not None
+    assert woken.id == stranded
 
 
 def test_an_override_is_read_at_claim_time(queue: jobq.Queue) -> None:

@@ -21,7 +21,7 @@ from jobq.cli import commands as cli
 from jobq.schedules import periodic
 from jobq.web import Credentials, make_app
 from jobq.web import views as web_views
-from tests.support.jobs import Boom, Limited, Noop, Record
+from tests.support.jobs import Boom, Limited, Noop, Rated, Record
 
 NO_RETRY = jobq.RetryPolicy(max_attempts=1)
 SCRIPT = "<script>alert('owned')</script>"
@@ -56,6 +56,13 @@ def post(client: Client, path: str, form_page: str, **fields: str) -> TestRespon
     response = client.post(path, data=fields)
     assert response.status_code == 303, text(response)
     return client.get(response.headers["Location"])
+
+
+def bad_request(client: Client, path: str, **fields: str) -> str:
+    """Post the overview's form with a bad value: refused, and the page that says why."""
+    refused = client.post(path, data={**fields, "csrf": csrf_token(client, "/")})
+    assert refused.status_code == 400
+    return text(refused)
 
 
 def failed_job(queue: jobq.Queue, message: str = "boom") -> int:
@@ -350,14 +357,28 @@ def test_the_overview_lists_limits_and_overrides_one(queue: jobq.Queue, client: 
     html = text(post(client, "/limit", "/", type="limited", concurrency="3"))
     assert "The concurrency limit of type limited is changed on every node." in html
     assert queue.limits()[0].override == 3
-    refused = client.post(
-        "/limit", data={"type": "limited", "concurrency": "x", "csrf": csrf_token(client, "/")}
-    )
-    assert refused.status_code == 400
-    assert "concurrency must be a whole number from 1 to 1000000, got &#39;x&#39;" in text(refused)
+    refused = bad_request(client, "/limit", type="limited", concurrency="x")
+    assert "concurrency must be a whole number from 1 to 1000000, got &#39;x&#39;" in refused
     html = text(post(client, "/limit", "/", type="limited", concurrency=""))
     assert "back to the concurrency limit its job class declares" in html
     assert queue.limits()[0].override is None
+
+
+def test_the_overview_overrides_a_rate_as_it_does_a_concurrency(
+    queue: jobq.Queue, client: Client
+) -> None:
+    queue.enqueue(Rated("v"))
+    assert 'placeholder="3/1"' in page(client, "/").split('<table id="limits">')[1]
+    html = text(post(client, "/rate", "/", type="rated", rate="5/60"))
+    assert "The rate limit of type rated is changed on every node." in html
+    (row,) = queue.limits()
+    assert (row.override, row.per) == (5, 60)
+    refused = bad_request(client, "/rate", type="rated", rate="5")
+    assert "rate: a rate is N/SECONDS, e.g. 10/60 for 10 starts a minute" in refused
+    html = text(post(client, "/rate", "/", type="rated", rate=""))
+    assert "back to the rate limit its job class declares" in html
+    (row,) = queue.limits()
+    assert (row.override, row.per) == (None, 1)
 
 
 def test_pausing_a_type_no_job_has_says_so_and_pauses_nothing(

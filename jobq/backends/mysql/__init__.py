@@ -20,7 +20,7 @@ from ...errors import ConfigurationError
 from ...records import ClaimedJob, Status
 from ..base import Backend
 from ..limits import REFUSALS
-from ..rows import NewJob, Renewal, Runner
+from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Steps, every, last_id, value
 from .claims import MysqlBatching, claim_select, later
@@ -200,7 +200,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> ClaimedJob | None:
+    ) -> ClaimedJob | Refused | None:
         self.wake_blocked()
         with self.transaction():
             return self.claim_within(types, token, lease, expires_monotonic, runner)
@@ -212,7 +212,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> ClaimedJob | None:
+    ) -> ClaimedJob | Refused | None:
         self.apply_endings()
         params: dict[str, Any] = {"lease": self.seconds(lease), **type_params(types)}
         # A row a concurrency limit refused stays pending, now blocked (or left for the
@@ -223,7 +223,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
                 return None
             if self.claim_row(row, token, runner):
                 return self.claimed(row, token, expires_monotonic)
-        return None
+        return REFUSED
 
     def claim_row(self, row: Sequence[Any], token: str, runner: Runner) -> bool:
         """Claim the row a probe locked; False when its concurrency limit refused it."""

@@ -103,7 +103,7 @@ LIMITS: tuple[str, ...] = (
 )
 
 # The type's and key's placeholders.
-MARKS = ("%(type)s", "%(key)s")
+MARKS = ("%(type)s", "%(key)s", "%(id)s")
 
 # Wake-ups a claim takes on before it probes: a few, so that a claim stays short.
 WAKES_A_CLAIM = 8
@@ -126,10 +126,11 @@ class MysqlLimits(Limits):
         UPDATE jobq_jobs SET blocked_on = NULL
         WHERE type = %(type)s AND status = 'pending' AND blocked_on IS NOT NULL
     """
-    sql_limits, sql_lapsed_keys, sql_free_slots = shared_statements(
-        NOW, f"DATE_SUB({NOW}, INTERVAL ({PER_IN_FORCE}) * 1000000 MICROSECOND)", *MARKS
+    sql_limits, sql_lapsed_keys, sql_stranded_keys, sql_free_slots, sql_limit_of = (
+        shared_statements(
+            NOW, f"DATE_SUB({NOW}, INTERVAL ({PER_IN_FORCE}) * 1000000 MICROSECOND)", *MARKS
+        )
     )
-    sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = %(id)s"
     # SKIP LOCKED: a claim holding the key may wait (its locking count) on an ending whose
     # wake-up row this transaction holds; the key's next claim wakes it instead.
     sql_hold_key = """

@@ -16,7 +16,7 @@ from ...records import ClaimedJob
 from ..base import Backend
 from ..leases import expiry
 from ..limits import REFUSALS
-from ..rows import INSERT_NAMES, NewJob, Renewal, Runner
+from ..rows import INSERT_NAMES, REFUSED, NewJob, Refused, Renewal, Runner, claimed_only
 from ..shapes import type_params
 from ..steps import CopyRows, Step, Steps, fetched, one
 from .claims import COMPLETE, PostgresBatching, claim_statement, complete_and_claim_statement
@@ -216,7 +216,7 @@ class PostgresBackend(
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> ClaimedJob | None:
+    ) -> ClaimedJob | Refused | None:
         params = {"token": token, "lease": lease, **runner._asdict(), **type_params(types)}
         # A row a concurrency limit refused comes back still pending, and now blocked (or
         # left for the claim that holds its key): the next probe looks past it.
@@ -226,7 +226,7 @@ class PostgresBackend(
                 return None
             if row[-1] == "in_progress":
                 return self.claimed(row, token, expires_monotonic)
-        return None
+        return REFUSED
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -258,7 +258,7 @@ class PostgresBackend(
         if row[1] is None:
             return bool(row[0]), None
         if row[-1] != "in_progress":  # refused by a limit: claim again, past it
-            return bool(row[0]), self.claim(types, new_token, lease, expires, runner)
+            return bool(row[0]), claimed_only(self.claim(types, new_token, lease, expires, runner))
         return bool(row[0]), self.claimed(row[1:], new_token, expires)
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:

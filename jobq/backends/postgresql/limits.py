@@ -175,10 +175,15 @@ class PostgresLimits(Limits):
         )
         SELECT pg_notify(%(channel)s, %(type)s) WHERE EXISTS (SELECT FROM unblocked)
     """
-    sql_limits, sql_lapsed_keys, sql_free_slots = shared_statements(
-        "now()", f"now() - make_interval(secs => {PER_IN_FORCE})", "%(type)s", "%(key)s"
+    sql_limits, sql_lapsed_keys, sql_stranded_keys, sql_free_slots, sql_limit_of = (
+        shared_statements(
+            "now()",
+            f"now() - make_interval(secs => {PER_IN_FORCE})",
+            "%(type)s",
+            "%(key)s",
+            "%(id)s",
+        )
     )
-    sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = %(id)s"
     sql_hold_key = """
         SELECT 1 FROM jobq_limit_keys WHERE type = %(type)s AND limit_key = %(key)s
         FOR UPDATE SKIP LOCKED

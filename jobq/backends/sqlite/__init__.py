@@ -19,7 +19,7 @@ from ...records import ClaimedJob
 from ..base import Backend
 from ..batching import in_picked_order
 from ..limits import REFUSALS
-from ..rows import NewJob, Renewal, Runner
+from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Fetch, Statement, Step, Steps, every, fetched
 from .claims import claim_many_statement, claim_statement
@@ -218,7 +218,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> ClaimedJob | None:
+    ) -> ClaimedJob | Refused | None:
         params = {"token": token, "lease": lease, **runner._asdict(), **type_params(types)}
         # A row a concurrency limit refused is blocked by the trigger, which changes it but
         # returns nothing: then the next probe looks past it.
@@ -229,7 +229,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
                 return self.claimed(row, token, expires_monotonic)
             if self.connection.total_changes == changes:
                 return None
-        return None
+        return REFUSED
 
     def claim_many(
         self,

@@ -90,10 +90,9 @@ class SqliteLimits(Limits):
         UPDATE jobq_jobs SET blocked_on = NULL
         WHERE type = :type AND status = 'pending' AND blocked_on IS NOT NULL
     """
-    sql_limits, sql_lapsed_keys, sql_free_slots = shared_statements(
-        NOW, f"{NOW} - {PER_IN_FORCE}", ":type", ":key"
+    sql_limits, sql_lapsed_keys, sql_stranded_keys, sql_free_slots, sql_limit_of = (
+        shared_statements(NOW, f"{NOW} - {PER_IN_FORCE}", ":type", ":key", ":id")
     )
-    sql_limit_of = "SELECT limit_key, blocked_on FROM jobq_jobs WHERE id = :id"
     # One writer at a time, from BEGIN IMMEDIATE on: the transaction holds every key.
     sql_hold_key = "SELECT 1"
     sql_wake_key = """
