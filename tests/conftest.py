@@ -8,6 +8,7 @@ unit tests start nothing.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -29,6 +30,19 @@ DB_KINDS = ("sqlite", "postgresql", "mariadb")
 # The Django project's own tests are Django's test runner's, run by test_django*.py inside a
 # configured project; collected here they would import its models with no settings.
 collect_ignore_glob = ["support/*"]
+
+
+@pytest.fixture(autouse=True)
+def jobq_logger_restored() -> Iterator[None]:
+    """Put jobq's logger back as it was: a test that runs a command in-process configures it
+    onto the stream pytest captured for that test, which is closed by the time a later test
+    in the same process logs."""
+    logger = logging.getLogger("jobq")
+    handlers, level, propagate = logger.handlers[:], logger.level, logger.propagate
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    logger.propagate = propagate
 
 
 def pytest_configure(config: pytest.Config) -> None:
