@@ -4,7 +4,6 @@ the attempt's id and token; and renew the leases of attempts still running."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import logging
 import secrets
@@ -63,8 +62,7 @@ class Handling:
         self.result: str | None = None
 
     def __enter__(self) -> Handling:
-        current = dataclasses.replace(self.claim, parents_of=self.backend.parents)
-        self.tokens = running.set(current), running_on.set(self.backend)
+        self.tokens = running.set(self.claim), running_on.set(self.backend)
         return self
 
     def begin(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import socket
@@ -28,7 +29,11 @@ running_on: ContextVar[Backend | None] = ContextVar("jobq_running_on", default=N
 def current_claim() -> ClaimedJob | None:
     """The attempt being run, from inside a job's handle(): its id makes a natural
     idempotency key for work that must not happen twice."""
-    return running.get()
+    claim, backend = running.get(), running_on.get()
+    if claim is None or backend is None:
+        return claim
+    # Bound here, when asked, not for every attempt: most jobs never read their parents.
+    return dataclasses.replace(claim, parents_of=backend.parents)
 
 
 def cancel_requested() -> bool:
