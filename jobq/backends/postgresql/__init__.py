@@ -25,7 +25,7 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .dsn import libpq_dsn
 from .insert import copy_steps, insert_statement, outside_transaction
-from .limits import LIMITS, PostgresLimits
+from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .rates import RATES
 from .replication import failover_risk
@@ -64,6 +64,7 @@ class PostgresBackend(
         LIMITS,
         WORKFLOWS,
         RATES,
+        LIMIT_WAKES,
     )
 
     def __init__(
