@@ -24,6 +24,9 @@ class Batching(ABC):
     # Puts one attempt back to pending, uncounted, guarded by id, token and status.
     sql_release: ClassVar[str]
     wake_params: ClassVar[Mapping[str, str]]
+    # Locks the concurrency keys of the attempts %(ids)s, in one order, before a release ends
+    # several of them in one transaction; None where endings never wait for a key.
+    sql_hold_keys_of: ClassVar[str | None] = None
     # The (id, token, type) of every attempt a worker incarnation holds: the in-progress rows
     # its claims named it in.
     sql_held_by: ClassVar[str]
@@ -92,6 +95,8 @@ class Batching(ABC):
         attempt uncounted; returns the ids released. For claims that never started."""
         released = set()
         with self.transaction():
+            if self.sql_hold_keys_of is not None and len(claims) > 1:
+                self.execute(self.sql_hold_keys_of, {"ids": [job_id for job_id, _ in claims]})
             for job_id, token in claims:
                 params = {"id": job_id, "token": token, **self.wake_params}
                 if self.execute(self.sql_release, params) == 1:

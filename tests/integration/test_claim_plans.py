@@ -44,11 +44,12 @@ OTHER_ROWS = 3000
 PRIORITIES = (-5, 0, 7)
 # Ready jobs of a paused type, at the highest priority: claims of any type step over them.
 PAUSED_ROWS = 200
-# The row a claim updates is found by primary key, and so is the one the fused statement
-# acknowledges, unless the planner reads the latter from the jobs in progress, few, in their
-# partial index. Never from the status page's jobs index: every job that was ever in progress
-# has an entry there until vacuum, and that walk grew with each acknowledgement.
-OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases")
+# The row a claim updates is found by primary key, and so are the ones the fused statement
+# acknowledges (and whose keys it locks first), unless the planner reads the latter from the
+# jobs in progress, few, in one of their partial indexes. Never from the status page's jobs
+# index: every job that was ever in progress has an entry there until vacuum, and that walk
+# grew with each acknowledgement.
+OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_leases", "jobq_jobs_limit_running")
 # Claims of any type (none), of one type, and of several: one that has jobs, one without.
 TYPES = [(), ("email",), ("email", "missing")]
 # Where a claim says its attempt runs.

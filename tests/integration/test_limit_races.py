@@ -1,16 +1,19 @@
 """PostgreSQL's limit triggers under interleavings replayed step by step with explicit
 transactions: an ending wakes a blocked job even while a concurrent claim holds that job's
-row lock."""
+row lock, and endings that free several keys at once never deadlock with one another."""
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
 
 import jobq
+from jobq.backends.rows import Runner
+from jobq.records import ClaimedJob
 from tests.support.jobs import Limited
 from tests.support.waiting import wait_for
 
@@ -69,3 +72,87 @@ def test_an_ending_wakes_a_job_a_failed_recheck_holds(
     claim = queue.claim()
     assert claim is not None
     assert claim.id == later
+
+
+HERE = Runner("here", 1, "w1")
+
+
+def fused(batched: bool) -> Callable[[jobq.Queue, list[ClaimedJob]], object]:
+    """An acknowledgement fused with the next claim, as a worker sends it."""
+
+    def single(queue: jobq.Queue, ended: list[ClaimedJob]) -> object:
+        (done,) = ended
+        return queue.backend.complete_and_claim(done.id, done.token, (), "next", 60.0, HERE)
+
+    def many(queue: jobq.Queue, ended: list[ClaimedJob]) -> object:
+        done = [(claim.id, claim.token, None) for claim in ended]
+        return queue.backend.complete_many_and_claim(done, (), ["next"], 60.0, HERE)
+
+    return many if batched else single
+
+
+def released(queue: jobq.Queue, ended: list[ClaimedJob]) -> object:
+    """Prefetched attempts given back unstarted, in the order the worker lists them."""
+    return queue.backend.release([(claim.id, claim.token) for claim in ended])
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "second_ends"),
+    [
+        (fused(False), fused(False), "b"),
+        (fused(True), fused(True), "b"),
+        (fused(False), released, "ab"),
+    ],
+    ids=["single", "batched", "release"],
+)
+def test_endings_of_crossed_keys_never_deadlock(
+    queue: jobq.Queue,
+    dsn: str,
+    other: psycopg.Connection[tuple[object, ...]],
+    first: Callable[[jobq.Queue, list[ClaimedJob]], object],
+    second: Callable[[jobq.Queue, list[ClaimedJob]], object],
+    second_ends: str,
+) -> None:
+    """The first statement acknowledges an attempt of key a and claims a job of key b; it is
+    held at its acknowledgement, its claim made. The second ends attempts of b (after one of
+    a, for the release) and claims a job of a. Unless each takes the keys of the attempts it
+    ends before it claims, in one order, each waits for a key the other holds."""
+    ids = [queue.enqueue(Limited(key, 1)) for key in "ab"]
+    claims = {claim.id: claim for claim in queue.claim_many(2)}
+    ending = {"a": claims[ids[0]], "b": claims[ids[1]]}
+    queue.enqueue(Limited("a", 2))
+    (ending["a2"],) = queue.claim_many(1)
+    queue.enqueue(Limited("b", 2))
+    # The first statement's acknowledgement waits for this lock; its claim has run.
+    other.execute("SELECT FROM jobq_jobs WHERE id = %s FOR UPDATE", (ids[0],))
+    errors: list[BaseException] = []
+    pids: list[int] = []
+
+    def end(action: Callable[[jobq.Queue, list[ClaimedJob]], object], keys: list[str]) -> None:
+        try:
+            with jobq.Queue.connect(dsn) as mine:
+                pids.append(mine.backend.connection.info.backend_pid)
+                action(mine, [ending[key] for key in keys])
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [
+        threading.Thread(target=end, args=(first, ["a"])),
+        threading.Thread(target=end, args=(second, ["a2", "b"] if second_ends == "ab" else ["b"])),
+    ]
+    with jobq.Queue.connect(dsn) as watcher:
+
+        def waits(place: int) -> bool:
+            return len(pids) > place and waiting_on_a_lock(watcher, pids[place])
+
+        for place, thread in enumerate(threads):
+            thread.start()
+            wait_for(f"statement {place + 1} to wait for a lock", functools.partial(waits, place))
+            queue.enqueue(Limited("a", 3))
+    other.commit()
+    for thread in threads:
+        thread.join(15)
+    assert not errors
+    first_ended = queue.get(ids[0])
+    assert first_ended is not None
+    assert first_ended.status == "completed"

@@ -35,6 +35,26 @@ COMPLETE = f"""
 """
 
 
+# The concurrency keys of the attempts a statement acknowledges, locked in one order (their
+# ids, {ids}, a bigint[] expression) before its claim runs. The claim's admits take keys as
+# they meet them (SKIP LOCKED), and the endings' triggers then wait for the acknowledged
+# rows' keys: two such statements each holding a key the other's endings wait for was a
+# deadlock, about 15 a 20,000-job drain, each costing deadlock_timeout and a rerun. Locked
+# here first, in the order every statement uses, the endings' keys are this transaction's
+# when the triggers ask (an admit of one of them finds it its own, as SKIP LOCKED skips
+# only other transactions' locks), so no trigger waits. GATE makes a part of the statement
+# wait for them: a one-time filter, evaluated before that part reads a row.
+HELD_KEYS = """
+    held AS (
+        SELECT 1 FROM jobq_limit_keys k WHERE (k.type, k.limit_key) IN (
+            SELECT a.type, a.limit_key FROM jobq_jobs a WHERE a.id = ANY({ids})
+              AND a.status = 'in_progress' AND a.limit_key IS NOT NULL)
+        ORDER BY k.type, k.limit_key FOR UPDATE OF k
+    )
+"""
+GATE = "(SELECT count(*) FROM held) >= 0"
+
+
 def probe(index: int | None) -> str:
     """The next ready row of job type `index` (a parameter), or of any type for None."""
     return (
@@ -45,16 +65,16 @@ def probe(index: int | None) -> str:
 
 
 @cache
-def claim_statement(type_count: int, token_param: str = "token") -> str:
+def claim_statement(type_count: int, token_param: str = "token", gate: str = "") -> str:
     """The claim of the next ready job of `type_count` types (type0, type1, ...), or of any
-    type for 0."""
+    type for 0; `gate`, a condition it waits for (see HELD_KEYS)."""
     probes = [probe(i) for i in range(type_count)] or [probe(None)]
     return f"""
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = %({token_param})s, lease_until = now() + make_interval(secs => %(lease)s),
             host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now(),
             started_at = coalesce(started_at, now()), attempted_at = now()
-        WHERE id = (SELECT id FROM ({earliest(probes)}) AS next)
+        WHERE id = (SELECT id FROM ({earliest(probes)}) AS next){gate and f" AND {gate}"}
         RETURNING {CLAIM_COLUMNS}, status
     """
 
@@ -66,8 +86,9 @@ def complete_and_claim_statement(type_count: int) -> str:
     row's columns (NULL when nothing was ready). The claim cannot pick the row being
     acknowledged: both parts read one snapshot, in which that row is still in progress."""
     return f"""
-        WITH done AS ({COMPLETE} RETURNING id),
-        claimed AS ({claim_statement(type_count, "new_token")})
+        WITH {HELD_KEYS.format(ids="ARRAY[%(id)s::bigint]")},
+        done AS ({COMPLETE} AND {GATE} RETURNING id),
+        claimed AS ({claim_statement(type_count, "new_token", GATE)})
         SELECT EXISTS (SELECT FROM done), claimed.*
         FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
     """
@@ -80,14 +101,16 @@ def probe_many(index: int | None) -> str:
 
 
 @cache
-def claim_parts(type_count: int) -> tuple[str, str]:
+def claim_parts(type_count: int, gate: str = "TRUE") -> tuple[str, str]:
     """The common table expressions that pick up to n rows and hand each its token (the
-    i-th of %(tokens)s to the i-th row picked), and the UPDATE that claims them."""
+    i-th of %(tokens)s to the i-th row picked), once `gate` holds (see HELD_KEYS), and the
+    UPDATE that claims them."""
     probes = [probe_many(i) for i in range(type_count)] or [probe_many(None)]
     picked = f"""
         picked AS (
             SELECT id, row_number() OVER (ORDER BY priority DESC, scheduled_at, id) AS place
             FROM ({earliest(probes, "%(n)s")}) AS ready
+            WHERE {gate}
             LIMIT %(n)s
         ),
         handed AS (
@@ -120,16 +143,17 @@ def complete_many_and_claim_statement(type_count: int) -> str:
     """Every acknowledgement and the next batch in one statement. Each row returned carries
     the ids completed, then one claimed row's columns (NULL when nothing was ready). As in
     complete_and_claim_statement, one snapshot: no row acknowledged can be claimed again."""
-    picked, update = claim_parts(type_count)
+    picked, update = claim_parts(type_count, GATE)
     return f"""
-        WITH done AS (
+        WITH {HELD_KEYS.format(ids="%(ids)s::bigint[]")},
+        done AS (
             UPDATE jobq_jobs AS d SET status = 'completed', token = NULL, lease_until = NULL,
                 updated_at = now(), finished_at = now(), result = a.result, checkpoint = NULL,
                 {logged()}
             FROM unnest(%(ids)s::bigint[], %(done_tokens)s::text[], %(results)s::text[])
                 AS a(id, token, result)
             WHERE d.id = a.id AND d.token = a.token AND d.status = 'in_progress'
-              AND d.cancel_requested_at IS NULL
+              AND d.cancel_requested_at IS NULL AND {GATE}
             RETURNING d.id
         ),
         {picked},
@@ -234,6 +258,10 @@ class PostgresBatching(Batching):
     sql_held_by = (
         "SELECT id, token, type FROM jobq_jobs WHERE status = 'in_progress' AND worker = %(worker)s"
     )
+
+    # Each release's trigger waits for its key: in the fused statements' order, not the
+    # claims' (see HELD_KEYS).
+    sql_hold_keys_of = f"WITH {HELD_KEYS.format(ids='%(ids)s::bigint[]')} SELECT count(*) FROM held"
 
     # Ready at once, so it wakes idle workers as an enqueue does (one per type: PostgreSQL
     # sends a repeated notification of a transaction once).
