@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from ..records import ClaimedJob
 from .leases import expiry
-from .rows import Runner
+from .rows import Refused, Runner
 
 
 class Batching(ABC):
@@ -57,10 +57,11 @@ class Batching(ABC):
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob]:
+    ) -> list[ClaimedJob] | Refused:
         """Take up to len(tokens) ready jobs of `types` as claim() picks one, in one
         statement: each is its own attempt with its own token, in the order they were
-        picked (highest priority first, then schedule order)."""
+        picked (highest priority first, then schedule order). REFUSED when a limit refused
+        every row picked, as claim() answers."""
 
     def claim_many_within(
         self,
@@ -69,7 +70,7 @@ class Batching(ABC):
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob]:
+    ) -> list[ClaimedJob] | Refused:
         """claim_many(), inside a transaction the caller opened."""
         return self.claim_many(types, tokens, lease, expires_monotonic, runner)
 
@@ -88,7 +89,9 @@ class Batching(ABC):
             completed = {
                 job_id for job_id, token, result in done if self.complete(job_id, token, result)
             }
-            return completed, self.claim_many_within(types, tokens, lease, expires, runner)
+            claims = self.claim_many_within(types, tokens, lease, expires, runner)
+            # Fused with acknowledgements, as complete_and_claim: no second try (claimed_only).
+            return completed, [] if isinstance(claims, Refused) else claims
 
     def release(self, claims: Sequence[tuple[int, str]]) -> set[int]:
         """Put every (id, token) attempt still owned back to pending, ready at once, its

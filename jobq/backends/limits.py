@@ -10,8 +10,7 @@ from contextlib import AbstractContextManager
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from ..limits import CONCURRENCY, MAX_COUNT, RATE
-from ..records import ClaimedJob
-from .rows import REFUSED, Refused
+from .rows import Refused
 from .steps import Steps, count
 
 T = TypeVar("T")
@@ -28,14 +27,14 @@ REFUSALS = 8
 REFUSED_ROUNDS = 8
 
 
-def past_refusals(claim: Callable[[], ClaimedJob | Refused | None]) -> ClaimedJob | None:
+def past_refusals(claim: Callable[[], T | Refused], nothing: T) -> T:
     """claim() again at once while a limit refused every row it met, REFUSED_ROUNDS times at
-    most: the claim, or None when nothing was ready (or the rounds ran out)."""
+    most: the claim (or claims), or `nothing` when the rounds ran out."""
     for _ in range(REFUSED_ROUNDS):
         claimed = claim()
-        if claimed is not REFUSED:
+        if not isinstance(claimed, Refused):
             return claimed
-    return None
+    return nothing
 
 
 # Keys one wake_lapsed() looks at: a few, so that an idle claim stays short.

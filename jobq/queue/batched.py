@@ -10,6 +10,8 @@ import secrets
 from collections.abc import Collection, Sequence
 
 from ..backends.leases import expiry
+from ..backends.limits import past_refusals
+from ..backends.rows import Refused
 from ..records import ClaimedJob, Outcome
 from .consuming import Consuming, Types, type_list
 from .running import runner
@@ -34,13 +36,16 @@ class BatchConsuming(Consuming):
         backend = self._consumer("claim")
         lease = self.lease_duration
 
-        def attempt() -> list[ClaimedJob]:
+        def attempt() -> list[ClaimedJob] | Refused:
             return backend.claim_many(types, fresh, lease, expiry(lease), runner())
 
-        # Nothing ready: maybe a slot freed by an ended lease, with jobs blocked on it.
-        claimed = backend.retrying("claim", attempt)
+        # A batch a limit refused whole claims again at once, as claim() does (see
+        # past_refusals); nothing ready: maybe a slot freed by an ended lease, with jobs
+        # blocked on it.
+        nothing: list[ClaimedJob] = []
+        claimed = backend.retrying("claim", lambda: past_refusals(attempt, nothing))
         if not claimed and backend.retrying("claim", backend.wake_lapsed):
-            claimed = backend.retrying("claim", attempt)
+            claimed = backend.retrying("claim", lambda: past_refusals(attempt, nothing))
         return claimed
 
     def run_unacknowledged(self, claim: ClaimedJob) -> Outcome | ClaimedJob:

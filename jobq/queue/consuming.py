@@ -157,9 +157,9 @@ class Consuming:
             lease = self.lease_duration
             return backend.claim(types, token, lease, expiry(lease), runner())
 
-        claimed = backend.retrying("claim", lambda: past_refusals(attempt))
+        claimed = backend.retrying("claim", lambda: past_refusals(attempt, None))
         if claimed is None and backend.retrying("claim", backend.wake_lapsed):
-            claimed = backend.retrying("claim", lambda: past_refusals(attempt))
+            claimed = backend.retrying("claim", lambda: past_refusals(attempt, None))
         return claimed
 
     def run(self, claim: ClaimedJob) -> Outcome:

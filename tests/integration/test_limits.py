@@ -72,6 +72,17 @@ def test_one_claim_goes_past_a_full_key_s_jobs_enqueued_together(queue: jobq.Que
     assert [r.blocked for r in queue.limits()] == [3 * REFUSALS]
 
 
+def test_a_batched_claim_goes_past_a_full_key_s_jobs_enqueued_together(queue: jobq.Queue) -> None:
+    # Each batch meets only refused jobs: as claim() does, it goes on at once rather than
+    # come back empty and send a prefetching worker to wait for work.
+    for i in range(2 + 3 * REFUSALS):
+        queue.enqueue(Limited("a", i))
+    behind = queue.enqueue(Limited("b"))
+    assert len(queue.claim_many(2)) == 2
+    assert [claim.id for claim in queue.claim_many(REFUSALS)] == [behind]
+    assert [r.blocked for r in queue.limits()] == [3 * REFUSALS]
+
+
 @pytest.mark.lease(1)
 def test_a_slot_is_free_once_its_lease_ends(queue: jobq.Queue) -> None:
     """As when a master is SIGKILLed with the attempt: nothing settles it, yet once its

@@ -9,7 +9,7 @@ from typing import Any
 
 from ...records import ClaimedJob
 from ..batching import Batching, in_picked_order
-from ..rows import Runner
+from ..rows import REFUSED, Refused, Runner
 from ..shapes import earliest, type_params
 from ..workflows import Workflows
 from .limits import MysqlLimits
@@ -76,7 +76,7 @@ class MysqlBatching(Batching, MysqlLimits, Workflows):
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob]:
+    ) -> list[ClaimedJob] | Refused:
         self.wake_blocked()
         with self.transaction():
             return self.claim_many_within(types, tokens, lease, expires_monotonic, runner)
@@ -88,7 +88,7 @@ class MysqlBatching(Batching, MysqlLimits, Workflows):
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob]:
+    ) -> list[ClaimedJob] | Refused:
         self.apply_endings()
         params: dict[str, Any] = {
             "n": len(tokens),
@@ -116,6 +116,8 @@ class MysqlBatching(Batching, MysqlLimits, Workflows):
         )
         limited = [row[0] for row in rows if row[-1] is not None]
         refused = set(limited) - self.claimed_ids(limited) if limited else set()
+        if len(refused) == len(rows):
+            return REFUSED
         claimed = (
             (token, self.claimed(row, token, expires_monotonic))
             for row, token in zip(rows, tokens, strict=False)

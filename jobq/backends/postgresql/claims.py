@@ -11,7 +11,7 @@ from typing import Any
 from ...records import ClaimedJob
 from ..batching import Batching, in_picked_order
 from ..leases import expiry
-from ..rows import Runner
+from ..rows import REFUSED, Refused, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .results import logged
 from .schema import NEXT_READY
@@ -196,10 +196,11 @@ class PostgresBatching(Batching):
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob]:
+    ) -> list[ClaimedJob] | Refused:
         params = self.batch_params(types, tokens, lease, runner)
         rows = self.planned_each_time(claim_many_statement(len(types)), params)
-        return self.batch_claimed(rows, tokens, expires_monotonic)
+        claimed = self.batch_claimed(rows, tokens, expires_monotonic)
+        return REFUSED if rows and not claimed else claimed
 
     def complete_many_and_claim(
         self,

@@ -238,7 +238,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob]:
+    ) -> list[ClaimedJob] | Refused:
         params = {
             "n": len(tokens),
             "tokens": json.dumps(list(tokens)),
@@ -246,7 +246,11 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
             **runner._asdict(),
             **type_params(types),
         }
+        # As in claim(): the rows a limit refused changed (blocked) but are not returned.
+        changes = self.connection.total_changes
         rows = self.fetchall(claim_many_statement(len(types)), params)
+        if not rows and self.connection.total_changes != changes:
+            return REFUSED
         claimed = ((row[0], self.claimed(row[1:], row[0], expires_monotonic)) for row in rows)
         return in_picked_order(claimed, tokens)
 
