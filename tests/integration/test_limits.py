@@ -83,6 +83,27 @@ def test_a_batched_claim_goes_past_a_full_key_s_jobs_enqueued_together(queue: jo
     assert [r.blocked for r in queue.limits()] == [3 * REFUSALS]
 
 
+@pytest.mark.databases("postgresql")
+def test_a_claim_that_fills_its_key_blocks_the_key_s_other_ready_jobs(queue: jobq.Queue) -> None:
+    # On PostgreSQL, at once, in the claim's transaction: no later probe meets them one by
+    # one. A job of the key due later stays out of it, and so do other keys.
+    queue.set_limit("limited", 1)
+    first, *rest = [queue.enqueue(Limited("a", i)) for i in range(4)]
+    later = queue.enqueue(Limited("a", 9), delay=3600)
+    other = queue.enqueue(Limited("b"))
+    claim = queue.claim()
+    assert claim is not None
+    assert claim.id == first
+    assert sorted(job.id for job in queue.blocked()) == rest
+    assert queue.complete(claim)
+    woken = queue.claim()
+    assert woken is not None
+    assert woken.id == rest[0]
+    assert sorted(job.id for job in queue.blocked()) == rest[1:]
+    assert queue.waits_on(later) == ("a", None)
+    assert queue.waits_on(other) == ("b", None)
+
+
 @pytest.mark.lease(1)
 def test_a_slot_is_free_once_its_lease_ends(queue: jobq.Queue) -> None:
     """As when a master is SIGKILLed with the attempt: nothing settles it, yet once its

@@ -132,8 +132,52 @@ def release(create: str, wake_held: str) -> str:
 
 RELEASE = release("CREATE", "")
 
-# The ending's wake-up waits for blocked rows a concurrent claim holds.
-LIMIT_WAKES: tuple[str, ...] = (release("CREATE OR REPLACE", WAKE_HELD),)
+# When a claim fills its key (or finds it full), the key's other ready jobs are blocked at
+# once, in the claim's transaction, which holds the key. Otherwise every probe met them one
+# by one: each blocked one row a statement, and while the filling claim had not committed,
+# each concurrent claim found the key held, left the row ready, and met it again. With each
+# key's jobs enqueued together, that was four claim statements a job. A job blocked here
+# is as safe as one the admit blocked: the key is held and counted full, so each of its
+# attempts in progress ends by the release trigger, which wakes as many as free slots.
+# Only ready jobs: a job due later would take a wake-up it cannot use. Rows another claim
+# holds are left ready (SKIP LOCKED) for the admit to weigh. An AFTER trigger, because a
+# BEFORE trigger that changes another row the statement then claims makes it fail.
+FILL = f"""
+    CREATE FUNCTION jobq_limit_fill() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        allowed integer;
+    BEGIN
+        {ALLOWED.format(row="NEW")};
+        IF allowed IS NULL OR {RUNNING.format(row="NEW")} < allowed THEN
+            RETURN NULL;
+        END IF;
+        PERFORM FROM jobq_limit_keys k WHERE k.type = NEW.type AND k.limit_key = NEW.limit_key
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+        UPDATE jobq_jobs j SET blocked_on = '{CONCURRENCY}' WHERE j.id IN (
+            SELECT b.id FROM jobq_jobs b WHERE b.type = NEW.type
+              AND b.limit_key = NEW.limit_key AND {READY.replace("status", "b.status")}
+              AND b.blocked_on IS NULL
+            FOR UPDATE SKIP LOCKED);
+        RETURN NULL;
+    END
+    $$
+"""
+
+# The ending's wake-up waits for blocked rows a concurrent claim holds; a full key's ready
+# jobs are blocked together, found through an index of them.
+LIMIT_WAKES: tuple[str, ...] = (
+    release("CREATE OR REPLACE", WAKE_HELD),
+    "CREATE INDEX jobq_jobs_limit_ready ON jobq_jobs (type, limit_key) "
+    "WHERE status = 'pending' AND blocked_on IS NULL AND limit_key IS NOT NULL",
+    FILL,
+    "CREATE TRIGGER jobq_limit_fill AFTER UPDATE OF status ON jobq_jobs FOR EACH ROW "
+    "WHEN (OLD.status = 'pending' AND NEW.limit_key IS NOT NULL "
+    "AND (NEW.status = 'in_progress' OR NEW.blocked_on IS NOT NULL)) "
+    "EXECUTE FUNCTION jobq_limit_fill()",
+)
 
 # The claim probes again, stepping over blocked jobs. CREATE OR REPLACE sets a function's
 # settings anew, so this one says NO_JIT's too.
