@@ -54,13 +54,19 @@ LAPSED_TEMPLATE = """
 
 # Keys with jobs blocked on them and no attempt holding one of their slots, so that no ending
 # of theirs will wake those jobs. Claims and endings wake a key's jobs as they go; this is
-# the net maintenance spreads under a wake-up missed between them.
+# the net maintenance spreads under a wake-up missed between them. A key with a job due and
+# unblocked is not stranded: that job was woken and waits for its claim, whose ending wakes
+# the next (counted as stranded, such keys made the warning fire in drains that missed no
+# wake-up).
 STRANDED_TEMPLATE = """
     SELECT DISTINCT b.type, b.limit_key FROM jobq_jobs b
     WHERE b.status = 'pending' AND b.blocked_on IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM jobq_jobs r WHERE r.type = b.type
                       AND r.limit_key = b.limit_key AND r.status = 'in_progress'
                       AND r.lease_until > {now})
+      AND NOT EXISTS (SELECT 1 FROM jobq_jobs w WHERE w.type = b.type
+                      AND w.limit_key = b.limit_key AND w.status = 'pending'
+                      AND w.blocked_on IS NULL AND w.scheduled_at <= {now})
 """
 
 # A key's free slots: the limit in force (none: unlimited) less its attempts holding one.

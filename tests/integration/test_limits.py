@@ -168,10 +168,20 @@ def test_maintenance_wakes_jobs_stranded_behind_a_key_nothing_holds(
     )
     assert {job.id for job in queue.blocked()} == {stranded, waiting}
     assert queue.claim("limited") is None
+    # Key c's woken job waits for its claim, whose ending wakes the next: not stranded.
+    queue.enqueue(Limited("c", 0))
+    c_ended = queue.claim("limited")
+    assert c_ended is not None
+    assert queue.complete(c_ended)
+    queue.enqueue(Limited("c", 1))
+    behind = queue.enqueue(Limited("c", 2))
+    queue.backend.execute(
+        f"UPDATE jobq_jobs SET blocked_on = '{CONCURRENCY}' WHERE id = {int(behind)}"
+    )
     with caplog.at_level("WARNING", logger="jobq"):
         queue.run_maintenance()
     assert "woke 1 job(s) blocked on a key with no attempt holding a slot" in caplog.text
-    assert [job.id for job in queue.blocked()] == [waiting]
+    assert [job.id for job in queue.blocked()] == [behind, waiting]
     woken = queue.claim("limited")
     assert woken is not None
     assert woken.id == stranded
