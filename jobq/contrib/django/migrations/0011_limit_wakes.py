@@ -1,6 +1,7 @@
 """Brings a database that 0010 upgraded to this jobq's schema: on PostgreSQL, an attempt's
 ending waits for a blocked job's row that a concurrent claim holds, rather than leave the job
-to maintenance. install() applies only the versions the database lacks."""
+to maintenance, and a claim that fills its key blocks the key's other ready jobs at once.
+install() applies only the versions the database lacks."""
 
 from __future__ import annotations
 
