@@ -24,8 +24,12 @@ NO_AUTOMATIC_STATISTICS = {
 }
 
 
-def postgresql_plan(queue: jobq.Queue, sql: str, params: dict[str, Any]) -> dict[str, Any]:
-    (row,) = queue.backend.fetchall("EXPLAIN (FORMAT JSON) " + sql, params)
+def postgresql_plan(
+    queue: jobq.Queue, sql: str, params: dict[str, Any], analyze: bool = False
+) -> dict[str, Any]:
+    """The plan of `sql`; with `analyze`, the statement runs, and its nodes count their rows."""
+    options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+    (row,) = queue.backend.fetchall(f"EXPLAIN ({options}) " + sql, params)
     document = row[0] if isinstance(row[0], list) else json.loads(row[0])
     plan: dict[str, Any] = document[0]["Plan"]
     return plan
