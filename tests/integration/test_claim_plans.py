@@ -13,12 +13,10 @@ plans cannot drift from what runs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
 
 import jobq
@@ -31,6 +29,7 @@ from jobq.backends.sqlite import claims as sqlite_claims
 from tests.support.jobs import Noop
 from tests.support.plans import (
     STATISTICS,
+    logged_plans,
     nodes,
     postgresql_plan,
     statistics_left,
@@ -183,30 +182,8 @@ def test_mariadb_claims_walk_a_ready_index_in_order(
 
 def compiled_probes(queue: jobq.Queue, sql: str, params: dict[str, Any]) -> list[bool]:
     """Run `sql` and roll it back, with every plan costly enough to compile (as a probe's is
-    at a million jobs) and each statement's plan, nested ones included, sent back to this
-    session (auto_explain); for each plan of a probe of jobq_jobs, whether it was compiled."""
-    connection = queue.backend.connection
-    plans: list[str] = []
-
-    def keep(notice: psycopg.errors.Diagnostic) -> None:
-        plans.append(notice.message_primary or "")
-
-    connection.add_notice_handler(keep)
-    try:
-        with connection.transaction(force_rollback=True):
-            for setting in (
-                "LOAD 'auto_explain'",
-                "SET LOCAL auto_explain.log_min_duration = 0",
-                "SET LOCAL auto_explain.log_nested_statements = on",
-                "SET LOCAL auto_explain.log_format = json",
-                "SET LOCAL client_min_messages = log",
-                "SET LOCAL jit_above_cost = 0",
-            ):
-                queue.backend.execute(setting)
-            queue.backend.execute(sql, params)
-    finally:
-        connection.remove_notice_handler(keep)
-    documents = [json.loads(plan.split("plan:", 1)[1]) for plan in plans if "plan:" in plan]
+    at a million jobs); for each plan of a probe of jobq_jobs, whether it was compiled."""
+    documents = logged_plans(queue, sql, params, "SET LOCAL jit_above_cost = 0")
     return [
         "JIT" in document
         for document in documents
