@@ -15,7 +15,7 @@ from jobq.backends.postgresql import limits as postgresql_limits
 from jobq.backends.postgresql import schema as postgresql_schema
 from jobq.backends.sqlite import claims as sqlite_claims
 from tests.support.jobs import Noop
-from tests.support.plans import nodes
+from tests.support.plans import logged_plans, nodes
 
 WAITING = 100_000
 # A row source of WAITING rows, in each database's words: copies of one job are made by the
@@ -89,3 +89,22 @@ def test_mariadb_probe_reads_no_waiting_row(behind_waiting: tuple[jobq.Queue, in
     claim = queue.claim()
     assert claim is not None
     assert claim.id == ready
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_the_ending_of_a_job_nothing_depends_on_skips_the_workflow_statements(
+    queue: jobq.Queue,
+) -> None:
+    """Nearly every job has no dependent: its ending checks for one, once, and the trigger
+    returns (its statements were most of a batched acknowledgement's server time). A
+    parent's ending still runs them all."""
+    parent, lone = queue.enqueue(Noop()), queue.enqueue(Noop())
+    queue.enqueue(Noop(), after=[parent])
+    ending = "UPDATE jobq_jobs SET status = 'completed' WHERE id = %(id)s"
+
+    def reads_of_dependencies(job_id: int) -> int:
+        documents = logged_plans(queue, ending, {"id": job_id})
+        return sum("jobq_dependencies" in document["Query Text"] for document in documents)
+
+    assert reads_of_dependencies(lone) == 1
+    assert reads_of_dependencies(parent) > 1

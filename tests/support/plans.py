@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
+
 import jobq
 from tests.support.jobs import Noop
 
@@ -24,11 +26,45 @@ NO_AUTOMATIC_STATISTICS = {
 }
 
 
-def postgresql_plan(queue: jobq.Queue, sql: str, params: dict[str, Any]) -> dict[str, Any]:
-    (row,) = queue.backend.fetchall("EXPLAIN (FORMAT JSON) " + sql, params)
+def postgresql_plan(
+    queue: jobq.Queue, sql: str, params: dict[str, Any], analyze: bool = False
+) -> dict[str, Any]:
+    """The plan of `sql`; with `analyze`, the statement runs, and its nodes count their rows."""
+    options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+    (row,) = queue.backend.fetchall(f"EXPLAIN ({options}) " + sql, params)
     document = row[0] if isinstance(row[0], list) else json.loads(row[0])
     plan: dict[str, Any] = document[0]["Plan"]
     return plan
+
+
+def logged_plans(
+    queue: jobq.Queue, sql: str, params: dict[str, Any], *settings: str
+) -> list[dict[str, Any]]:
+    """Run `sql` and roll it back, with each statement's plan, nested ones included (those
+    of triggers), sent back to this session by auto_explain; `settings` are SET LOCALs
+    applied first. The plans, as JSON documents."""
+    connection = queue.backend.connection
+    plans: list[str] = []
+
+    def keep(notice: psycopg.errors.Diagnostic) -> None:
+        plans.append(notice.message_primary or "")
+
+    connection.add_notice_handler(keep)
+    try:
+        with connection.transaction(force_rollback=True):
+            for setting in (
+                "LOAD 'auto_explain'",
+                "SET LOCAL auto_explain.log_min_duration = 0",
+                "SET LOCAL auto_explain.log_nested_statements = on",
+                "SET LOCAL auto_explain.log_format = json",
+                "SET LOCAL client_min_messages = log",
+                *settings,
+            ):
+                queue.backend.execute(setting)
+            queue.backend.execute(sql, params)
+    finally:
+        connection.remove_notice_handler(keep)
+    return [json.loads(plan.split("plan:", 1)[1]) for plan in plans if "plan:" in plan]
 
 
 def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:

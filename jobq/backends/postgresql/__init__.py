@@ -33,7 +33,7 @@ from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
-from .workflows import WORKFLOWS, PostgresWorkflows
+from .workflows import LONE_ENDINGS, WORKFLOWS, PostgresWorkflows
 
 log = logging.getLogger("jobq")
 
@@ -65,6 +65,7 @@ class PostgresBackend(
         WORKFLOWS,
         RATES,
         LIMIT_WAKES,
+        LONE_ENDINGS,
     )
 
     def __init__(

@@ -146,14 +146,24 @@ def complete_many_and_claim_statement(type_count: int) -> str:
     picked, update = claim_parts(type_count, GATE)
     return f"""
         WITH {HELD_KEYS.format(ids="%(ids)s::bigint[]")},
+        acked AS (
+            SELECT * FROM unnest(%(ids)s::bigint[], %(done_tokens)s::text[], %(results)s::text[])
+                AS a(id, token, result)
+        ),
         done AS (
             UPDATE jobq_jobs AS d SET status = 'completed', token = NULL, lease_until = NULL,
                 updated_at = now(), finished_at = now(), result = a.result, checkpoint = NULL,
                 {logged()}
-            FROM unnest(%(ids)s::bigint[], %(done_tokens)s::text[], %(results)s::text[])
-                AS a(id, token, result)
+            FROM acked AS a
             WHERE d.id = a.id AND d.token = a.token AND d.status = 'in_progress'
               AND d.cancel_requested_at IS NULL AND {GATE}
+              -- Implied by the join, and there so that the rows are read by primary key.
+              -- Without it, and with statistics taken before the claims (the planner then
+              -- believes no job is in progress), it read every attempt in progress from
+              -- the leases index and unpacked the three arrays again for each: at 400 in
+              -- progress, a third of the statement's server time for 28 acknowledgements,
+              -- two fifths for 100 (measured).
+              AND d.id = ANY(ARRAY(SELECT id FROM acked))
             RETURNING d.id
         ),
         {picked},

@@ -22,13 +22,16 @@ COUNTED = f"{DEPENDENTS} AND (NEW.status = 'completed' OR d.any_ending)"
 CANCELLED = f"{DEPENDENTS} AND NEW.status <> 'completed' AND NOT d.any_ending"
 BATCHED = f"{DEPENDENTS} AND d.any_ending"
 
+
 # A dependent counts down its parents still to complete (waiting_for) even while it is
 # cancelled, so that a retried parent's revived dependents wait for exactly the rest.
-END = f"""
-    CREATE FUNCTION jobq_workflow_end() RETURNS trigger LANGUAGE plpgsql AS $$
+def ending(create: str = "CREATE", guard: str = "") -> str:
+    return f"""
+    {create} FUNCTION jobq_workflow_end() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
         woken text[];
     BEGIN
+        {guard}
         PERFORM FROM jobq_jobs c WHERE c.id IN ({DEPENDENTS}) ORDER BY c.id FOR UPDATE;
         WITH released AS (
             UPDATE jobq_jobs c SET waiting_for = c.waiting_for - 1,
@@ -48,6 +51,17 @@ END = f"""
     END
     $$
 """
+
+
+END = ending()
+# The ending of a job nothing depends on (nearly every job) returns at once: the three
+# statements above cost 70 to 80% of a batched acknowledgement's server time (28 and 100
+# acknowledged at 400 in progress, measured). No edge can appear between the check and
+# them: an edge to an existing job is written with that job locked FOR SHARE (add_after),
+# which this ending's update holds against, and a batch member is written with its edge.
+LONE_ENDINGS: tuple[str, ...] = (
+    ending("CREATE OR REPLACE", f"IF NOT EXISTS ({DEPENDENTS}) THEN RETURN NULL; END IF;"),
+)
 
 # A retried parent brings back the dependents its ending cancelled, unless another of their
 # parents ended badly too; each revived dependent brings back its own the same way. A
