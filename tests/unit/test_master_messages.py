@@ -15,7 +15,7 @@ from jobq.supervisor.master import Master
 from jobq.supervisor.renewal import Missed
 from jobq.supervisor.states import StopReason
 from jobq.supervisor.workers import WorkerProcess
-from jobq.worker.fence import Slot
+from jobq.worker.fence import FenceTable, Hold, token_key
 from jobq.worker.mark import SettlingMark
 from tests.support.claims import claim
 
@@ -51,7 +51,9 @@ def test_a_queued_attempt_a_round_missed_is_lost_and_its_start_stops_the_worker(
     ours, theirs = wire.pair()
     mark = SettlingMark()
     process = Forked(pid=2**22 + 1, pidfd=-1, sock=ours)
-    worker = WorkerProcess(process, mark, [cast(Slot, None)], "w1", 0, 0.0, "*")
+    slot = FenceTable(1).allocate()
+    assert slot is not None
+    worker = WorkerProcess(process, mark, [slot], "w1", 0, 0.0, "*")
     try:
         ours.setblocking(False)
         master.selector.register(ours, selectors.EVENT_READ, worker)
@@ -61,8 +63,11 @@ def test_a_queued_attempt_a_round_missed_is_lost_and_its_start_stops_the_worker(
         assert worker.lost == {2}
         assert sorted(lease.claim.id for lease in worker.leases()) == [1, 3]
         assert stops == []
-        wire.send(theirs, protocol.Started(2))
-        master.read_messages(worker)
+        master.pools.follow(worker)
+        assert stops == [], "not started yet"
+        # The worker's start of it: its fence slot names it.
+        slot.worker.write(Hold(process.pid, 2, token_key("token-2"), 102.0, 1.0))
+        master.pools.follow(worker)
         assert stops == [StopReason.LOST]
     finally:
         ours.close()
