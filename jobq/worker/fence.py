@@ -3,9 +3,10 @@
 - PR_SET_PDEATHSIG: the kernel kills a worker when the master dies (and the fence keeper
   then kills whatever the worker's job started).
 - The fence table: anonymous shared memory, mapped before any fork, one slot per attempt a
-  worker may run at once (one, or --concurrency N). The worker writes the attempt it holds
-  and that attempt's lease end; the master writes
-  each extension it confirms. The fence keeper, a process of its own, kills the whole
+  worker may run at once (one, or --concurrency N). The worker writes the attempt it holds,
+  that attempt's lease end and since when; the master writes each extension it confirms,
+  and reads the worker's section to learn which queued attempt started (no message says so:
+  see worker/reports.py). The fence keeper, a process of its own, kills the whole
   attempt when the later of the two (for the same job and token) is about to pass. Nothing
   here needs the worker's GIL, a timer or a signal of the job's: a job that holds the GIL
   for longer than its lease runs on while the master renews it, and jobs may use SIGALRM.
@@ -14,8 +15,9 @@ Each slot has one section per writer, so no two processes ever write the same by
 section is a seqlock: the writer makes its counter odd, writes, and makes it even again; a
 reader that sees an odd or changed counter discards what it read, and the keeper then goes
 on with the last whole value it read, which was vouched for too. Erring that way can only
-bring a fence earlier, never miss one. (CPython gives no memory barriers; x86 keeps one
-writer's stores in order as other cores see them, which is what the seqlock relies on.)
+bring a fence earlier, never miss one; the master reads again on its next pass. (CPython
+gives no memory barriers; x86 keeps one writer's stores in order as other cores see them,
+and one reader's loads in order, which is what the seqlock relies on.)
 """
 
 from __future__ import annotations
