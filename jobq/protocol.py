@@ -6,7 +6,8 @@ handshake.
 
 worker -> master: ready, claimed, settling, finished, releasing.
 master -> worker: drain, stop (a concurrent worker's one attempt).
-(Extensions reach a worker's fence through the fence table, not as messages.)
+(Extensions reach a worker's fence through the fence table, not as messages, and a queued
+attempt's start reaches the master the same way.)
 master -> renewer: renew.                         renewer -> master: renewed.
 master -> housekeeper: fail_attempt, left_behind, measure_depth, drain.
 housekeeper -> master: maintained, depth, settled, released.
@@ -21,7 +22,9 @@ once, in a `finished` of its own; a completed one with a result sends `settling`
 or that it is too large to carry); completed ones are acknowledged together, in one
 `finished` whose `then` is the next claim (with how long each ran, for the metrics). So
 once the master has read a worker's messages, every attempt of its claim before the one
-its slot names is ended: reported, or completed with no result. `releasing(ids)` comes
+its slot names is ended: reported, or completed with no result (a worker that died while
+writing its slot leaves the attempt the slot names in doubt, and it is left to maintenance
+after its lease). `releasing(ids)` comes
 before the worker puts queued attempts back to pending: from then on the master no longer
 vouches for them. So whenever the master acts, it knows which attempt runs (the one it
 fences), which queued ones never started, and which completed ones await their
@@ -33,10 +36,10 @@ A concurrent worker (--concurrency N) runs up to N attempts at once and queues n
 `claimed` and `finished`'s `then` say `at_once`, every attempt they carry runs now, each fenced
 in a fence row of its own. `settling(ids)` says that those running attempts' code is done and
 their outcomes are being recorded (they run no code any more: a round that misses them kills
-nothing); a `finished` then ends them. When one of its attempts must
-stop, the master sends `stop(id)`: a coroutine attempt is cancelled and failed with the
-error given; if the attempt still runs a kill grace later (a thread, or a coroutine that
-swallowed the cancel), the master kills the whole worker, before the lease's kill point.
+nothing); a `finished` then ends them. When one of its attempts must stop, the master sends
+`stop(id)`: a coroutine attempt is cancelled and failed with the error given; if the attempt
+still runs a kill grace later (a thread, or a coroutine that swallowed the cancel), the
+master kills the whole worker, before the lease's kill point.
 """
 
 from __future__ import annotations
