@@ -189,8 +189,8 @@ class WorkerProcess:
             if lease is not None and token_key(lease.claim.token) == hold.token:
                 self.advance(hold.job, hold.since)
             return
-        if not (self.queued and self.running):
-            return  # nothing ran before a queued attempt: the messages said it all
+        if not self.queued:
+            return  # no attempt in doubt: the one that ran ended as its messages said
         if lease is None:
             doubtful = [*self.running.values(), *self.queued.values()]
         else:

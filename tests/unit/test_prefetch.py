@@ -214,20 +214,25 @@ def test_a_slot_write_in_progress_changes_nothing_until_it_is_whole() -> None:
 
 
 @pytest.mark.parametrize(
-    ("named", "completed", "doubtful", "released"),
+    ("failed_first", "named", "completed", "doubtful", "released"),
     [
-        (3, [1, 2], [3], [4]),  # died writing 3's start (or what followed it)
-        (1, [], [1], [2, 3, 4]),  # died writing what followed 1
-        (99, [], [1, 2, 3, 4], []),  # names nothing the master knows of
+        (False, 3, [1, 2], [3], [4]),  # died writing 3's start (or what followed it)
+        (False, 1, [], [1], [2, 3, 4]),  # died writing what followed 1
+        (False, 99, [], [1, 2, 3, 4], []),  # names nothing the master knows of
+        # 1 failed; then 2 may have run and completed before the master read the slot.
+        (True, 3, [2], [3], [4]),
+        (True, 99, [], [2, 3, 4], []),
     ],
 )
 def test_a_worker_that_died_writing_its_slot_leaves_the_attempt_in_doubt_to_maintenance(
-    named: int, completed: list[int], doubtful: list[int], released: list[int]
+    failed_first: bool, named: int, completed: list[int], doubtful: list[int], released: list[int]
 ) -> None:
     # The named attempt may have ended or not have started: neither failed as an attempt
     # nor released at once; every attempt before it ended, every one after it never started.
     process = worker()
     process.claimed(protocol.attempts([claim(i) for i in (1, 2, 3, 4)]), now=0.0)
+    if failed_first:
+        assert process.finished(1) is not None  # nothing runs, as the master sees it
     runs(process, named, since=3.0)
     section = process.slots[0].worker
     section.memory[section.offset] |= 1
