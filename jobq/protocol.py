@@ -4,34 +4,42 @@ They travel over a SOCK_SEQPACKET socket pair (see wire.py): the kernel keeps me
 boundaries and order, and a closed end reads as end-of-file, so neither side needs a
 handshake.
 
-worker -> master: ready, claimed, started, settling, finished, releasing.
+worker -> master: ready, claimed, settling, finished, releasing.
 master -> worker: drain, stop (a concurrent worker's one attempt).
-(Extensions reach a worker's fence through the fence table, not as messages.)
+(Extensions reach a worker's fence through the fence table, not as messages, and a queued
+attempt's start reaches the master the same way.)
 master -> renewer: renew.                         renewer -> master: renewed.
 master -> housekeeper: fail_attempt, left_behind, measure_depth, drain.
 housekeeper -> master: maintained, depth, settled, released.
 
 A worker holds up to --prefetch attempts at once (see worker/prefetch.py). Each claim it makes
 is reported in one message, `claimed` or a `finished`'s `then`: its first attempt starts at
-once (the worker fenced itself on it before sending), the others are queued. `started(id)`
-starts the next queued one, and says the one started before it completed: a failed attempt
-is acknowledged at once, in a `finished` of its own, while completed ones are acknowledged
-together, in one `finished` whose `then` is the next claim. `releasing(ids)` comes before
-the worker puts queued attempts back to pending: from then on the master no longer vouches
-for them. So the master always knows which attempt runs (the one it fences), which queued
-ones never started, and which completed ones await their acknowledgement (completed by the
-housekeeper if the worker dies). Every row a worker claims names it (its worker id, chosen
-by the master before the fork), so when it dies the housekeeper also releases the claims it
-made and never got to report.
+once (the worker fenced itself on it before sending), the others are queued. A queued
+attempt's start is not a message: the worker writes it in its fence slot (worker/fence.py),
+which the master reads (WorkerProcess.follow). What the slot cannot say goes in a message
+sent before the worker names a later attempt there: a failed attempt is acknowledged at
+once, in a `finished` of its own; a completed one with a result sends `settling` (its result,
+or that it is too large to carry); completed ones are acknowledged together, in one
+`finished` whose `then` is the next claim (with how long each ran, for the metrics). So
+once the master has read a worker's messages, every attempt of its claim before the one
+its slot names is ended: reported, or completed with no result (a worker that died while
+writing its slot leaves the attempt the slot names in doubt, and it is left to maintenance
+after its lease). `releasing(ids)` comes
+before the worker puts queued attempts back to pending: from then on the master no longer
+vouches for them. So whenever the master acts, it knows which attempt runs (the one it
+fences), which queued ones never started, and which completed ones await their
+acknowledgement (completed by the housekeeper if the worker dies). Every row a worker claims
+names it (its worker id, chosen by the master before the fork), so when it dies the
+housekeeper also releases the claims it made and never got to report.
 
 A concurrent worker (--concurrency N) runs up to N attempts at once and queues none: its
 `claimed` and `finished`'s `then` say `at_once`, every attempt they carry runs now, each fenced
 in a fence row of its own. `settling(ids)` says that those running attempts' code is done and
 their outcomes are being recorded (they run no code any more: a round that misses them kills
-nothing); a `finished` then ends them. It never sends `started`. When one of its attempts must
-stop, the master sends `stop(id)`: a coroutine attempt is cancelled and failed with the
-error given; if the attempt still runs a kill grace later (a thread, or a coroutine that
-swallowed the cancel), the master kills the whole worker, before the lease's kill point.
+nothing); a `finished` then ends them. When one of its attempts must stop, the master sends
+`stop(id)`: a coroutine attempt is cancelled and failed with the error given; if the attempt
+still runs a kill grace later (a thread, or a coroutine that swallowed the cancel), the
+master kills the whole worker, before the lease's kill point.
 """
 
 from __future__ import annotations
@@ -133,17 +141,6 @@ class Claimed:
 
 
 @dataclass(frozen=True)
-class Started:
-    """The child runs this queued attempt now; the one it started before completed. If it is
-    in `results`, with its encoded result (see Settling), the master has it acknowledged
-    should the worker die first; if not, it is left to maintenance."""
-
-    kind: ClassVar[str] = "started"
-    id: int
-    results: list[tuple[int, str | None]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
 class Finished:
     """These attempts were acknowledged, (job id, outcome: completed, failed, lost...), and,
     when the acknowledgement claimed more jobs in the same commit, the attempts that claim
@@ -153,15 +150,19 @@ class Finished:
     outcomes: list[tuple[int, str]]
     then: list[Attempt] = field(default_factory=list)
     at_once: bool = False  # as in Claimed: every attempt of `then` runs now
+    # How long each attempt of `outcomes` ran, in seconds, as its worker timed it (None: not
+    # timed). The master does not see every start, so cannot time them itself.
+    ran: list[float | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Settling:
     """These running attempts ran their code to its end; their outcomes are being recorded.
-    Sent by a concurrent worker, before it records them. Of those, `results` names the ones
-    that completed, with their encoded results: if the worker dies before it records them,
-    the master has those acknowledged, and leaves every other one (a failure, or a result
-    too large to carry here) to maintenance after its lease."""
+    Sent by a concurrent worker, before it records them, and by a prefetching one for an
+    attempt that completed with a result, before it starts the next. Of those, `results`
+    names the ones that completed, with their encoded results: if the worker dies before it
+    records them, the master has those acknowledged, and leaves every other one (a failure,
+    or a result too large to carry here) to maintenance after its lease."""
 
     kind: ClassVar[str] = "settling"
     ids: list[int]
@@ -306,7 +307,6 @@ class Done:
 Message = (
     Ready
     | Claimed
-    | Started
     | Settling
     | Finished
     | Releasing
@@ -330,7 +330,6 @@ KINDS: dict[str, type[Message]] = {
     for cls in (
         Ready,
         Claimed,
-        Started,
         Settling,
         Finished,
         Releasing,

@@ -136,6 +136,8 @@ class Master:
                 self.read_messages(key.data)
             elif key.data is not None:
                 key.data.on_event(mask)
+        # Before the renewal answers and the fences, which act on the attempts that run.
+        self.pools.follow()
         # Renewal answers after the workers' messages: an acknowledgement that raced a
         # round must be seen before the round calls its lease lost.
         for result in self.helpers.renewals():
@@ -162,7 +164,8 @@ class Master:
         running = self.shared.phase is Phase.RUNNING
         held = self.endpoint.due() if self.endpoint is not None else float("inf")
         due = (self.drain_deadline, self.helpers.due(), self.renewals.due())
-        return min(*due, held, self.pools.next_due(running))
+        following = self.last_pass + max(PACE, self.pools.follow_every())
+        return min(*due, held, following, self.pools.next_due(running))
 
     def fence(self, now: float) -> None:
         if self.shared.phase is Phase.DRAINING and now >= self.drain_deadline:
@@ -188,16 +191,15 @@ class Master:
             self.pools.on_ready(worker)
         elif isinstance(message, protocol.Claimed):
             self.on_claimed(worker, message.attempts, message.at_once)
-        elif isinstance(message, protocol.Started):
-            self.on_started(worker, message.id, dict(message.results))
         elif isinstance(message, protocol.Settling):
             worker.settling(message.ids, time.monotonic(), dict(message.results))
         elif isinstance(message, protocol.Finished):
             now = time.monotonic()
-            for job_id, outcome in message.outcomes:
+            ran = message.ran or [None] * len(message.outcomes)
+            for (job_id, outcome), timed in zip(message.outcomes, ran, strict=True):
                 lease = worker.finished(job_id)
                 if lease is not None:
-                    seconds = (lease.ended or now) - lease.started
+                    seconds = (lease.ended or now) - lease.started if timed is None else timed
                     self.metrics.on_finished(lease.claim.type, outcome, seconds)
                 worker.jobs += 1
             if message.then:
@@ -212,24 +214,6 @@ class Master:
         worker.claimed(attempts, time.monotonic(), at_once)
         for each in attempts:
             self.metrics.on_claimed(each.type)
-
-    def on_started(
-        self, worker: WorkerProcess, job_id: int, completed: dict[int, str | None]
-    ) -> None:
-        """A worker started a queued attempt: fence it on it, with the master's own best
-        known lease end (as after a renewal), unless a round found that lease lost."""
-        now = time.monotonic()
-        lease = worker.started(job_id, now, completed)
-        if lease is not None:
-            worker.vouch(lease)
-        elif job_id in worker.lost and worker.stop_reason is None:
-            self.stopper.stop(worker, StopReason.LOST, now, at_once=True)  # killed, then said
-            log.error(
-                "Worker %d started job %d, whose lease a renewal round found lost: killed it",
-                worker.pid,
-                job_id,
-                extra={"event": "lost", "job_id": job_id},
-            )
 
     # -- reaping ---------------------------------------------------------------------------
 
@@ -259,6 +243,7 @@ class Master:
             self.read_messages(worker)  # what it said before it died still counts
             with contextlib.suppress(KeyError):
                 self.selector.unregister(worker.process.sock)
+        worker.follow_left()  # then what its fence slot says: the attempt it was running
         running = self.shared.phase is Phase.RUNNING
         how, gone = self.pools.bury(worker, running)
         failures = [
@@ -312,6 +297,7 @@ class Master:
         # Read before the messages: the worker clears it only after it sent them.
         settling = worker.mark.settling(missed.job_id, missed.token)
         self.read_messages(worker)  # it may have acknowledged just before the round
+        self.pools.follow(worker)  # or started a queued attempt
         queued = worker.queued.get(missed.job_id)
         if queued is not None and queued.claim.token == missed.token:
             del worker.queued[missed.job_id]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from ..worker import recycling
 from ..worker.fence import FenceTable
@@ -18,6 +19,10 @@ from .workers import WorkerProcess
 
 log = logging.getLogger("jobq")
 
+# While a worker holds queued attempts, the master reads its fence slot at least this often:
+# a queued attempt that starts is vouched for this soon, far within the half lease it has
+# left (lease_clock.startable); its job timeout counts from the start the slot gives.
+FOLLOW = 0.05
 # Exits a worker makes on purpose: they are not restarts in the metrics' sense.
 RECYCLED = {recycling.EXIT_RECYCLED: None, recycling.EXIT_MEMORY: StopReason.MEMORY}
 
@@ -79,6 +84,36 @@ class Pools:
         if running:
             due = min([due, *(pool.spawn_due() for pool in self.by_name.values())])
         return due
+
+    # -- following their starts -----------------------------------------------------------
+
+    def follow(self, worker: WorkerProcess | None = None) -> None:
+        """Learn from their fence slots (or `worker`'s) which queued attempts they started
+        (see WorkerProcess.follow): fence each on it with the master's own best known lease
+        end (as after a renewal), unless a round found that lease lost: then kill it."""
+        for each in list(self.children.values()) if worker is None else [worker]:
+            job_id = each.follow()
+            if job_id is None:
+                continue
+            lease = each.running.get(job_id)
+            if lease is not None:
+                each.vouch(lease)
+            elif job_id in each.lost and each.stop_reason is None:
+                self.stopper.stop(each, StopReason.LOST, time.monotonic(), at_once=True)
+                log.error(
+                    "Worker %d started job %d, whose lease a renewal round found lost: killed it",
+                    each.pid,
+                    job_id,
+                    extra={"event": "lost", "job_id": job_id},
+                )
+
+    def follow_every(self) -> float:
+        """How soon their fence slots must be read again: every pass while a worker holds a
+        queued attempt whose lease was lost (it is killed the pass after it starts it),
+        every FOLLOW while one holds queued attempts."""
+        if any(worker.lost for worker in self.children.values()):
+            return 0.0
+        return FOLLOW if any(w.queued for w in self.children.values()) else float("inf")
 
     # -- keeping their sizes ---------------------------------------------------------------
 

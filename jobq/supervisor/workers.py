@@ -2,13 +2,15 @@
 it holds. With --prefetch a worker holds several: the one it runs, the ones it claimed with it
 and has not started, and the ones it completed and has not acknowledged yet. With
 --concurrency N it runs up to N at once. The master renews them all, fences the running ones,
-and knows which is which from the worker's messages (see protocol.py)."""
+and knows which is which from the worker's messages and, for the start of a queued one, from
+the worker's fence slot (see protocol.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -158,24 +160,76 @@ class WorkerProcess:
         self.running.update((lease.claim.id, lease) for lease in running)
         self.queued.update((lease.claim.id, lease) for lease in leases[len(running) :])
 
-    def started(self, job_id: int, now: float, completed: Mapping[int, str | None]) -> Lease | None:
-        """It started a queued attempt: the one it ran before completed (a failed one was
-        acknowledged by then). Returns the started attempt's lease, None if it was lost."""
-        self.settling(list(self.running), now, completed)
-        lease = self.queued.pop(job_id, None)
-        if lease is not None:
-            lease.started = now
-            self.running[job_id] = lease
-        return lease
+    def follow(self) -> int | None:
+        """Catch up with its fence slot, once its messages are read: the queued attempt the
+        slot names started, and the ones before it ended. Returns that attempt's id, and
+        also a lost one's, which it must not have started; None if it started none."""
+        if not (self.queued or self.lost):
+            return None
+        hold = self.slots[0].worker.read()
+        if hold is None:
+            return None  # a write in progress: the next pass reads it
+        if hold.job in self.lost:
+            return hold.job
+        lease = self.queued.get(hold.job)
+        if lease is None or token_key(lease.claim.token) != hold.token:
+            return None
+        self.advance(hold.job, hold.since)
+        return hold.job
+
+    def follow_left(self) -> None:
+        """Once it is dead and its messages read: follow what its slot was left saying. If
+        it died writing there, the attempt the slot names (the one it held, or the next) may
+        have ended or not have started: that one is left to maintenance after its lease,
+        neither failed nor released; so is every one the master cannot place, if the slot
+        names none of them."""
+        hold, whole = self.slots[0].worker.left()
+        lease = self.running.get(hold.job) or self.queued.get(hold.job)
+        if whole:
+            if lease is not None and token_key(lease.claim.token) == hold.token:
+                self.advance(hold.job, hold.since)
+            return
+        if not self.queued:
+            return  # no attempt in doubt: the one that ran ended as its messages said
+        if lease is None:
+            doubtful = [*self.running.values(), *self.queued.values()]
+        else:
+            self.advance(hold.job, hold.since)
+            doubtful = [self.running[hold.job]]
+        for each in doubtful:
+            self.running.pop(each.claim.id, None)
+            self.queued.pop(each.claim.id, None)
+            self.unrecorded[each.claim.id] = each
+
+    def advance(self, job_id: int, since: float) -> Lease | None:
+        """It started this queued attempt, at `since`: every attempt it ran before it, that it
+        reported nothing more of, completed with no result (see worker/reports.py). Returns
+        the started one's lease; None if it was not queued."""
+        if job_id not in self.queued:
+            return None
+        # A worker that queues attempts runs one at a time.
+        for lease in list(self.running.values()):
+            self.settling([lease.claim.id], since, {lease.claim.id: None})
+        for queued_id in list(self.queued):
+            lease = self.queued.pop(queued_id)
+            lease.started = since
+            if queued_id == job_id:
+                self.running[job_id] = lease
+                return lease
+            self.running[queued_id] = lease
+            self.settling([queued_id], since, {queued_id: None})
+        return None  # not reached: job_id is queued
 
     def settling(self, job_ids: list[int], now: float, completed: Mapping[int, str | None]) -> None:
-        """These running attempts' code is done: their outcomes are being recorded. Those in
-        `completed` completed, with these encoded results."""
+        """These attempts' code is done: their outcomes are being recorded. Those in
+        `completed` completed, with these encoded results. One the master had taken for
+        completed with no result, from the fence slot, gets its result now."""
         for job_id in job_ids:
-            lease = self.running.pop(job_id, None)
+            self.advance(job_id, now)
+            lease = self.running.pop(job_id, None) or self.completed.pop(job_id, None)
             if lease is None:
                 continue
-            lease.ended = now
+            lease.ended = lease.ended or now
             if job_id in completed:
                 lease.claim = lease.claim.completed(completed[job_id])
                 self.completed[job_id] = lease
@@ -185,6 +239,7 @@ class WorkerProcess:
 
     def finished(self, job_id: int) -> Lease | None:
         """It acknowledged this attempt: the lease it ends, if the master still had it."""
+        self.advance(job_id, time.monotonic())
         lease = self.running.pop(job_id, None)
         if lease is not None:
             self.ended(lease)

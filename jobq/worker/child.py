@@ -192,14 +192,13 @@ class Child:
         if len(batch) == 1 and self.claim_size() == 1:
             return self.run_one(session, batch[0])
         completed: list[ClaimedJob] = []
+        after: list[ClaimedJob] = []  # the attempt before, if it completed
         for index, claim in enumerate(batch):
             if index:
                 if not self.may_start(claim):
                     self.release(session, batch[index:])
                     break
-                # The one before completed if it is the last of `completed` (a failure was
-                # reported ended already, and the master ignores an id it does not run).
-                self.reports.starting(claim, completed[-1:])
+                self.reports.starting(claim, after)
             try:
                 outcome, ran = self.run_attempt(
                     session, claim, partial(deferred, session.queue, claim)
@@ -211,9 +210,9 @@ class Child:
                 self.release(session, batch[index + 1 :], at_database=False)
                 raise
             self.done += 1
-            if outcome is None:
-                completed.extend(ran)
-            else:
+            after = ran if outcome is None else []
+            completed.extend(after)
+            if outcome is not None:
                 self.reports.ended([(claim, outcome)])
         return self.acknowledge(session, completed)
 
@@ -256,7 +255,8 @@ class Child:
             # handle() raised SystemExit or the like: its attempt is failed; honour it.
             self.reports.ended([(claim, self.reporter.outcome_of(claim))])
             raise
-        self.prefetch.ran(claim.type, time.monotonic() - began)
+        self.reports.timed(claim, seconds := time.monotonic() - began)
+        self.prefetch.ran(claim.type, seconds)
         return outcome, then
 
     def may_start(self, claim: ClaimedJob) -> bool:

@@ -3,9 +3,10 @@
 - PR_SET_PDEATHSIG: the kernel kills a worker when the master dies (and the fence keeper
   then kills whatever the worker's job started).
 - The fence table: anonymous shared memory, mapped before any fork, one slot per attempt a
-  worker may run at once (one, or --concurrency N). The worker writes the attempt it holds
-  and that attempt's lease end; the master writes
-  each extension it confirms. The fence keeper, a process of its own, kills the whole
+  worker may run at once (one, or --concurrency N). The worker writes the attempt it holds,
+  that attempt's lease end and since when; the master writes each extension it confirms,
+  and reads the worker's section to learn which queued attempt started (no message says so:
+  see worker/reports.py). The fence keeper, a process of its own, kills the whole
   attempt when the later of the two (for the same job and token) is about to pass. Nothing
   here needs the worker's GIL, a timer or a signal of the job's: a job that holds the GIL
   for longer than its lease runs on while the master renews it, and jobs may use SIGALRM.
@@ -14,8 +15,9 @@ Each slot has one section per writer, so no two processes ever write the same by
 section is a seqlock: the writer makes its counter odd, writes, and makes it even again; a
 reader that sees an odd or changed counter discards what it read, and the keeper then goes
 on with the last whole value it read, which was vouched for too. Erring that way can only
-bring a fence earlier, never miss one. (CPython gives no memory barriers; x86 keeps one
-writer's stores in order as other cores see them, which is what the seqlock relies on.)
+bring a fence earlier, never miss one; the master reads again on its next pass. (CPython
+gives no memory barriers; x86 keeps one writer's stores in order as other cores see them,
+and one reader's loads in order, which is what the seqlock relies on.)
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ from dataclasses import dataclass
 
 PR_SET_PDEATHSIG = 1
 
-# seq, pid, job id, token key, lease end (CLOCK_MONOTONIC, absolute).
-SECTION = struct.Struct("qqqqd")
+# seq, pid, job id, token key, lease end (CLOCK_MONOTONIC, absolute), since when (the same
+# clock; the worker's section only: when its attempt started, which the master reads).
+SECTION = struct.Struct("qqqqdd")
 SEQ = struct.Struct("q")
 SECTIONS = ("worker", "master", "keeper")
-SLOT_SIZE = 128
+SLOT_SIZE = 192
 # The table's header: how many slots are, or were, in use; and whether workers may claim
 # (0) or must wait (1: the master cannot renew leases, and a new claim would only be fenced).
 HEADER = struct.Struct("qq")
@@ -65,12 +68,14 @@ def token_key(token: str) -> int:
 
 @dataclass(frozen=True)
 class Hold:
-    """What a section says: worker `pid` holds (job, token key) until `expires`."""
+    """What a section says: worker `pid` holds (job, token key) until `expires` (and, in the
+    worker's section, has since `since`)."""
 
     pid: int
     job: int
     token: int
     expires: float
+    since: float = 0.0
 
     def same_attempt(self, other: Hold | None) -> bool:
         return other is not None and (self.job, self.token) == (other.job, other.token)
@@ -90,16 +95,25 @@ class Section:
         memory, offset = self.memory, self.offset
         odd = SEQ.unpack_from(memory, offset)[0] | 1
         SEQ.pack_into(memory, offset, odd)
-        SECTION.pack_into(memory, offset, odd, hold.pid, hold.job, hold.token, hold.expires)
+        SECTION.pack_into(
+            memory, offset, odd, hold.pid, hold.job, hold.token, hold.expires, hold.since
+        )
         SEQ.pack_into(memory, offset, odd + 1)
 
     def read(self) -> Hold | None:
         """The section's value, or None if every try raced a write."""
         for _ in range(TORN_RETRIES):
-            seq, pid, job, token, expires = SECTION.unpack_from(self.memory, self.offset)
+            seq, *fields = SECTION.unpack_from(self.memory, self.offset)
             if seq % 2 == 0 and SEQ.unpack_from(self.memory, self.offset)[0] == seq:
-                return Hold(pid, job, token, expires)
+                return Hold(*fields)
         return None
+
+    def left(self) -> tuple[Hold, bool]:
+        """What a writer that is gone left here, and whether it finished writing it. If it
+        died mid-write, each word holds its old value or its new one (aligned 8-byte stores
+        are whole on x86-64 and arm64), so the job id is the old attempt's or the new one's."""
+        seq, *fields = SECTION.unpack_from(self.memory, self.offset)
+        return Hold(*fields), seq % 2 == 0
 
 
 class Slot:

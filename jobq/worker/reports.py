@@ -2,8 +2,16 @@
 the fence table, and the one attempt it runs, which the process title shows.
 
 The master tracks every lease from these reports: a claim's attempts as soon as they exist
-(the first runs at once), each queued one as it starts, the ends, and the queued ones given
-back. The fence slot always names the attempt that runs, so the keeper fences exactly it.
+(the first runs at once), the ends, and the queued ones given back. The fence slot always
+names the attempt that runs, so the keeper fences exactly it, and it is also how the master
+learns that a queued attempt started: no message per start (see workers.WorkerProcess.follow).
+
+That takes one rule, which every report here keeps: whatever the master must know of an
+attempt is in the socket before the slot names a later attempt. So once the master has read
+a worker's messages, an attempt of the claim before the one its slot names either was
+reported (failed, or completed with a result, in a message of its own) or completed with
+no result. A start then costs a write to shared memory, not a send that wakes the master:
+with short jobs, that send was a quarter of a worker's wall time (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ class Reports:
         self.lock = threading.Lock()
         self.current: ClaimedJob | None = None
         self.started = 0.0
+        # How long the attempts not reported ended yet ran, by job id.
+        self.ran: dict[int, float] = {}
 
     def claimed(self, claims: list[ClaimedJob]) -> list[ClaimedJob]:
         """Tell the master of a claim's attempts, fenced on the first, which runs now."""
@@ -43,10 +53,15 @@ class Reports:
         return claims
 
     def starting(self, claim: ClaimedJob, after: Sequence[ClaimedJob]) -> None:
-        """A queued attempt runs now: fenced on it, and the master told so, and given the
-        result of the one `after` it, if that completed."""
+        """A queued attempt runs now: fenced on it. `after`: the one before it, if that
+        completed; a result of its goes to the master first (the rule above), and so does
+        the news that it has one too large to carry (the master then leaves it to
+        maintenance should the worker die)."""
+        done = [each for each in after if each.result is not None]
+        if done:
+            ids = [each.id for each in done]
+            wire.send(self.sock, protocol.Settling(ids, protocol.carried(done)))
         self.hold(claim)
-        wire.send(self.sock, protocol.Started(claim.id, protocol.carried(after)))
 
     def releasing(self, claims: Sequence[ClaimedJob]) -> None:
         """Queued attempts go back unstarted: the master stops vouching for them first."""
@@ -57,14 +72,15 @@ class Reports:
         one message: the master swaps the old leases for the new, and the worker is fenced
         on the first new one, which runs now."""
         outcomes = [(claim.id, str(outcome)) for claim, outcome in ended]
+        ran = [self.ran.pop(claim.id, None) for claim, _ in ended]
         if then:
             self.hold(then[0])
-            wire.send(self.sock, protocol.Finished(outcomes, protocol.attempts(then)))
+            wire.send(self.sock, protocol.Finished(outcomes, protocol.attempts(then), ran=ran))
         else:
             self.slot.worker.write(EMPTY)
             with self.lock:
                 self.current = None
-            wire.send(self.sock, protocol.Finished(outcomes))
+            wire.send(self.sock, protocol.Finished(outcomes, ran=ran))
         # Only now: the master reads the mark after the messages, so it never sees the mark
         # cleared while it still believes the attempt is running.
         self.mark.clear()
@@ -72,9 +88,14 @@ class Reports:
     def hold(self, claim: ClaimedJob) -> None:
         """Make `claim` the one this process is fenced on."""
         key = token_key(claim.token)
-        self.slot.worker.write(Hold(os.getpid(), claim.id, key, claim.expires_monotonic))
+        now = time.monotonic()
+        self.slot.worker.write(Hold(os.getpid(), claim.id, key, claim.expires_monotonic, now))
         with self.lock:
-            self.current, self.started = claim, time.monotonic()
+            self.current, self.started = claim, now
+
+    def timed(self, claim: ClaimedJob, seconds: float) -> None:
+        """How long an attempt's code ran, for the master's metrics when it ends."""
+        self.ran[claim.id] = seconds
 
     def vouched_until(self, claims: Sequence[ClaimedJob], safety_margin: float) -> float:
         """The earliest end of these attempts' leases as this worker knows them (the claim,

@@ -18,7 +18,7 @@ import jobq
 from chaos.observe import Deaths, Observer, busy_workers
 from jobq.records import Status
 from jobq.testing.history import check, read_journal
-from tests.support.apps.supervised_app import Crash, Grow, Hold, Sleep
+from tests.support.apps.supervised_app import Crash, Echo, Grow, Hold, Sleep
 from tests.support.faults import (
     SETTINGS,
     all_completed,
@@ -220,6 +220,37 @@ def test_jobs_a_killed_worker_completed_are_acknowledged_by_its_master_not_run_a
     for job_id in done:
         assert record(queue, job_id).attempts == 1
         assert len(events(journal, "start", job_id)) == 1, "a completed job ran again"
+
+
+@pytest.mark.databases("postgresql", "sqlite")
+def test_a_worker_killed_mid_batch_has_each_attempt_settled_as_it_stood(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    """Its master learns of its starts from its fence slot alone: SIGKILLed while it runs
+    the fourth attempt of its claim, the three it completed are acknowledged (the one with
+    a result, with it), the fourth is failed as an attempt, the two behind it go back at
+    once, uncounted; nothing ran twice or overlapped."""
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    jobs: list[jobq.Job] = [Sleep(0, str(journal)), Echo(0, str(journal), {"rows": 3})]
+    jobs.append(Sleep(0, str(journal)))
+    done = [queue.enqueue(job, priority=10 - n) for n, job in enumerate(jobs)]
+    held = queue.enqueue(Hold(str(journal), str(release)), priority=5, retry=ONCE)
+    queued = [queue.enqueue(Sleep(0, str(journal))) for _ in range(2)]
+    with supervisor(dsn, "--workers", "1", "--prefetch", "6", *LONG_LEASE) as running:
+        worker = wait_for("the fourth job to start", lambda: events(journal, "start", held))
+        os.kill(worker[0]["pid"], signal.SIGKILL)
+        wait_for("the killed attempt to fail", lambda: record(queue, held).status is Status.FAILED)
+        assert_released_then_run_once(queue, journal, queued, worker[0]["pid"])
+        running.signal(signal.SIGTERM)
+        assert running.wait(30) == 0, running.log
+    assert f"and jobs {', '.join(map(str, done))} completed and not acknowledged" in running.log
+    for job_id in done:
+        row = record(queue, job_id)
+        assert (row.status, row.attempts) == (Status.COMPLETED, 1), row
+        assert len(events(journal, "start", job_id)) == 1, "a completed job ran again"
+    assert record(queue, done[1]).result == {"rows": 3}
+    assert record(queue, held).attempts == 1
+    assert_no_overlap(queue, journal, [*done, held, *queued])
 
 
 @pytest.mark.databases("postgresql")

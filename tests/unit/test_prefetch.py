@@ -15,7 +15,7 @@ from jobq.supervisor.forking import Forked
 from jobq.supervisor.settlement import left_behind
 from jobq.supervisor.states import StopReason
 from jobq.supervisor.workers import WorkerProcess
-from jobq.worker.fence import Slot
+from jobq.worker.fence import FenceTable, Hold, Slot, token_key
 from jobq.worker.mark import SettlingMark
 from jobq.worker.prefetch import ADAPTIVE_MAX, BATCH_SECONDS, SHORT, WINDOW, PrefetchRule
 from tests.support.claims import claim
@@ -126,17 +126,25 @@ def test_a_queued_job_starts_only_with_more_than_half_its_vouched_lease_left() -
 # -- the master's view of a worker's attempts ---------------------------------------------------
 
 
-def worker_rest() -> tuple[SettlingMark, list[Slot], str, int, float, str]:
-    # The shared memory plays no part in the bookkeeping.
-    return cast(SettlingMark, None), [cast(Slot, None)], "w1", 0, 0.0, "*"
+def worker_rest(slot: Slot | None = None) -> tuple[SettlingMark, list[Slot], str, int, float, str]:
+    # The worker's fence slot says which attempt it runs; the mark plays no part here.
+    row = FenceTable(1).allocate() if slot is None else slot
+    assert row is not None
+    return cast(SettlingMark, None), [row], "w1", 0, 0.0, "*"
 
 
-def worker() -> WorkerProcess:
-    return WorkerProcess(cast(Forked, None), *worker_rest())
+def worker(pid: int = 2**22 + 1) -> WorkerProcess:
+    return WorkerProcess(Forked(pid, -1, cast(socket.socket, None)), *worker_rest())
 
 
 def held(process: WorkerProcess) -> list[int]:
     return [lease.claim.id for lease in process.leases()]
+
+
+def runs(process: WorkerProcess, job_id: int, since: float) -> None:
+    """The worker's side of a start: it holds the attempt in its fence slot."""
+    key = token_key(f"token-{job_id}")
+    process.slots[0].worker.write(Hold(process.pid, job_id, key, 100.0 + job_id, since))
 
 
 def test_the_master_holds_a_worker_s_running_queued_and_completed_attempts() -> None:
@@ -146,11 +154,14 @@ def test_the_master_holds_a_worker_s_running_queued_and_completed_attempts() -> 
     assert list(process.queued) == [2, 3]
     assert held(process) == [1, 2, 3]
 
-    started = process.started(2, now=5.0, completed={1: '{"rows": 3}'})
-    assert list(process.running.values()) == [started]
-    assert started is not None
-    assert started.started == 5.0
-    assert list(process.completed) == [1], "starting 2 says 1 completed"
+    # 1 completed with a result, which its worker sends before it starts 2.
+    process.settling([1], now=4.0, completed={1: '{"rows": 3}'})
+    runs(process, 2, since=5.0)
+    assert process.follow() == 2
+    started = process.running[2]
+    assert list(process.running) == [2]
+    assert started.started == 5.0, "since when the slot says"
+    assert list(process.completed) == [1]
     assert process.completed[1].claim.result == '{"rows": 3}', "with its result"
     assert held(process) == [2, 3, 1]
 
@@ -160,6 +171,86 @@ def test_the_master_holds_a_worker_s_running_queued_and_completed_attempts() -> 
     assert process.finished(1) is not None
     assert held(process) == []
     assert not process.busy
+
+
+def test_the_slot_naming_a_later_attempt_says_the_ones_before_completed_with_no_result() -> None:
+    process = worker()
+    process.claimed(protocol.attempts([claim(i) for i in (1, 2, 3, 4, 5)]), now=0.0)
+    runs(process, 4, since=7.0)
+    assert process.follow() == 4
+    assert (list(process.completed), list(process.running), list(process.queued)) == (
+        [1, 2, 3],
+        [4],
+        [5],
+    )
+    assert all(lease.claim.result is None for lease in process.completed.values())
+    assert process.follow() is None, "nothing new"
+    # A result sent before the start of 4, read after the slot: it is kept; one too large
+    # to carry leaves its attempt to maintenance should the worker die.
+    process.settling([2, 3], now=8.0, completed={2: '"two"'})
+    assert process.completed[2].claim.result == '"two"'
+    assert list(process.unrecorded) == [3]
+
+
+def test_a_failure_reported_for_a_queued_attempt_says_the_ones_before_it_ran() -> None:
+    process = worker()
+    process.claimed(protocol.attempts([claim(i) for i in (1, 2, 3, 4)]), now=0.0)
+    assert process.finished(3) is not None
+    assert (list(process.completed), list(process.running), list(process.queued)) == (
+        [1, 2],
+        [],
+        [4],
+    )
+
+
+def test_a_slot_write_in_progress_changes_nothing_until_it_is_whole() -> None:
+    process = worker()
+    process.claimed(protocol.attempts([claim(1), claim(2)]), now=0.0)
+    section = process.slots[0].worker
+    runs(process, 2, since=3.0)
+    section.memory[section.offset] |= 1  # the writer's counter odd: mid-write
+    assert process.follow() is None
+    assert (list(process.running), list(process.queued)) == ([1], [2])
+
+
+@pytest.mark.parametrize(
+    ("failed_first", "named", "completed", "doubtful", "released"),
+    [
+        (False, 3, [1, 2], [3], [4]),  # died writing 3's start (or what followed it)
+        (False, 1, [], [1], [2, 3, 4]),  # died writing what followed 1
+        (False, 99, [], [1, 2, 3, 4], []),  # names nothing the master knows of
+        # 1 failed; then 2 may have run and completed before the master read the slot.
+        (True, 3, [2], [3], [4]),
+        (True, 99, [], [2, 3, 4], []),
+    ],
+)
+def test_a_worker_that_died_writing_its_slot_leaves_the_attempt_in_doubt_to_maintenance(
+    failed_first: bool, named: int, completed: list[int], doubtful: list[int], released: list[int]
+) -> None:
+    # The named attempt may have ended or not have started: neither failed as an attempt
+    # nor released at once; every attempt before it ended, every one after it never started.
+    process = worker()
+    process.claimed(protocol.attempts([claim(i) for i in (1, 2, 3, 4)]), now=0.0)
+    if failed_first:
+        assert process.finished(1) is not None  # nothing runs, as the master sees it
+    runs(process, named, since=3.0)
+    section = process.slots[0].worker
+    section.memory[section.offset] |= 1
+    process.follow_left()
+    behind = left_behind(process)
+    assert [each.id for each in behind.completed] == completed
+    assert sorted(behind.running) == doubtful, "not released: left to maintenance"
+    assert list(process.queued) == released
+    assert not process.running, "none failed as an attempt"
+
+
+def test_a_dead_worker_s_whole_slot_says_which_attempt_it_died_running() -> None:
+    process = worker()
+    process.claimed(protocol.attempts([claim(i) for i in (1, 2, 3, 4)]), now=0.0)
+    runs(process, 3, since=3.0)
+    process.follow_left()
+    assert [each.id for each in left_behind(process).completed] == [1, 2]
+    assert (list(process.running), list(process.queued)) == ([3], [4])
 
 
 def test_a_stopped_worker_s_running_attempt_is_no_longer_renewed_its_others_are() -> None:
@@ -173,7 +264,8 @@ def test_a_stopped_worker_s_running_attempt_is_no_longer_renewed_its_others_are(
 def test_a_round_finds_each_of_a_worker_s_attempts_by_its_token() -> None:
     process = worker()
     process.claimed(protocol.attempts([claim(1), claim(2)]), now=0.0)
-    process.started(2, now=1.0, completed={1: None})
+    runs(process, 2, since=1.0)
+    process.follow()
     for job_id in (1, 2):
         assert process.holding(job_id, f"token-{job_id}") is not None
     assert process.holding(2, "token-1") is None
@@ -182,8 +274,10 @@ def test_a_round_finds_each_of_a_worker_s_attempts_by_its_token() -> None:
 def test_claims_and_acknowledgements_cross_the_socket_whole() -> None:
     sent: list[protocol.Message] = [
         protocol.Claimed(protocol.attempts([claim(1), claim(2)])),
-        protocol.Started(2, [(1, '"ok"')]),
-        protocol.Finished([(1, "completed"), (2, "completed")], protocol.attempts([claim(3)])),
+        protocol.Settling([1], [(1, '"ok"')]),
+        protocol.Finished(
+            [(1, "completed"), (2, "completed")], protocol.attempts([claim(3)]), ran=[0.5, None]
+        ),
         protocol.Releasing([4, 5]),
     ]
     ours, theirs = wire.pair()
@@ -192,14 +286,15 @@ def test_claims_and_acknowledgements_cross_the_socket_whole() -> None:
             wire.send(ours, message)
         received = [wire.receive(theirs) for _ in sent]
     assert received[0] == sent[0]
-    started = received[1]
-    assert isinstance(started, protocol.Started)
-    assert (started.id, dict(started.results)) == (2, {1: '"ok"'})
+    settling = received[1]
+    assert isinstance(settling, protocol.Settling)
+    assert (settling.ids, dict(settling.results)) == ([1], {1: '"ok"'})
     assert received[3] == sent[3]
     finished = received[2]
     assert isinstance(finished, protocol.Finished)
     assert [tuple(pair) for pair in finished.outcomes] == [(1, "completed"), (2, "completed")]
     assert finished.then == protocol.attempts([claim(3)])
+    assert finished.ran == [0.5, None]
 
 
 def test_a_dead_worker_s_completions_are_acknowledged_with_their_results_and_no_other() -> None:

@@ -60,6 +60,20 @@ class Sleep(JournaledSleep):
         return {"imported": IMPORTED}
 
 
+class Echo(Sleep):
+    """A Sleep that returns `value`: its completion carries a result."""
+
+    job_name = "Echo"
+
+    def __init__(self, seconds: float, journal: str, value: Any) -> None:
+        super().__init__(seconds, journal)
+        self.value = value
+
+    def handle(self) -> Any:
+        super().handle()
+        return self.value
+
+
 class Hold(jobq.Job):
     """Runs until the file `release` exists (bounded), so a test decides when it ends."""
 
