@@ -21,6 +21,7 @@ import pytest
 
 import jobq
 from jobq.backends.mysql import claims as mysql_claims
+from jobq.backends.postgresql import RENEW_MANY
 from jobq.backends.postgresql import claims as postgresql_claims
 from jobq.backends.postgresql import limits as postgresql_limits
 from jobq.backends.postgresql import schema as postgresql_schema
@@ -287,3 +288,25 @@ def test_a_dead_worker_s_rows_are_found_among_the_in_progress_ones_alone(
         ((_, _, table, access, _, key, *_),) = rows
         assert (table, access) == ("jobq_jobs", "ref"), rows
         assert key in {*status_led, "jobq_jobs_ready", "jobq_jobs_ready_by_type"}, rows
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_a_renewal_reads_its_own_rows_not_every_attempt_in_progress(
+    queue: jobq.Queue, db_kind: str
+) -> None:
+    """One master renews its own workers' attempts among those of every other supervisor,
+    with statistics as they were before the claims. Like the acknowledgement above, the
+    renewal must read only the rows it renews."""
+    with statistics_left(queue, db_kind, "stale"):
+        queue.enqueue_many([Noop() for _ in range(IN_PROGRESS)])
+        claims = queue.claim_many(IN_PROGRESS)
+    mine = claims[:ACKED]
+    params = {"lease": 60.0, "ids": [c.id for c in mine], "tokens": [c.token for c in mine]}
+    plan = postgresql_plan(queue, RENEW_MANY, params, analyze=True)
+    read = [
+        (node["Node Type"], node["Actual Rows"] * node["Actual Loops"])
+        for node in nodes(plan)
+        if node.get("Relation Name") == "jobq_jobs" and node["Node Type"] != "ModifyTable"
+    ]
+    assert read, plan
+    assert all(rows <= ACKED for _, rows in read), (read, plan)
