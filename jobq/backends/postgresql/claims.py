@@ -261,14 +261,8 @@ class PostgresBatching(Batching):
     ) -> list[ClaimedJob]:
         """Rows of (token, claim columns..., status) as claims, in the order they were
         picked; a row a concurrency limit refused (see limits.py) is still pending."""
-        return in_picked_order(
-            (
-                (row[0], self.claimed(row[1:], row[0], expires_monotonic))
-                for row in rows
-                if row[-1] == "in_progress"
-            ),
-            tokens,
-        )
+        held = (row for row in rows if row[-1] == "in_progress")
+        return in_picked_order(self.claims_of(held, expires_monotonic), tokens)
 
     sql_held_by = (
         "SELECT id, token, type FROM jobq_jobs WHERE status = 'in_progress' AND worker = %(worker)s"
