@@ -61,57 +61,77 @@ class Ready:
     pid: int
 
 
-@dataclass(frozen=True)
-class Attempt:
-    """One claimed attempt, as a message carries it: everything but the payload."""
+# An attempt as a message carries it: everything but the payload, as (id, token, attempt,
+# type, class name, retry policy as its four fields, lease end in ISO form, deadline in ISO
+# form or None, expires_monotonic, encoded result). The result is a completed attempt's,
+# for the master to store should it acknowledge the attempt for a worker that died first;
+# None while it runs.
+Row = tuple[
+    int, str, int, str, str, tuple[int, float, float, bool], str, str | None, float, str | None
+]
 
-    id: int
-    token: str
-    attempt: int
-    type: str
-    class_name: str
-    retry: dict[str, Any]
-    lease_until: str
-    deadline: str | None
-    expires_monotonic: float
-    # A completed attempt's encoded result, for the master to store should it acknowledge
-    # the attempt for a worker that died first; None while it runs.
-    result: str | None = None
 
-    @classmethod
-    def of(cls, claim: ClaimedJob) -> Attempt:
-        return cls(
-            id=claim.id,
-            token=claim.token,
-            attempt=claim.attempt,
-            type=claim.type,
-            class_name=claim.class_name,
-            retry=dict(vars(claim.retry)),
-            lease_until=claim.lease_until.isoformat(),
-            deadline=None if claim.deadline is None else claim.deadline.isoformat(),
-            expires_monotonic=claim.expires_monotonic,
-            result=claim.result,
+def attempts(claims: Iterable[ClaimedJob]) -> list[Row]:
+    """Claims as a message carries them: plain tuples, which marshal writes as they are.
+
+    A claim's attempts share their lease's end (one statement's clock, converted once, see
+    Backend.claims) and mostly their retry policy (retry.stored_policy shares one object
+    per policy), so each is put in text once per run of the same object, not per attempt;
+    marshal then writes the repeated string and tuple once and refers back to them. A
+    dataclass per attempt, built with two isoformats and a copy of its policy, was the
+    largest part of a claim's report (bench/RESULTS.md, issue 36)."""
+    rows: list[Row] = []
+    until: object = None
+    policy: object = None
+    for claim in claims:
+        if claim.lease_until is not until:
+            until, end = claim.lease_until, claim.lease_until.isoformat()
+        if claim.retry is not policy:
+            policy = retry = claim.retry
+            fields = (retry.max_attempts, retry.backoff, retry.max_backoff, retry.jitter)
+        deadline = claim.deadline
+        rows.append(
+            (
+                claim.id,
+                claim.token,
+                claim.attempt,
+                claim.type,
+                claim.class_name,
+                fields,
+                end,
+                None if deadline is None else deadline.isoformat(),
+                claim.expires_monotonic,
+                claim.result,
+            )
         )
+    return rows
 
-    def claim(self) -> ClaimedJob:
-        """The attempt as the master knows it: everything but the payload."""
-        return ClaimedJob(
-            id=self.id,
-            type=self.type,
-            class_name=self.class_name,
-            payload="",
-            attempt=self.attempt,
-            token=self.token,
-            lease_until=datetime.fromisoformat(self.lease_until),
-            retry=stored_policy(**self.retry),
-            deadline=None if self.deadline is None else datetime.fromisoformat(self.deadline),
-            expires_monotonic=self.expires_monotonic,
-            result=self.result,
+
+def claims(rows: Iterable[Row]) -> list[ClaimedJob]:
+    """The attempts a message carries, as the master knows them: everything but the
+    payload. A lease end repeated from the row before is parsed once."""
+    known: list[ClaimedJob] = []
+    end: str | None = None
+    lease_until = datetime.min
+    for job_id, token, attempt, type, class_name, retry, until, deadline, expires, result in rows:
+        if until != end:
+            end, lease_until = until, datetime.fromisoformat(until)
+        known.append(
+            ClaimedJob(
+                id=job_id,
+                type=type,
+                class_name=class_name,
+                payload="",
+                attempt=attempt,
+                token=token,
+                lease_until=lease_until,
+                retry=stored_policy(*retry),
+                deadline=None if deadline is None else datetime.fromisoformat(deadline),
+                expires_monotonic=expires,
+                result=result,
+            )
         )
-
-
-def attempts(claims: list[ClaimedJob]) -> list[Attempt]:
-    return [Attempt.of(claim) for claim in claims]
+    return known
 
 
 # The largest encoded result a report carries. Its marshalled form (UTF-8: up to four bytes
@@ -136,7 +156,7 @@ class Claimed:
     Sent before decoding, so the master tracks every lease from the moment it exists."""
 
     kind: ClassVar[str] = "claimed"
-    attempts: list[Attempt]
+    attempts: list[Row]
     at_once: bool = False  # they all run now (a concurrent worker), none is queued
 
 
@@ -148,7 +168,7 @@ class Finished:
 
     kind: ClassVar[str] = "finished"
     outcomes: list[tuple[int, str]]
-    then: list[Attempt] = field(default_factory=list)
+    then: list[Row] = field(default_factory=list)
     at_once: bool = False  # as in Claimed: every attempt of `then` runs now
     # How long each attempt of `outcomes` ran, in seconds, as its worker timed it (None: not
     # timed). The master does not see every start, so cannot time them itself.
@@ -221,7 +241,7 @@ class FailAttempt:
     """Fail this attempt, whose worker died holding it."""
 
     kind: ClassVar[str] = "fail_attempt"
-    claim: Attempt
+    claim: Row
     error: str
 
 
@@ -234,7 +254,7 @@ class LeftBehind:
 
     kind: ClassVar[str] = "left_behind"
     worker: str
-    completed: list[Attempt]
+    completed: list[Row]
     running: list[int] = field(default_factory=list)
 
 
@@ -350,33 +370,11 @@ KINDS: dict[str, type[Message]] = {
 }
 
 
-# Fields that carry an attempt, or a list of them, inside a message.
-NESTED = ("claim",)
-NESTED_LISTS = ("attempts", "then", "completed")
-
-
 def encode(message: Message) -> dict[str, Any]:
     # vars(), not dataclasses.asdict(): a shallow copy is all marshal needs, and asdict's
-    # deep copy was a tenth of a worker's CPU per job.
-    fields = {"kind": message.kind, **vars(message)}
-    for name in NESTED:
-        if isinstance(fields.get(name), Attempt):
-            fields[name] = vars(fields[name])
-    for name in NESTED_LISTS:
-        if name in fields:
-            fields[name] = [vars(each) for each in fields[name]]
-    return fields
+    # deep copy was a tenth of a worker's CPU per job. Attempts travel as tuples already.
+    return {"kind": message.kind, **vars(message)}
 
 
 def decode(fields: dict[str, Any]) -> Message:
-    kind = fields.pop("kind")
-    for name in NESTED:
-        if isinstance(fields.get(name), dict):
-            fields[name] = Attempt(**fields[name])
-    for name in NESTED_LISTS:
-        if name in fields:
-            fields[name] = [Attempt(**each) for each in fields[name]]
-    return KINDS[kind](**fields)
-
-
-# The parts of a message received so far, by socket (see parts()).
+    return KINDS[fields.pop("kind")](**fields)

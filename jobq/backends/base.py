@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, ClassVar, Self, TypeVar
 
-from ..attempt_log import loaded
 from ..records import ClaimedJob, Status
 from .batching import Batching
 from .controls import Controls, policy_of
@@ -351,25 +350,6 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
     def insert_params(self, job: NewJob) -> dict[str, Any]:
         """The named parameters every backend's insert statement takes."""
         return dict(zip(INSERT_NAMES, self.insert_values(job), strict=True))
-
-    def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob:
-        """A claim from the row its claim statement returned, its columns in CLAIM_COLUMNS'
-        order (shapes.py)."""
-        return ClaimedJob(
-            id=int(row[0]),
-            type=row[1],
-            class_name=row[2],
-            payload=row[3],
-            attempt=int(row[4]),
-            token=token,
-            lease_until=self.to_datetime(row[5]),
-            retry=policy_of(row[6:10]),
-            deadline=self.optional_datetime(row[10]),
-            expires_monotonic=expires_monotonic,
-            traceparent=row[11],
-            tracestate=row[12],
-            checkpoint=loaded(row[13]),
-        )
 
     @abstractmethod
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None: ...

@@ -9,11 +9,14 @@ takes a whole batch in one statement overrides them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Any, ClassVar
 
+from ..attempt_log import loaded
 from ..records import ClaimedJob
+from .controls import policy_of
 from .leases import expiry
 from .rows import Refused, Runner
 
@@ -44,7 +47,49 @@ class Batching(ABC):
     def complete(self, job_id: int, token: str, result: str | None = None) -> bool: ...
 
     @abstractmethod
-    def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob: ...
+    def to_datetime(self, value: Any) -> datetime: ...
+
+    @abstractmethod
+    def optional_datetime(self, value: Any) -> datetime | None: ...
+
+    def claimed(self, row: Sequence[Any], token: str, expires_monotonic: float) -> ClaimedJob:
+        """A claim from the row its claim statement returned, its columns in CLAIM_COLUMNS'
+        order (shapes.py)."""
+        return next(self.claims_of([(token, *row)], expires_monotonic))[1]
+
+    def claims_of(
+        self, rows: Iterable[Sequence[Any]], expires_monotonic: float
+    ) -> Iterator[tuple[str, ClaimedJob]]:
+        """(token, claim) from rows of (token, CLAIM_COLUMNS..., anything after), the rows
+        of one claim. They share their lease's end (one reading of the statement's clock)
+        and mostly their retry policy, so each is converted once per run of equal values,
+        not per row; the claims then share one datetime and one policy object, which the
+        claim's report to the master also writes once (protocol.attempts)."""
+        raw_end: Any = None
+        raw_policy: Sequence[Any] = ()
+        for row in rows:
+            if row[6] != raw_end:
+                raw_end, lease_until = row[6], self.to_datetime(row[6])
+            if row[7:11] != raw_policy:
+                raw_policy = row[7:11]
+                retry = policy_of(raw_policy)
+            token = row[0]
+            claim = ClaimedJob(
+                id=int(row[1]),
+                type=row[2],
+                class_name=row[3],
+                payload=row[4],
+                attempt=int(row[5]),
+                token=token,
+                lease_until=lease_until,
+                retry=retry,
+                deadline=self.optional_datetime(row[11]),
+                expires_monotonic=expires_monotonic,
+                traceparent=row[12],
+                tracestate=row[13],
+                checkpoint=loaded(row[14]),
+            )
+            yield token, claim
 
     @abstractmethod
     def seconds(self, value: float) -> Any: ...

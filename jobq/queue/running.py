@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import secrets
 import socket
 from contextvars import ContextVar
 
 from ..backends.base import Backend
 from ..backends.rows import Runner
+from ..pid import getpid
 from ..records import ClaimedJob
 
 # Claims record where their attempt runs: this host, and the claiming process.
@@ -55,8 +55,8 @@ def worker_id() -> str:
     """The id this process's claims carry: the one it was given (work_as), else one of its
     own, drawn once per process."""
     global _worker
-    if _worker is None or _worker[0] != os.getpid():
-        _worker = (os.getpid(), new_worker_id())
+    if _worker is None or _worker[0] != getpid():
+        _worker = (getpid(), new_worker_id())
     return _worker[1]
 
 
@@ -65,8 +65,8 @@ def work_as(worker: str) -> None:
     chose before the fork, so that it knows the rows of a child that died before it said
     a word."""
     global _worker
-    _worker = (os.getpid(), worker)
+    _worker = (getpid(), worker)
 
 
 def runner() -> Runner:
-    return Runner(HOST, os.getpid(), worker_id())
+    return Runner(HOST, getpid(), worker_id())

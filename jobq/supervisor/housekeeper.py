@@ -127,7 +127,7 @@ def maintain(connection: Queue, sock: socket.socket, metrics: bool) -> None:
 def answer(connection: Queue, sock: socket.socket, message: object) -> None:
     """Do what one of the master's WORK messages asks."""
     if isinstance(message, protocol.FailAttempt):
-        claim = message.claim.claim()
+        (claim,) = protocol.claims([message.claim])
         status = connection._settle_failure(claim, message.error)
         outcome = FAILURE_OUTCOMES[status]
         wire.send(sock, protocol.Settled(claim.type, str(outcome)))
@@ -140,7 +140,7 @@ def answer(connection: Queue, sock: socket.socket, message: object) -> None:
 def settle_left_behind(connection: Queue, message: protocol.LeftBehind) -> protocol.Released:
     """Acknowledge a dead worker's completed attempts, then release every other attempt it
     holds but those it ran: what it claimed and never started, reported or not."""
-    claims = [each.claim() for each in message.completed]
+    claims = protocol.claims(message.completed)
     if claims:
         connection.complete_many_and_claim(claims, 0)
     keep = {claim.id for claim in claims} | set(message.running)

@@ -209,11 +209,10 @@ class Master:
                 self.metrics.on_released(lease.claim.type)
 
     def on_claimed(
-        self, worker: WorkerProcess, attempts: list[protocol.Attempt], at_once: bool
+        self, worker: WorkerProcess, attempts: list[protocol.Row], at_once: bool
     ) -> None:
-        worker.claimed(attempts, time.monotonic(), at_once)
-        for each in attempts:
-            self.metrics.on_claimed(each.type)
+        for claim in worker.claimed(attempts, time.monotonic(), at_once):
+            self.metrics.on_claimed(claim.type)
 
     # -- reaping ---------------------------------------------------------------------------
 

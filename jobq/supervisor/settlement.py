@@ -55,7 +55,8 @@ def orphaned(
         cause = f"Its worker was stopped for job {stopped.claim.id} ({worker.stop_reason})"
     elif worker.stop_reason is StopReason.JOB_TIMEOUT:
         cause += f" after {shared.config.job_timeout:g} s"
-    return protocol.FailAttempt(protocol.Attempt.of(claim), f"{cause} (worker {worker.pid}, {how})")
+    (attempt,) = protocol.attempts([claim])
+    return protocol.FailAttempt(attempt, f"{cause} (worker {worker.pid}, {how})")
 
 
 def left_behind(worker: WorkerProcess) -> protocol.LeftBehind:
@@ -75,6 +76,6 @@ def left_behind(worker: WorkerProcess) -> protocol.LeftBehind:
         )
     return protocol.LeftBehind(
         worker.worker_id,
-        [protocol.Attempt.of(lease.claim) for lease in completed],
+        protocol.attempts(lease.claim for lease in completed),
         [*worker.running, *worker.unrecorded],
     )

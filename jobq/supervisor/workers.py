@@ -152,13 +152,17 @@ class WorkerProcess:
                 return lease
         return None
 
-    def claimed(self, attempts: list[protocol.Attempt], now: float, at_once: bool = False) -> None:
+    def claimed(
+        self, attempts: list[protocol.Row], now: float, at_once: bool = False
+    ) -> list[ClaimedJob]:
         """It claimed these: it runs them all now (`at_once`), or the first now and the
-        others in order after it."""
-        leases = [Lease(each.claim(), each.expires_monotonic, now) for each in attempts]
+        others in order after it. Returns them as claims."""
+        claims = protocol.claims(attempts)
+        leases = [Lease(claim, claim.expires_monotonic, now) for claim in claims]
         running = leases if at_once else leases[:1]
         self.running.update((lease.claim.id, lease) for lease in running)
         self.queued.update((lease.claim.id, lease) for lease in leases[len(running) :])
+        return claims
 
     def follow(self) -> int | None:
         """Catch up with its fence slot, once its messages are read: the queued attempt the

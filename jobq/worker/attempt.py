@@ -26,6 +26,8 @@ import time
 
 import psutil
 
+from ..pid import getpid
+
 MARK = "JOBQ_WORKER"
 # How often a kill is checked on while it is being confirmed.
 CONFIRM_POLL = 0.005
@@ -185,7 +187,7 @@ class Leftovers:
         if has_children() and any((pid, started(pid)) not in self.own for pid in own_children()):
             return True
         # An escapee whose parent exited is the master's child now, not the worker's.
-        me = os.getpid()
+        me = getpid()
         try:
             children = read_proc(f"/proc/{self.master}/task/{self.master}/children")
         except FileNotFoundError:

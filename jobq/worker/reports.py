@@ -16,13 +16,13 @@ with short jobs, that send was a quarter of a worker's wall time (bench/RESULTS.
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
 from collections.abc import Sequence
 
 from .. import protocol, wire
+from ..pid import getpid
 from ..records import ClaimedJob
 from . import title
 from .fence import EMPTY, Hold, Slot, token_key
@@ -89,7 +89,7 @@ class Reports:
         """Make `claim` the one this process is fenced on."""
         key = token_key(claim.token)
         now = time.monotonic()
-        self.slot.worker.write(Hold(os.getpid(), claim.id, key, claim.expires_monotonic, now))
+        self.slot.worker.write(Hold(getpid(), claim.id, key, claim.expires_monotonic, now))
         with self.lock:
             self.current, self.started = claim, now
 
@@ -104,7 +104,7 @@ class Reports:
         ends = []
         for claim in claims:
             expires = claim.expires_monotonic
-            mine = Hold(os.getpid(), claim.id, token_key(claim.token), expires)
+            mine = Hold(getpid(), claim.id, token_key(claim.token), expires)
             if extension is not None and mine.same_attempt(extension):
                 expires = max(expires, extension.expires)
             ends.append(expires)

@@ -238,7 +238,7 @@ def test_a_worker_that_died_writing_its_slot_leaves_the_attempt_in_doubt_to_main
     section.memory[section.offset] |= 1
     process.follow_left()
     behind = left_behind(process)
-    assert [each.id for each in behind.completed] == completed
+    assert [each.id for each in protocol.claims(behind.completed)] == completed
     assert sorted(behind.running) == doubtful, "not released: left to maintenance"
     assert list(process.queued) == released
     assert not process.running, "none failed as an attempt"
@@ -249,7 +249,7 @@ def test_a_dead_worker_s_whole_slot_says_which_attempt_it_died_running() -> None
     process.claimed(protocol.attempts([claim(i) for i in (1, 2, 3, 4)]), now=0.0)
     runs(process, 3, since=3.0)
     process.follow_left()
-    assert [each.id for each in left_behind(process).completed] == [1, 2]
+    assert [each.id for each in protocol.claims(left_behind(process).completed)] == [1, 2]
     assert (list(process.running), list(process.queued)) == ([3], [4])
 
 
@@ -307,7 +307,10 @@ def test_a_dead_worker_s_completions_are_acknowledged_with_their_results_and_no_
     ended = [claim(1).completed('"small"'), claim(2).completed(None), claim(3).completed(large)]
     process.settling([1, 2, 3, 4], now=1.0, completed=dict(protocol.carried(ended)))
     behind = left_behind(process)
-    assert {each.id: each.result for each in behind.completed} == {1: '"small"', 2: None}
+    assert {each.id: each.result for each in protocol.claims(behind.completed)} == {
+        1: '"small"',
+        2: None,
+    }
     assert sorted(behind.running) == [3, 4]
     assert held(process) == [1, 2, 3, 4], "renewed until the worker reports their ends"
     for job_id in (1, 2, 3, 4):

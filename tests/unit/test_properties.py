@@ -172,15 +172,16 @@ def test_a_claim_survives_the_supervisor_s_messages(
         deadline=deadline,
         expires_monotonic=expires,
     )
-    sent = protocol.FailAttempt(protocol.Attempt.of(claim), "The worker died")
+    sent = protocol.FailAttempt(*protocol.attempts([claim]), "The worker died")
     master, housekeeper = wire.pair()
     with master, housekeeper:
         wire.send(master, sent)
         received = wire.receive(housekeeper)
     assert isinstance(received, protocol.FailAttempt)
-    assert received.claim.claim() == replace(claim, payload="")
+    (arrived,) = protocol.claims([received.claim])
+    assert arrived == replace(claim, payload="")
     if not policy.jitter:
-        assert next_step(received.claim.claim().retry, attempt) == next_step(policy, attempt)
+        assert next_step(arrived.retry, attempt) == next_step(policy, attempt)
 
 
 # -- the codec against any stored text ---------------------------------------------------------

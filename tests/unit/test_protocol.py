@@ -7,11 +7,13 @@ import marshal
 import threading
 import time
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
 from jobq import protocol, wire
 from jobq.options import MAX_PREFETCH
+from jobq.retry import RetryPolicy
 from jobq.supervisor.config import SupervisorConfig
 from tests.support.claims import claim
 
@@ -69,8 +71,9 @@ def test_a_large_answer_is_read_whole_from_a_non_blocking_socket() -> None:
     extended = list(range(10**6, 10**6 + 4 * ROUND))
     answer = protocol.Renewed(7, extended, cancelled=tuple(extended[::3]))
     # A dead worker's longest claim, completed, each attempt with a result of 1 KiB.
-    attempts = protocol.attempts([claim(n) for n in range(MAX_PREFETCH)])
-    completed = [replace(each, result=f"{each.id:04}" * 256) for each in attempts]
+    completed = protocol.attempts(
+        replace(claim(n), result=f"{n:04}" * 256) for n in range(MAX_PREFETCH)
+    )
     left = protocol.LeftBehind("worker-1", completed)
     assert min(size(answer), size(left)) > wire.limit()
     ours, theirs = wire.pair()
@@ -121,3 +124,20 @@ def test_a_prefetch_beyond_the_bound_is_refused_in_one_line() -> None:
         "saves no more round trips; give a smaller --prefetch"
     ]
     assert SupervisorConfig(dsn="postgresql://jobq@db/jobq", prefetch=MAX_PREFETCH).problems() == []
+
+
+def test_a_claim_s_attempts_reach_the_master_as_they_were_claimed_but_the_payload() -> None:
+    # Lease ends and policies are written once per run of one object: attempts whose ends
+    # or policies differ must each still arrive with their own.
+    later = claim(2).lease_until + timedelta(seconds=5)
+    sent = [
+        replace(claim(1), payload="{}"),
+        replace(claim(2), retry=RetryPolicy(max_attempts=7, jitter=False), result='"done"'),
+        replace(claim(3), lease_until=later, deadline=later + timedelta(hours=1)),
+        claim(4),
+    ]
+    message = protocol.Claimed(protocol.attempts(sent))
+    (data,) = wire.parts(message)
+    received = protocol.decode(marshal.loads(data))
+    assert isinstance(received, protocol.Claimed)
+    assert protocol.claims(received.attempts) == [replace(each, payload="") for each in sent]

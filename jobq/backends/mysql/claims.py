@@ -118,10 +118,13 @@ class MysqlBatching(Batching, MysqlLimits, Workflows):
         refused = set(limited) - self.claimed_ids(limited) if limited else set()
         if len(refused) == len(rows):
             return REFUSED
-        claimed = (
-            (token, self.claimed(row, token, expires_monotonic))
-            for row, token in zip(rows, tokens, strict=False)
-            if row[0] not in refused
+        claimed = self.claims_of(
+            (
+                (token, *row)
+                for row, token in zip(rows, tokens, strict=False)
+                if row[0] not in refused
+            ),
+            expires_monotonic,
         )
         return in_picked_order(claimed, tokens)
 

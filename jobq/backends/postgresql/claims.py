@@ -141,7 +141,8 @@ def claim_many_statement(type_count: int) -> str:
 @cache
 def complete_many_and_claim_statement(type_count: int) -> str:
     """Every acknowledgement and the next batch in one statement. Each row returned carries
-    the ids completed, then one claimed row's columns (NULL when nothing was ready). As in
+    one claimed row's columns (NULL when nothing was ready) after a first column, which on
+    one row is the ids completed (NULL if none) and on every other row NULL. As in
     complete_and_claim_statement, one snapshot: no row acknowledged can be claimed again."""
     picked, update = claim_parts(type_count, GATE)
     return f"""
@@ -168,7 +169,10 @@ def complete_many_and_claim_statement(type_count: int) -> str:
         ),
         {picked},
         claimed AS ({update})
-        SELECT (SELECT array_agg(id) FROM done), claimed.*
+        -- The ids completed once, not on every claimed row: with them on each, n acknowledged
+        -- with n claimed were n squared ids to write out, send and parse.
+        SELECT CASE WHEN row_number() OVER () = 1 THEN (SELECT array_agg(id) FROM done) END,
+            claimed.*
         FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
     """
 
@@ -227,7 +231,7 @@ class PostgresBatching(Batching):
         }
         expires = expiry(lease)
         rows = self.planned_each_time(complete_many_and_claim_statement(len(types)), params)
-        completed = {int(job_id) for job_id in rows[0][0] or ()}
+        completed = {int(job_id) for row in rows if row[0] is not None for job_id in row[0]}
         claims = [row[1:] for row in rows if row[1] is not None]
         return completed, self.batch_claimed(claims, tokens, expires)
 
@@ -257,14 +261,8 @@ class PostgresBatching(Batching):
     ) -> list[ClaimedJob]:
         """Rows of (token, claim columns..., status) as claims, in the order they were
         picked; a row a concurrency limit refused (see limits.py) is still pending."""
-        return in_picked_order(
-            (
-                (row[0], self.claimed(row[1:], row[0], expires_monotonic))
-                for row in rows
-                if row[-1] == "in_progress"
-            ),
-            tokens,
-        )
+        held = (row for row in rows if row[-1] == "in_progress")
+        return in_picked_order(self.claims_of(held, expires_monotonic), tokens)
 
     sql_held_by = (
         "SELECT id, token, type FROM jobq_jobs WHERE status = 'in_progress' AND worker = %(worker)s"

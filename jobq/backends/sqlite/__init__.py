@@ -251,8 +251,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         rows = self.fetchall(claim_many_statement(len(types)), params)
         if not rows and self.connection.total_changes != changes:
             return REFUSED
-        claimed = ((row[0], self.claimed(row[1:], row[0], expires_monotonic)) for row in rows)
-        return in_picked_order(claimed, tokens)
+        return in_picked_order(self.claims_of(rows, expires_monotonic), tokens)
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         row = self.fetchone(

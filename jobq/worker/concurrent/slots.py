@@ -4,8 +4,7 @@ own lease, exactly as it fences a process worker's one attempt."""
 
 from __future__ import annotations
 
-import os
-
+from ...pid import getpid
 from ...records import ClaimedJob
 from ..fence import EMPTY, Hold, Slot, token_key
 
@@ -38,7 +37,7 @@ class Slots:
             raise RuntimeError(f"no free slot for job {claim.id}: all {self.capacity} are busy")
         row = self.free.pop()
         key = token_key(claim.token)
-        row.worker.write(Hold(os.getpid(), claim.id, key, claim.expires_monotonic))
+        row.worker.write(Hold(getpid(), claim.id, key, claim.expires_monotonic))
         self.held[claim.id] = (claim, row)
 
     def let_go(self, claim: ClaimedJob) -> None:
