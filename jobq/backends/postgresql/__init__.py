@@ -25,7 +25,7 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .dsn import libpq_dsn
 from .insert import copy_steps, insert_statement, outside_transaction
-from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
+from .limits import LIMIT_WAKES, LIMIT_WRITES, LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .rates import RATES
 from .replication import failover_risk
@@ -80,6 +80,7 @@ class PostgresBackend(
         RATES,
         LIMIT_WAKES,
         LONE_ENDINGS,
+        LIMIT_WRITES,
     )
 
     def __init__(
