@@ -117,10 +117,14 @@ RELEASE_HOLD = f"""{KEY_ROW.format(row="OLD")};
         {HOLD_KEY.format(row="OLD", wait="")};"""
 
 
-def release(create: str, wake_held: str, hold: str = RELEASE_HOLD) -> str:
+# The wake-up of idle workers once the ending woke a job.
+NOTIFY = f"PERFORM pg_notify('{NOTIFY_CHANNEL}', OLD.type);"
+
+
+def release(create: str, wake_held: str, hold: str = RELEASE_HOLD, notify: str = NOTIFY) -> str:
     """The ending's trigger function: after every row of the statement (so after the claims
-    a fused statement makes too), wait for the key (`hold`), count again, and wake as many
-    blocked jobs as there are free slots, best first."""
+    a fused statement makes too), wait for the key (`hold`), count again, wake as many
+    blocked jobs as there are free slots, best first, and then `notify`."""
     return f"""
     {create} FUNCTION jobq_limit_release() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
@@ -135,7 +139,7 @@ def release(create: str, wake_held: str, hold: str = RELEASE_HOLD) -> str:
         IF free > 0 THEN
             {WAKE.format(how_many="free", skip="SKIP LOCKED")};{wake_held}
             IF woken > 0 THEN
-                PERFORM pg_notify('{NOTIFY_CHANNEL}', OLD.type);
+                {notify}
             END IF;
         END IF;
         RETURN NULL;
@@ -209,23 +213,6 @@ RELEASE_LOCK_FIRST = f"""{HOLD_KEY.format(row="OLD", wait="")};
             {KEY_ROW.format(row="OLD")};
             {HOLD_KEY.format(row="OLD", wait="")};
         END IF;"""
-
-# The fill runs when a claim finds its key full (a refusal), no longer at every claim that
-# fills it. With each key's jobs spread out (keys taking turns), the filling claim's attempt
-# has usually ended before a claim reaches the key's next job; blocking the key's other jobs
-# at every claim made each job cost two more writes (blocked, then woken one by one by the
-# endings): 38,000 of the 78,000 row updates of a 20,000-job drain over 1,000 keys. Jobs of
-# one key enqueued together still meet the fill: a batch that claims the first refuses the
-# next, and that refusal blocks the rest.
-LIMIT_WRITES: tuple[str, ...] = (
-    admit("CREATE OR REPLACE", ADMIT_LOCK_FIRST),
-    release("CREATE OR REPLACE", WAKE_HELD, RELEASE_LOCK_FIRST),
-    "DROP TRIGGER jobq_limit_fill ON jobq_jobs",
-    "CREATE TRIGGER jobq_limit_fill AFTER UPDATE OF status ON jobq_jobs FOR EACH ROW "
-    "WHEN (OLD.status = 'pending' AND NEW.status = 'pending' AND NEW.blocked_on IS NOT NULL "
-    "AND OLD.blocked_on IS NULL AND NEW.limit_key IS NOT NULL) "
-    "EXECUTE FUNCTION jobq_limit_fill()",
-)
 
 # The claim probes again, stepping over blocked jobs. CREATE OR REPLACE sets a function's
 # settings anew, so this one says NO_JIT's too.

@@ -1,6 +1,7 @@
-"""Brings a database that 0012 upgraded to this jobq's schema: on PostgreSQL, a concurrency
-limit blocks a key's other ready jobs when a claim finds the key full rather than at every
-claim. install() applies only the versions the database lacks."""
+"""Brings a database that 0012 upgraded to this jobq's schema: on PostgreSQL, an ending that
+frees a concurrency slot wakes idle workers only while some worker is marked idle, and the
+limit triggers lock a key's row before they insert it. install() applies only the versions
+the database lacks."""
 
 from __future__ import annotations
 
