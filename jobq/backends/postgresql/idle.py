@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from .controls import NOTIFY_CHANNEL
-from .limits import ADMIT_LOCK_FIRST, RELEASE_LOCK_FIRST, WAKE_HELD, admit, release
+from .limits import LEANER_TRIGGERS, RELEASE_LOCK_FIRST, WAKE_HELD, release
 
 # Advisory lock keys (bigint), next to the installer's 4242001.
 IDLE = 4242002
@@ -40,9 +40,9 @@ IDLE_NOTIFY = f"""IF NOT pg_try_advisory_xact_lock_shared({GATE}) THEN
                     PERFORM pg_notify('{NOTIFY_CHANNEL}', OLD.type);
                 END IF;"""
 
-# The triggers lock the key's row first, and the ending wakes idle workers only.
+# Leaner triggers, and an ending that wakes idle workers only.
 IDLE_WAKES: tuple[str, ...] = (
-    admit("CREATE OR REPLACE", ADMIT_LOCK_FIRST),
+    *LEANER_TRIGGERS,
     release("CREATE OR REPLACE", WAKE_HELD, RELEASE_LOCK_FIRST, IDLE_NOTIFY),
 )
 

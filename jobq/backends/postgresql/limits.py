@@ -150,6 +150,7 @@ def release(create: str, wake_held: str, hold: str = RELEASE_HOLD, notify: str =
 
 RELEASE = release("CREATE", "")
 
+
 # When a claim fills its key (or finds it full), the key's other ready jobs are blocked at
 # once, in the claim's transaction, which holds the key. Otherwise every probe met them one
 # by one: each blocked one row a statement, and while the filling claim had not committed,
@@ -160,12 +161,14 @@ RELEASE = release("CREATE", "")
 # Only ready jobs: a job due later would take a wake-up it cannot use. Rows another claim
 # holds are left ready (SKIP LOCKED) for the admit to weigh. An AFTER trigger, because a
 # BEFORE trigger that changes another row the statement then claims makes it fail.
-FILL = f"""
-    CREATE FUNCTION jobq_limit_fill() RETURNS trigger LANGUAGE plpgsql AS $$
+def fill(create: str, guard: str = "") -> str:
+    """The fill's trigger function; `guard`, statements it runs first."""
+    return f"""
+    {create} FUNCTION jobq_limit_fill() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
         allowed integer;
     BEGIN
-        {ALLOWED.format(row="NEW")};
+        {guard}{ALLOWED.format(row="NEW")};
         IF allowed IS NULL OR {RUNNING.format(row="NEW")} < allowed THEN
             RETURN NULL;
         END IF;
@@ -183,6 +186,21 @@ FILL = f"""
     END
     $$
 """
+
+
+FILL = fill("CREATE")
+
+# Most fills find nothing to block: the key's other jobs were blocked by the first claim
+# that filled it, and each ending wakes one, whose claim fills again; and a batch that
+# refuses several jobs of one key fills once per refusal. One probe of the key's ready jobs
+# (jobq_jobs_limit_ready) now comes first, in place of the limit, the count, the key's lock
+# and an empty update: 19,000 of 20,000 fills of a drain of keys taking turns found none.
+FILL_GUARD = f"""IF NOT EXISTS (SELECT FROM jobq_jobs b WHERE b.type = NEW.type
+            AND b.limit_key = NEW.limit_key AND {READY.replace("status", "b.status")}
+            AND b.blocked_on IS NULL) THEN
+            RETURN NULL;
+        END IF;
+        """
 
 # The ending's wake-up waits for blocked rows a concurrent claim holds; a full key's ready
 # jobs are blocked together, found through an index of them.
@@ -213,6 +231,13 @@ RELEASE_LOCK_FIRST = f"""{HOLD_KEY.format(row="OLD", wait="")};
             {KEY_ROW.format(row="OLD")};
             {HOLD_KEY.format(row="OLD", wait="")};
         END IF;"""
+
+# The triggers' leaner bodies (see ADMIT_LOCK_FIRST and FILL_GUARD); the release's is
+# idle.py's.
+LEANER_TRIGGERS: tuple[str, ...] = (
+    admit("CREATE OR REPLACE", ADMIT_LOCK_FIRST),
+    fill("CREATE OR REPLACE", FILL_GUARD),
+)
 
 # The claim probes again, stepping over blocked jobs. CREATE OR REPLACE sets a function's
 # settings anew, so this one says NO_JIT's too.
