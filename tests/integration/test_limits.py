@@ -11,7 +11,6 @@ import pytest
 
 import jobq
 from jobq.backends.limits import REFUSALS
-from jobq.backends.postgresql.limits import NEAR_IDS
 from jobq.limits import CONCURRENCY
 from jobq.supervisor.housekeeper import depth
 from jobq.supervisor.metrics import QueueDepth
@@ -103,21 +102,6 @@ def test_a_claim_that_fills_its_key_blocks_the_key_s_other_ready_jobs(queue: job
     assert sorted(job.id for job in queue.blocked()) == rest[1:]
     assert queue.waits_on(later) == ("a", None)
     assert queue.waits_on(other) == ("b", None)
-
-
-@pytest.mark.databases("postgresql")
-def test_a_fill_leaves_ready_the_key_s_jobs_enqueued_far_behind(queue: jobq.Queue) -> None:
-    # Claims reach those after every job between; blocked now, each would cost a write and
-    # a wake-up.
-    queue.set_limit("limited", 1)
-    first, near = (queue.enqueue(Limited("a", i)) for i in range(2))
-    queue.enqueue_many([Noop() for _ in range(NEAR_IDS)])
-    far = queue.enqueue(Limited("a", 2))
-    claim = queue.claim()
-    assert claim is not None
-    assert claim.id == first
-    assert [job.id for job in queue.blocked()] == [near]
-    assert queue.waits_on(far) == ("a", None)
 
 
 @pytest.mark.lease(1)

@@ -161,9 +161,8 @@ RELEASE = release("CREATE", "")
 # Only ready jobs: a job due later would take a wake-up it cannot use. Rows another claim
 # holds are left ready (SKIP LOCKED) for the admit to weigh. An AFTER trigger, because a
 # BEFORE trigger that changes another row the statement then claims makes it fail.
-def fill(create: str, guard: str = "", near: str = "") -> str:
-    """The fill's trigger function; `guard`, statements it runs first, and `near`, a
-    condition on the jobs it blocks (b)."""
+def fill(create: str, guard: str = "") -> str:
+    """The fill's trigger function; `guard`, statements it runs first."""
     return f"""
     {create} FUNCTION jobq_limit_fill() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
@@ -181,7 +180,7 @@ def fill(create: str, guard: str = "", near: str = "") -> str:
         UPDATE jobq_jobs j SET blocked_on = '{CONCURRENCY}' WHERE j.id IN (
             SELECT b.id FROM jobq_jobs b WHERE b.type = NEW.type
               AND b.limit_key = NEW.limit_key AND {READY.replace("status", "b.status")}
-              AND b.blocked_on IS NULL{near}
+              AND b.blocked_on IS NULL
             FOR UPDATE SKIP LOCKED);
         RETURN NULL;
     END
@@ -196,19 +195,9 @@ FILL = fill("CREATE")
 # refuses several jobs of one key fills once per refusal. One probe of the key's ready jobs
 # (jobq_jobs_limit_ready) now comes first, in place of the limit, the count, the key's lock
 # and an empty update: 19,000 of 20,000 fills of a drain of keys taking turns found none.
-# And a fill blocks only the key's jobs enqueued near the one claimed or refused (by id,
-# the enqueue order, which the claims' order follows for jobs of one priority made ready as
-# they were enqueued). Those a claim is about to meet; one enqueued far behind is reached
-# after the claims walked past everything between, by when the key's attempt has usually
-# ended. Blocked, such a job cost two writes (blocked, then woken by the ending): with keys
-# taking turns, 38,000 of a 20,000-job drain's 78,000 updates. Left ready, it is claimed,
-# or at worst refused and blocked by the admit, as any job met while its key is full. A
-# fill is only a shortcut: nothing depends on which ready jobs it blocks.
-NEAR_IDS = 200
-NEAR = f" AND b.id < NEW.id + {NEAR_IDS}"
 FILL_GUARD = f"""IF NOT EXISTS (SELECT FROM jobq_jobs b WHERE b.type = NEW.type
             AND b.limit_key = NEW.limit_key AND {READY.replace("status", "b.status")}
-            AND b.blocked_on IS NULL{NEAR}) THEN
+            AND b.blocked_on IS NULL) THEN
             RETURN NULL;
         END IF;
         """
@@ -247,7 +236,7 @@ RELEASE_LOCK_FIRST = f"""{HOLD_KEY.format(row="OLD", wait="")};
 # idle.py's.
 LEANER_TRIGGERS: tuple[str, ...] = (
     admit("CREATE OR REPLACE", ADMIT_LOCK_FIRST),
-    fill("CREATE OR REPLACE", FILL_GUARD, NEAR),
+    fill("CREATE OR REPLACE", FILL_GUARD),
 )
 
 # The claim probes again, stepping over blocked jobs. CREATE OR REPLACE sets a function's
