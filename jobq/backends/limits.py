@@ -203,6 +203,17 @@ class Limits(ABC):
             self.execute(self.sql_override_limit, params)
             self.execute(self.sql_unblock_type, {"type": job_type, **self.wake_params})
 
+    def mark_idle(self) -> bool:
+        """Before a worker waits for wake-ups (after listen()): mark it idle, where an ending
+        that frees a slot wakes workers only while some are marked. True when it was not
+        marked yet: it must then claim once more before it waits, since an ending that
+        committed just before the mark sent no wake-up."""
+        return False
+
+    def unmark_idle(self) -> None:
+        """The worker has work again: drop its idle mark, if any."""
+        return None
+
     def wake_lapsed(self) -> int:
         """Wake jobs blocked on a key whose slot an ended lease freed, before maintenance
         settles that attempt (its master killed, say): an idle claim runs this, so a freed

@@ -254,6 +254,15 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         """After _listen() returned True: block up to `timeout` seconds for a wake-up."""
         return self.backend.wait_for_jobs(timeout)
 
+    def _mark_idle(self) -> bool:
+        """Before _wait_for_jobs(): mark this worker idle (see Backend.mark_idle); True
+        when it must claim once more before it waits."""
+        return self.backend.mark_idle()
+
+    def _unmark_idle(self) -> None:
+        """A claim brought work after _mark_idle(): drop the mark."""
+        self.backend.unmark_idle()
+
     def _bound_statements(self, seconds: float) -> None:
         """Have the server give up on any statement of this connection that runs, or waits
         for a lock, longer than about `seconds` (the renewer's connection)."""

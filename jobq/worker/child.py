@@ -32,12 +32,7 @@ from .prefetch import PrefetchRule
 from .recording import UNACKNOWLEDGED, Recorder
 from .recycling import recycle_due
 from .reports import Reports
-from .session import (
-    DatabaseLost,
-    Session,
-    close_quietly,
-    open_session,
-)
+from .session import DatabaseLost, Session, close_quietly, open_session
 from .settings import WorkerSettings
 from .settling import SettlingReporter
 
@@ -176,6 +171,7 @@ class Child:
             claims = self.claim(session.queue)
             if claims:
                 self.idle_wait = FIRST_IDLE_WAIT
+                session.queue._unmark_idle()
                 return claims
             if session.notifying:
                 self.wait_for_jobs(session.queue)
@@ -333,7 +329,10 @@ class Child:
 
     def wait_for_jobs(self, queue: Queue) -> None:
         """Wait for a wake-up up to poll_interval, in short slices: a drain (TERM, HUP,
-        TTOU) must not wait behind a long --poll-interval, and the wake-up needs no query."""
+        TTOU) must not wait behind a long --poll-interval, and the wake-up needs no query.
+        A worker not yet marked idle marks itself and returns, to claim once more first."""
+        if queue._mark_idle():
+            return
         deadline = time.monotonic() + self.settings.poll_interval
         while not self.stopping.is_set():
             remaining = deadline - time.monotonic()

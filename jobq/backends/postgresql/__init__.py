@@ -24,6 +24,7 @@ from .claims import MIGRATION as BATCHES
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .dsn import libpq_dsn
+from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
 from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
@@ -61,6 +62,7 @@ class PostgresBackend(
     PostgresReporting,
     PostgresLimits,
     PostgresWorkflows,
+    PostgresIdle,
     Backend,
 ):
     kind = "postgresql"
@@ -80,6 +82,7 @@ class PostgresBackend(
         RATES,
         LIMIT_WAKES,
         LONE_ENDINGS,
+        IDLE_WAKES,
     )
 
     def __init__(

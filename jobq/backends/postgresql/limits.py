@@ -30,12 +30,26 @@ ALLOWED = f"""SELECT coalesce(l.override, l.declared) INTO allowed FROM jobq_lim
 KEY_ROW = """INSERT INTO jobq_limit_keys (type, limit_key) VALUES ({row}.type, {row}.limit_key)
     ON CONFLICT DO NOTHING"""
 
+# The key's row, locked: {wait} is " SKIP LOCKED" or nothing.
+HOLD_KEY = """PERFORM FROM jobq_limit_keys k WHERE k.type = {row}.type
+            AND k.limit_key = {row}.limit_key FOR UPDATE{wait}"""
+
 # A claim skips a key another claim or ending holds (SKIP LOCKED): the job stays ready,
-# unclaimed, and no claim ever waits on another's key, so batches cannot deadlock. Over the
-# limit, the job is marked blocked (blocked_on), which takes it out of the ready indexes
-# (see BLOCKED_APART), until an ending of its key wakes it.
-ADMIT = f"""
-    CREATE FUNCTION jobq_limit_admit() RETURNS trigger LANGUAGE plpgsql AS $$
+# unclaimed, and no claim ever waits on another's key, so batches cannot deadlock.
+ADMIT_HOLD = f"""{KEY_ROW.format(row="NEW")};
+        {HOLD_KEY.format(row="NEW", wait=" SKIP LOCKED")};
+        IF NOT FOUND THEN
+            RETURN OLD;
+        END IF;"""
+
+
+def admit(create: str, hold: str) -> str:
+    """The claim's trigger function: `hold` takes the key's row (or returns OLD, the claim
+    refused), then the key's attempts are counted. Over the limit, the job is marked blocked
+    (blocked_on), which takes it out of the ready indexes (see BLOCKED_APART), until an
+    ending of its key wakes it."""
+    return f"""
+    {create} FUNCTION jobq_limit_admit() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
         allowed integer;
     BEGIN
@@ -43,12 +57,7 @@ ADMIT = f"""
         IF allowed IS NULL THEN
             RETURN NEW;
         END IF;
-        {KEY_ROW.format(row="NEW")};
-        PERFORM FROM jobq_limit_keys k WHERE k.type = NEW.type AND k.limit_key = NEW.limit_key
-            FOR UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
-            RETURN OLD;
-        END IF;
+        {hold}
         IF {RUNNING.format(row="NEW")} >= allowed THEN
             NEW := OLD;
             NEW.blocked_on := '{CONCURRENCY}';
@@ -57,6 +66,9 @@ ADMIT = f"""
     END
     $$
 """
+
+
+ADMIT = admit("CREATE", ADMIT_HOLD)
 
 # The best {how_many} jobs blocked on the trigger row's key, unblocked, their count added
 # to `woken`; {skip} is "SKIP LOCKED" or nothing.
@@ -101,10 +113,18 @@ WAKE_HELD = f"""
             END IF;"""
 
 
-def release(create: str, wake_held: str) -> str:
+RELEASE_HOLD = f"""{KEY_ROW.format(row="OLD")};
+        {HOLD_KEY.format(row="OLD", wait="")};"""
+
+
+# The wake-up of idle workers once the ending woke a job.
+NOTIFY = f"PERFORM pg_notify('{NOTIFY_CHANNEL}', OLD.type);"
+
+
+def release(create: str, wake_held: str, hold: str = RELEASE_HOLD, notify: str = NOTIFY) -> str:
     """The ending's trigger function: after every row of the statement (so after the claims
-    a fused statement makes too), wait for the key, count again, and wake as many blocked
-    jobs as there are free slots, best first."""
+    a fused statement makes too), wait for the key (`hold`), count again, wake as many
+    blocked jobs as there are free slots, best first, and then `notify`."""
     return f"""
     {create} FUNCTION jobq_limit_release() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
@@ -114,14 +134,12 @@ def release(create: str, wake_held: str) -> str:
         timeout text;
     BEGIN
         {ALLOWED.format(row="OLD")};
-        {KEY_ROW.format(row="OLD")};
-        PERFORM FROM jobq_limit_keys k WHERE k.type = OLD.type AND k.limit_key = OLD.limit_key
-            FOR UPDATE;
+        {hold}
         free := coalesce(allowed, 1000000) - {RUNNING.format(row="OLD")};
         IF free > 0 THEN
             {WAKE.format(how_many="free", skip="SKIP LOCKED")};{wake_held}
             IF woken > 0 THEN
-                PERFORM pg_notify('{NOTIFY_CHANNEL}', OLD.type);
+                {notify}
             END IF;
         END IF;
         RETURN NULL;
@@ -131,6 +149,7 @@ def release(create: str, wake_held: str) -> str:
 
 
 RELEASE = release("CREATE", "")
+
 
 # When a claim fills its key (or finds it full), the key's other ready jobs are blocked at
 # once, in the claim's transaction, which holds the key. Otherwise every probe met them one
@@ -142,12 +161,14 @@ RELEASE = release("CREATE", "")
 # Only ready jobs: a job due later would take a wake-up it cannot use. Rows another claim
 # holds are left ready (SKIP LOCKED) for the admit to weigh. An AFTER trigger, because a
 # BEFORE trigger that changes another row the statement then claims makes it fail.
-FILL = f"""
-    CREATE FUNCTION jobq_limit_fill() RETURNS trigger LANGUAGE plpgsql AS $$
+def fill(create: str, guard: str = "") -> str:
+    """The fill's trigger function; `guard`, statements it runs first."""
+    return f"""
+    {create} FUNCTION jobq_limit_fill() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
         allowed integer;
     BEGIN
-        {ALLOWED.format(row="NEW")};
+        {guard}{ALLOWED.format(row="NEW")};
         IF allowed IS NULL OR {RUNNING.format(row="NEW")} < allowed THEN
             RETURN NULL;
         END IF;
@@ -166,6 +187,21 @@ FILL = f"""
     $$
 """
 
+
+FILL = fill("CREATE")
+
+# Most fills find nothing to block: the key's other jobs were blocked by the first claim
+# that filled it, and each ending wakes one, whose claim fills again; and a batch that
+# refuses several jobs of one key fills once per refusal. One probe of the key's ready jobs
+# (jobq_jobs_limit_ready) now comes first, in place of the limit, the count, the key's lock
+# and an empty update: 19,000 of 20,000 fills of a drain of keys taking turns found none.
+FILL_GUARD = f"""IF NOT EXISTS (SELECT FROM jobq_jobs b WHERE b.type = NEW.type
+            AND b.limit_key = NEW.limit_key AND {READY.replace("status", "b.status")}
+            AND b.blocked_on IS NULL) THEN
+            RETURN NULL;
+        END IF;
+        """
+
 # The ending's wake-up waits for blocked rows a concurrent claim holds; a full key's ready
 # jobs are blocked together, found through an index of them.
 LIMIT_WAKES: tuple[str, ...] = (
@@ -177,6 +213,30 @@ LIMIT_WAKES: tuple[str, ...] = (
     "WHEN (OLD.status = 'pending' AND NEW.limit_key IS NOT NULL "
     "AND (NEW.status = 'in_progress' OR NEW.blocked_on IS NOT NULL)) "
     "EXECUTE FUNCTION jobq_limit_fill()",
+)
+
+# The key's row locked first, and made only when missing: it exists for every key claimed
+# before, so the insert (a unique-index probe per claim and per ending) was wasted nearly
+# always.
+ADMIT_LOCK_FIRST = f"""{HOLD_KEY.format(row="NEW", wait=" SKIP LOCKED")};
+        IF NOT FOUND THEN
+            {KEY_ROW.format(row="NEW")};
+            {HOLD_KEY.format(row="NEW", wait=" SKIP LOCKED")};
+            IF NOT FOUND THEN
+                RETURN OLD;
+            END IF;
+        END IF;"""
+RELEASE_LOCK_FIRST = f"""{HOLD_KEY.format(row="OLD", wait="")};
+        IF NOT FOUND THEN
+            {KEY_ROW.format(row="OLD")};
+            {HOLD_KEY.format(row="OLD", wait="")};
+        END IF;"""
+
+# The triggers' leaner bodies (see ADMIT_LOCK_FIRST and FILL_GUARD); the release's is
+# idle.py's.
+LEANER_TRIGGERS: tuple[str, ...] = (
+    admit("CREATE OR REPLACE", ADMIT_LOCK_FIRST),
+    fill("CREATE OR REPLACE", FILL_GUARD),
 )
 
 # The claim probes again, stepping over blocked jobs. CREATE OR REPLACE sets a function's
