@@ -172,7 +172,8 @@ def test_a_claim_survives_the_supervisor_s_messages(
         deadline=deadline,
         expires_monotonic=expires,
     )
-    sent = protocol.FailAttempt(*protocol.attempts([claim]), "The worker died")
+    (row,) = protocol.attempts([claim])
+    sent = protocol.FailAttempt(row, "The worker died")
     master, housekeeper = wire.pair()
     with master, housekeeper:
         wire.send(master, sent)
