@@ -60,6 +60,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "for a before and after; RESULTS.md names it",
     )
     parser.add_argument(
+        "--profile-prefetch",
+        type=int,
+        metavar="N",
+        help="profile workers run with --prefetch N (1: one job at a time) instead of jobq's "
+        "default",
+    )
+    parser.add_argument(
         "--keep-tmp", action="store_true", help="keep the temp dir with every process's log"
     )
     return parser.parse_args(argv)
@@ -103,6 +110,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         prefetch_kills=1 if quick else 3,
         io_jobs=3000 if quick else 10_000,
         jobq_at=args.jobq_at,
+        profile_prefetch=args.profile_prefetch,
     )
 
 

@@ -313,7 +313,11 @@ def profiles(bench: Bench, dsn: str) -> None:
     w = PROFILE_WORKERS if PROFILE_WORKERS in s.workers else max(s.workers)
     kinds = (("Python CPU (py-spy --gil)", False), ("wall time (py-spy --idle)", True))
     for kind, idle in kinds:
-        p = attempt(bench, f"profile {kind}", partial(profiling.profile, bench, dsn, w, 10.0, idle))
+        p = attempt(
+            bench,
+            f"profile {kind}",
+            partial(profiling.profile, bench, dsn, w, 10.0, idle, s.profile_prefetch),
+        )
         if p is not None:
             bench.profile_results[kind] = p
             bench.say(f"profile {kind}: {p.samples} worker samples {p.note}")

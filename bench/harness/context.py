@@ -61,6 +61,7 @@ class Settings:
     prefetch_kills: int = 3
     io_jobs: int = 10_000  # jobs per drain of the I/O section (bench/measures/iobound.py)
     jobq_at: str | None = None  # the commit whose jobq/ is measured, if not the work tree's
+    profile_prefetch: int | None = None  # the profiled workers' --prefetch, if not the default
 
 
 def drain_timeout(jobs: int) -> float:

@@ -32,6 +32,15 @@ WORKER = secrets.token_hex(8)
 TRIES = 10
 
 
+def parameters(job_id: int, token: str, new_token: str) -> dict[str, object]:
+    """The statement's parameters: acknowledge `job_id` with no result, as a no-op job's
+    acknowledgement does, and claim the next job under `new_token`."""
+    return {
+        "id": job_id, "token": token, "result": None, "new_token": new_token,
+        "lease": DEFAULT_LEASE, "host": HOST, "pid": os.getpid(), "worker": WORKER,
+    }  # fmt: skip
+
+
 def loop(dsn: str, count: int) -> float:
     """`count` statements, each acknowledging the previous claim; returns the CPU they used.
     The last claim stays unacknowledged, as in the fused pgbench script."""
@@ -42,9 +51,7 @@ def loop(dsn: str, count: int) -> float:
         started = time.process_time()
         for _ in range(count):
             new_token = secrets.token_hex(16)
-            params = {"id": job_id, "token": token, "new_token": new_token}
-            params |= {"lease": DEFAULT_LEASE, "types": [], "host": HOST, "pid": os.getpid()}
-            params["worker"] = WORKER
+            params = parameters(job_id, token, new_token)
             for tries_left in reversed(range(TRIES)):
                 try:
                     cursor.execute(statement, params)

@@ -90,7 +90,16 @@ def summarize(
     )
 
 
-def profile(bench: Bench, dsn: str, workers: int, seconds: float, idle: bool) -> Profile:
+def profiled_cmd(dsn: str, workers: int, prefetch: int | None) -> list[str]:
+    """The supervisor profiled: jobq's defaults, or a fixed `--prefetch` (1: one job at a
+    time, the path whose per-job cost the floor compares with)."""
+    extra = () if prefetch is None else ("--prefetch", str(prefetch))
+    return supervise_cmd(dsn, workers, *extra)
+
+
+def profile(
+    bench: Bench, dsn: str, workers: int, seconds: float, idle: bool, prefetch: int | None = None
+) -> Profile:
     tool = py_spy()
     kind = "wall" if idle else "cpu"
     raw = bench.tmp / f"profile-{kind}.txt"
@@ -106,7 +115,7 @@ def profile(bench: Bench, dsn: str, workers: int, seconds: float, idle: bool) ->
         db.preload(Noop(), jobs)
         db.settle()
         proc = bench.procs.spawn(
-            f"jobq-profile-{kind}", supervise_cmd(dsn, workers), env=bench.env(), cwd=REPO
+            f"jobq-profile-{kind}", profiled_cmd(dsn, workers, prefetch), env=bench.env(), cwd=REPO
         )
         # Start sampling once the workers are running jobs, not while they start up.
         deadline = time.monotonic() + 30

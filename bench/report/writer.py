@@ -270,9 +270,11 @@ def profiles(bench: Bench) -> list[str]:
     if not bench.profile_results:
         return []
     lines = ["## Profile of a jobq worker during a drain (py-spy)", ""]
+    prefetch = bench.settings.profile_prefetch
+    how = "" if prefetch is None else f" at --prefetch {prefetch}"
     for kind, p in bench.profile_results.items():
         lines.append(
-            f"**{kind}** ({p.samples:,} samples over the workers, {p.workers} workers"
+            f"**{kind}** ({p.samples:,} samples over the workers, {p.workers} workers{how}"
             + (f"; {p.note}" if p.note else "")
             + ")"
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..records import ClaimedJob
 from ..retry import RetryPolicy
@@ -72,6 +72,11 @@ class Runner(NamedTuple):
     # The worker incarnation that claims (see running.worker_id): what its supervisor
     # settles by when it dies, whether or not it heard of the claim.
     worker: str
+
+    def params(self) -> dict[str, Any]:
+        """The statement parameters host, pid and worker: as _asdict(), at a third of its
+        cost (a fused claim's statement builds them for every job)."""
+        return {"host": self.host, "pid": self.pid, "worker": self.worker}
 
 
 class Refused(Enum):

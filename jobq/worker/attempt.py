@@ -32,6 +32,7 @@ MARK = "JOBQ_WORKER"
 # How often a kill is checked on while it is being confirmed.
 CONFIRM_POLL = 0.005
 GONE = (ProcessLookupError, FileNotFoundError, PermissionError, psutil.Error)
+PROC_CHUNK = 65536
 
 
 def mark() -> None:
@@ -44,7 +45,7 @@ def read_proc(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY)
     try:
         chunks = []
-        while chunk := os.read(fd, 65536):
+        while chunk := os.read(fd, PROC_CHUNK):
             chunks.append(chunk)
         return b"".join(chunks)
     finally:
@@ -171,7 +172,12 @@ class Leftovers:
 
     def __init__(self, master: int) -> None:
         self.master = master
+        # The master's children file, opened once and read again from its start: opening it
+        # per attempt was half of this check's cost.
+        self.master_children: int | None = None
         self.unmarked: set[int] = set()
+        # The master's children as last read, when every one of them was found unmarked.
+        self.looked_at = b""
         # The worker's own processes, and its children when they were counted (None: never).
         self.own: Processes = frozenset()
         self.children: set[int] | None = None
@@ -189,9 +195,11 @@ class Leftovers:
         # An escapee whose parent exited is the master's child now, not the worker's.
         me = getpid()
         try:
-            children = read_proc(f"/proc/{self.master}/task/{self.master}/children")
-        except FileNotFoundError:
+            children = self.read_master_children()
+        except (FileNotFoundError, ProcessLookupError):
             return False
+        if children == self.looked_at:
+            return False  # the same children, each of them in self.unmarked already
         siblings = {int(pid) for pid in children.split()} - {me}
         # Only current children are remembered, so a pid reused meanwhile is read again.
         self.unmarked &= siblings
@@ -200,4 +208,20 @@ class Leftovers:
                 if marked(pid, me) and (pid, started(pid)) not in self.own:
                     return True
             self.unmarked.add(pid)
+        self.looked_at = children
         return False
+
+    def read_master_children(self) -> bytes:
+        """The master's children file, from its start; each read lists them as they are."""
+        if self.master_children is None:
+            path = f"/proc/{self.master}/task/{self.master}/children"
+            self.master_children = os.open(path, os.O_RDONLY)
+        return reread(self.master_children)
+
+
+def reread(fd: int) -> bytes:
+    """A /proc file held open, read whole from its start: pread, which needs no seek."""
+    chunks = [os.pread(fd, PROC_CHUNK, 0)]
+    while len(chunks[-1]) == PROC_CHUNK:
+        chunks.append(os.pread(fd, PROC_CHUNK, PROC_CHUNK * len(chunks)))
+    return b"".join(chunks)

@@ -89,7 +89,7 @@ class Reports:
         """Make `claim` the one this process is fenced on."""
         key = token_key(claim.token)
         now = time.monotonic()
-        self.slot.worker.write(Hold(getpid(), claim.id, key, claim.expires_monotonic, now))
+        self.slot.worker.put(getpid(), claim.id, key, claim.expires_monotonic, now)
         with self.lock:
             self.current, self.started = claim, now
 

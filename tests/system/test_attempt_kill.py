@@ -105,3 +105,19 @@ def test_a_worker_finds_and_kills_its_own_leftovers_but_not_itself() -> None:
         os.waitpid(pid, 0)
         os.close(result_r)
         os.close(result_w)
+
+
+def test_a_children_file_held_open_lists_the_children_as_they_are_at_each_read() -> None:
+    # The leftover check keeps the master's children file open and reads it again per attempt.
+    me = os.getpid()
+    fd = os.open(f"/proc/{me}/task/{me}/children", os.O_RDONLY)
+    try:
+        child = subprocess.Popen(["sleep", "60"])
+        try:
+            assert str(child.pid).encode() in attempt.reread(fd).split()
+        finally:
+            child.kill()
+            child.wait(timeout=10)
+        assert str(child.pid).encode() not in attempt.reread(fd).split()
+    finally:
+        os.close(fd)

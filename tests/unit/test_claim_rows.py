@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from jobq.backends.postgresql import PostgresBackend
+from jobq.backends.rows import Runner
 from jobq.retry import RetryPolicy
 
 PARIS = timezone(timedelta(hours=1))
@@ -54,3 +55,8 @@ def test_each_claim_of_a_batch_has_its_own_row_s_lease_end_in_utc_and_policy() -
     ]
     assert claims["token-3"].lease_until is claims["token-4"].lease_until, "converted once"
     assert {claim.expires_monotonic for claim in claims.values()} == {99.0}
+
+
+def test_a_runner_binds_every_field_of_its_own() -> None:
+    runner = Runner("host-1", 42, "worker-1")
+    assert runner.params() == runner._asdict()

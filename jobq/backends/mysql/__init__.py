@@ -235,7 +235,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
                 started_at = coalesce(started_at, {NOW}), attempted_at = {NOW}
             WHERE id = %(id)s
             """,
-            {"token": token, "lease_until": row[5], "id": row[0], **runner._asdict()},
+            {"token": token, "lease_until": row[5], "id": row[0], **runner.params()},
         )
         return row[-1] is None or bool(self.claimed_ids([row[0]]))
 

@@ -112,7 +112,7 @@ class MysqlBatching(Batching, MysqlLimits, Workflows):
                 started_at = coalesce(started_at, {NOW}), attempted_at = {NOW}
             WHERE id IN ({ids})
             """,
-            handed | runner._asdict(),
+            handed | runner.params(),
         )
         limited = [row[0] for row in rows if row[-1] is not None]
         refused = set(limited) - self.claimed_ids(limited) if limited else set()

@@ -161,7 +161,9 @@ class PostgresBackend(
             return "the PostgreSQL connection is closed"
         if not self.connection.autocommit:
             return "the PostgreSQL connection is not in autocommit mode"
-        if self.connection.info.transaction_status != TransactionStatus.IDLE:
+        # From libpq directly: connection.info builds an object per call, and this is
+        # asked before every consumer statement.
+        if self.connection.pgconn.transaction_status != TransactionStatus.IDLE:
             return "the PostgreSQL connection has an open transaction"
         return None
 
@@ -236,7 +238,7 @@ class PostgresBackend(
         expires_monotonic: float,
         runner: Runner,
     ) -> ClaimedJob | Refused | None:
-        params = {"token": token, "lease": lease, **runner._asdict(), **type_params(types)}
+        params = {"token": token, "lease": lease, **runner.params(), **type_params(types)}
         # A row a concurrency limit refused comes back still pending, and now blocked (or
         # left for the claim that holds its key): the next probe looks past it.
         for _ in range(REFUSALS):
@@ -269,7 +271,7 @@ class PostgresBackend(
             "result": result,
             "new_token": new_token,
             "lease": lease,
-            **runner._asdict(),
+            **runner.params(),
             **type_params(types),
         }
         expires = expiry(lease)

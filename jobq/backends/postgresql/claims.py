@@ -252,7 +252,7 @@ class PostgresBatching(Batching):
             "n": len(tokens),
             "tokens": texts(tokens),
             "lease": lease,
-            **runner._asdict(),
+            **runner.params(),
             **type_params(types),
         }
 

@@ -219,7 +219,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         expires_monotonic: float,
         runner: Runner,
     ) -> ClaimedJob | Refused | None:
-        params = {"token": token, "lease": lease, **runner._asdict(), **type_params(types)}
+        params = {"token": token, "lease": lease, **runner.params(), **type_params(types)}
         # A row a concurrency limit refused is blocked by the trigger, which changes it but
         # returns nothing: then the next probe looks past it.
         for _ in range(REFUSALS):
@@ -243,7 +243,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
             "n": len(tokens),
             "tokens": json.dumps(list(tokens)),
             "lease": self.seconds(lease),
-            **runner._asdict(),
+            **runner.params(),
             **type_params(types),
         }
         # As in claim(): the rows a limit refused changed (blocked) but are not returned.
