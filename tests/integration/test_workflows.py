@@ -11,6 +11,8 @@ import pytest
 
 import jobq
 from jobq.backends.mysql import MysqlBackend
+from jobq.backends.postgresql.workflows import FLAGGED_PARENTS
+from tests.integration.test_schema_upgrade import install_up_to
 from tests.support.jobs import Noop
 from tests.support.waiting import wait_for
 
@@ -185,3 +187,94 @@ def test_pruned_jobs_take_their_edges_with_them(queue: jobq.Queue) -> None:
     wait_for("both jobs pruned", all_pruned, 10)
     assert queue.parents(child) == ()
     assert queue.backend.fetchone("SELECT count(*) FROM jobq_dependencies")[0] == 0
+
+
+def enqueue_after_at_once(queues: list[jobq.Queue], parent: int) -> list[int | BaseException]:
+    """A dependent of `parent` enqueued by each queue's connection, all released together,
+    each on the connection named, as an application's would be: a deadlock is not retried."""
+    start = threading.Barrier(len(queues), timeout=30)
+    added: list[int | BaseException] = []
+
+    def enqueue(queue: jobq.Queue) -> None:
+        start.wait()
+        try:
+            added.append(queue.enqueue(Noop(), after=[parent], connection=queue.connection))
+        except Exception as error:
+            added.append(error)
+
+    threads = [threading.Thread(target=enqueue, args=(queue,)) for queue in queues]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return added
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_two_first_dependents_of_one_parent_enqueued_at_once_both_wait(
+    dsn: str,
+) -> None:
+    """The first dependent of a parent flags it (see FLAGGED_PARENTS). Two enqueued at once
+    each lock the parent FOR SHARE: had either then updated it for the flag, each would
+    wait for the other (a deadlock, one enqueue refused)."""
+    with jobq.Queue.connect(dsn) as one, jobq.Queue.connect(dsn) as two:
+        one.install()
+        for _ in range(RACES):
+            parent = one.enqueue(Noop())
+            added = enqueue_after_at_once([one, two], parent)
+            assert all(isinstance(each, int) for each in added), added
+            children = [each for each in added if isinstance(each, int)]
+            assert [status(one, child) for child in children] == ["waiting", "waiting"]
+            assert flagged(one, parent)
+            assert one.complete(claim_of(one, parent))
+            assert [status(one, child) for child in children] == ["pending", "pending"]
+            assert one.claim_many(2) != []
+
+
+def flagged(queue: jobq.Queue, job_id: int) -> bool:
+    row = queue.backend.fetchone(
+        "SELECT has_dependents FROM jobq_jobs WHERE id = %(id)s", {"id": job_id}
+    )
+    return bool(row[0])
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_parents_of_edges_written_before_the_flag_or_without_it_release(
+    dsn: str,
+) -> None:
+    """The version that flags parents flags those whose dependents an earlier schema wrote;
+    an edge written by an earlier release, which knows nothing of the flag, flags its parent
+    through the trigger on the edges. Either parent's completion releases its dependent."""
+    with jobq.Queue.connect(dsn) as queue:
+        migrations = type(queue.backend).migrations
+        install_up_to(queue.backend, migrations.index(FLAGGED_PARENTS))
+        parent, child = queue.enqueue(Noop()), queue.enqueue(Noop())
+        write_edge_as_earlier_releases_do(queue, parent, child)
+
+        assert queue.install()[1] == len(migrations)
+        assert flagged(queue, parent)
+        assert not flagged(queue, child)
+        later, dependent = queue.enqueue(Noop()), queue.enqueue(Noop())
+        write_edge_as_earlier_releases_do(queue, later, dependent)
+        assert flagged(queue, later)
+
+        assert queue.complete(claim_of(queue, parent))
+        assert status(queue, child) == "pending"
+        assert queue.complete(claim_of(queue, child))
+        assert queue.complete(claim_of(queue, later))
+        assert status(queue, dependent) == "pending"
+
+
+def write_edge_as_earlier_releases_do(queue: jobq.Queue, parent: int, child: int) -> None:
+    with queue.backend.transaction():
+        queue.backend.execute(
+            "SELECT id FROM jobq_jobs WHERE id = %(id)s FOR SHARE", {"id": parent}
+        )
+        queue.backend.execute(
+            "INSERT INTO jobq_dependencies (parent, child) VALUES (%(parent)s, %(child)s)",
+            {"parent": parent, "child": child},
+        )
+        queue.backend.execute(
+            "UPDATE jobq_jobs SET status = 'waiting', waiting_for = 1 WHERE id = %(id)s",
+            {"id": child},
+        )
