@@ -6,6 +6,9 @@ cancels its dependents, and theirs; retrying it brings them back."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
 import pytest
 
@@ -26,6 +29,8 @@ class ReadsParents(jobq.Job):
         assert claim is not None
         ReadsParents.seen.append(claim.parents)
 
+
+T = TypeVar("T")
 
 NO_RETRY = jobq.RetryPolicy(max_attempts=1)
 # Rounds of the race between two parents' acknowledgements.
@@ -138,23 +143,33 @@ def test_an_operator_cancel_reaches_waiting_jobs_and_their_dependents(queue: job
     assert status(queue, child) == "cancelled"
 
 
-def complete_at_once(queues: list[jobq.Queue], claims: list[jobq.ClaimedJob]) -> list[bool]:
-    """Each claim acknowledged by its own queue's connection, all released together."""
-    start = threading.Barrier(len(claims), timeout=30)
-    done: list[bool] = []
+def at_once(calls: list[Callable[[], T]]) -> list[T | Exception]:
+    """Each call on a thread of its own, all released together: what each returned or
+    raised, in the order they ended."""
+    start = threading.Barrier(len(calls), timeout=30)
+    ended: list[T | Exception] = []
 
-    def complete(queue: jobq.Queue, claim: jobq.ClaimedJob) -> None:
+    def call(each: Callable[[], T]) -> None:
         start.wait()
-        done.append(queue.complete(claim))
+        try:
+            ended.append(each())
+        except Exception as error:
+            ended.append(error)
 
-    threads = [
-        threading.Thread(target=complete, args=pair) for pair in zip(queues, claims, strict=True)
-    ]
+    threads = [threading.Thread(target=call, args=(each,)) for each in calls]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    return done
+    return ended
+
+
+def complete_at_once(
+    queues: list[jobq.Queue], claims: list[jobq.ClaimedJob]
+) -> list[bool | Exception]:
+    """Each claim acknowledged by its own queue's connection, all released together."""
+    pairs = zip(queues, claims, strict=True)
+    return at_once([partial(queue.complete, claim) for queue, claim in pairs])
 
 
 def test_two_parents_completing_at_once_release_their_child_once(dsn: str) -> None:
@@ -189,25 +204,15 @@ def test_pruned_jobs_take_their_edges_with_them(queue: jobq.Queue) -> None:
     assert queue.backend.fetchone("SELECT count(*) FROM jobq_dependencies")[0] == 0
 
 
-def enqueue_after_at_once(queues: list[jobq.Queue], parent: int) -> list[int | BaseException]:
-    """A dependent of `parent` enqueued by each queue's connection, all released together,
-    each on the connection named, as an application's would be: a deadlock is not retried."""
-    start = threading.Barrier(len(queues), timeout=30)
-    added: list[int | BaseException] = []
-
-    def enqueue(queue: jobq.Queue) -> None:
-        start.wait()
-        try:
-            added.append(queue.enqueue(Noop(), after=[parent], connection=queue.connection))
-        except Exception as error:
-            added.append(error)
-
-    threads = [threading.Thread(target=enqueue, args=(queue,)) for queue in queues]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return added
+def enqueue_after_at_once(queues: list[jobq.Queue], parent: int) -> list[int | Exception]:
+    """A dependent of `parent` enqueued by each queue, all released together, each on the
+    connection named, as an application's would be: a deadlock is not retried."""
+    return at_once(
+        [
+            partial(queue.enqueue, Noop(), after=[parent], connection=queue.connection)
+            for queue in queues
+        ]
+    )
 
 
 @pytest.mark.databases("postgresql")
