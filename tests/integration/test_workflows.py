@@ -6,11 +6,16 @@ cancels its dependents, and theirs; retrying it brings them back."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
 import pytest
 
 import jobq
 from jobq.backends.mysql import MysqlBackend
+from jobq.backends.postgresql.workflows import FLAGGED_PARENTS
+from tests.integration.test_schema_upgrade import install_up_to
 from tests.support.jobs import Noop
 from tests.support.waiting import wait_for
 
@@ -24,6 +29,8 @@ class ReadsParents(jobq.Job):
         assert claim is not None
         ReadsParents.seen.append(claim.parents)
 
+
+T = TypeVar("T")
 
 NO_RETRY = jobq.RetryPolicy(max_attempts=1)
 # Rounds of the race between two parents' acknowledgements.
@@ -136,23 +143,33 @@ def test_an_operator_cancel_reaches_waiting_jobs_and_their_dependents(queue: job
     assert status(queue, child) == "cancelled"
 
 
-def complete_at_once(queues: list[jobq.Queue], claims: list[jobq.ClaimedJob]) -> list[bool]:
-    """Each claim acknowledged by its own queue's connection, all released together."""
-    start = threading.Barrier(len(claims), timeout=30)
-    done: list[bool] = []
+def at_once(calls: list[Callable[[], T]]) -> list[T | Exception]:
+    """Each call on a thread of its own, all released together: what each returned or
+    raised, in the order they ended."""
+    start = threading.Barrier(len(calls), timeout=30)
+    ended: list[T | Exception] = []
 
-    def complete(queue: jobq.Queue, claim: jobq.ClaimedJob) -> None:
+    def call(each: Callable[[], T]) -> None:
         start.wait()
-        done.append(queue.complete(claim))
+        try:
+            ended.append(each())
+        except Exception as error:
+            ended.append(error)
 
-    threads = [
-        threading.Thread(target=complete, args=pair) for pair in zip(queues, claims, strict=True)
-    ]
+    threads = [threading.Thread(target=call, args=(each,)) for each in calls]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    return done
+    return ended
+
+
+def complete_at_once(
+    queues: list[jobq.Queue], claims: list[jobq.ClaimedJob]
+) -> list[bool | Exception]:
+    """Each claim acknowledged by its own queue's connection, all released together."""
+    pairs = zip(queues, claims, strict=True)
+    return at_once([partial(queue.complete, claim) for queue, claim in pairs])
 
 
 def test_two_parents_completing_at_once_release_their_child_once(dsn: str) -> None:
@@ -185,3 +202,84 @@ def test_pruned_jobs_take_their_edges_with_them(queue: jobq.Queue) -> None:
     wait_for("both jobs pruned", all_pruned, 10)
     assert queue.parents(child) == ()
     assert queue.backend.fetchone("SELECT count(*) FROM jobq_dependencies")[0] == 0
+
+
+def enqueue_after_at_once(queues: list[jobq.Queue], parent: int) -> list[int | Exception]:
+    """A dependent of `parent` enqueued by each queue, all released together, each on the
+    connection named, as an application's would be: a deadlock is not retried."""
+    return at_once(
+        [
+            partial(queue.enqueue, Noop(), after=[parent], connection=queue.connection)
+            for queue in queues
+        ]
+    )
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_two_first_dependents_of_one_parent_enqueued_at_once_both_wait(
+    dsn: str,
+) -> None:
+    """The first dependent of a parent flags it (see FLAGGED_PARENTS). Two enqueued at once
+    each lock the parent FOR SHARE: had either then updated it for the flag, each would
+    wait for the other (a deadlock, one enqueue refused)."""
+    with jobq.Queue.connect(dsn) as one, jobq.Queue.connect(dsn) as two:
+        one.install()
+        for _ in range(RACES):
+            parent = one.enqueue(Noop())
+            added = enqueue_after_at_once([one, two], parent)
+            assert all(isinstance(each, int) for each in added), added
+            children = [each for each in added if isinstance(each, int)]
+            assert [status(one, child) for child in children] == ["waiting", "waiting"]
+            assert flagged(one, parent)
+            assert one.complete(claim_of(one, parent))
+            assert [status(one, child) for child in children] == ["pending", "pending"]
+            assert one.claim_many(2) != []
+
+
+def flagged(queue: jobq.Queue, job_id: int) -> bool:
+    row = queue.backend.fetchone(
+        "SELECT has_dependents FROM jobq_jobs WHERE id = %(id)s", {"id": job_id}
+    )
+    return bool(row[0])
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_parents_of_edges_written_before_the_flag_or_without_it_release(
+    dsn: str,
+) -> None:
+    """The version that flags parents flags those whose dependents an earlier schema wrote;
+    an edge written by an earlier release, which knows nothing of the flag, flags its parent
+    through the trigger on the edges. Either parent's completion releases its dependent."""
+    with jobq.Queue.connect(dsn) as queue:
+        migrations = type(queue.backend).migrations
+        install_up_to(queue.backend, migrations.index(FLAGGED_PARENTS))
+        parent, child = queue.enqueue(Noop()), queue.enqueue(Noop())
+        write_edge_as_earlier_releases_do(queue, parent, child)
+
+        assert queue.install()[1] == len(migrations)
+        assert flagged(queue, parent)
+        assert not flagged(queue, child)
+        later, dependent = queue.enqueue(Noop()), queue.enqueue(Noop())
+        write_edge_as_earlier_releases_do(queue, later, dependent)
+        assert flagged(queue, later)
+
+        assert queue.complete(claim_of(queue, parent))
+        assert status(queue, child) == "pending"
+        assert queue.complete(claim_of(queue, child))
+        assert queue.complete(claim_of(queue, later))
+        assert status(queue, dependent) == "pending"
+
+
+def write_edge_as_earlier_releases_do(queue: jobq.Queue, parent: int, child: int) -> None:
+    with queue.backend.transaction():
+        queue.backend.execute(
+            "SELECT id FROM jobq_jobs WHERE id = %(id)s FOR SHARE", {"id": parent}
+        )
+        queue.backend.execute(
+            "INSERT INTO jobq_dependencies (parent, child) VALUES (%(parent)s, %(child)s)",
+            {"parent": parent, "child": child},
+        )
+        queue.backend.execute(
+            "UPDATE jobq_jobs SET status = 'waiting', waiting_for = 1 WHERE id = %(id)s",
+            {"id": child},
+        )

@@ -34,7 +34,7 @@ from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
-from .workflows import LONE_ENDINGS, WORKFLOWS, PostgresWorkflows
+from .workflows import FLAGGED_PARENTS, LONE_ENDINGS, WORKFLOWS, PostgresWorkflows
 
 log = logging.getLogger("jobq")
 
@@ -83,6 +83,7 @@ class PostgresBackend(
         LIMIT_WAKES,
         LONE_ENDINGS,
         IDLE_WAKES,
+        FLAGGED_PARENTS,
     )
 
     def __init__(
