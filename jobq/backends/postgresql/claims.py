@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from ...records import ClaimedJob
+from ...records import Claims
 from ..batching import Batching, in_picked_order
 from ..leases import expiry
 from ..rows import REFUSED, Refused, Runner
@@ -210,7 +210,7 @@ class PostgresBatching(Batching):
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob] | Refused:
+    ) -> Claims | Refused:
         params = self.batch_params(types, tokens, lease, runner)
         rows = self.planned_each_time(claim_many_statement(len(types)), params)
         claimed = self.batch_claimed(rows, tokens, expires_monotonic)
@@ -223,7 +223,7 @@ class PostgresBatching(Batching):
         tokens: Sequence[str],
         lease: float,
         runner: Runner,
-    ) -> tuple[set[int], list[ClaimedJob]]:
+    ) -> tuple[set[int], Claims]:
         params = self.batch_params(types, tokens, lease, runner) | {
             "ids": numbers(job_id for job_id, _, _ in done),
             "done_tokens": texts(token for _, token, _ in done),
@@ -258,11 +258,12 @@ class PostgresBatching(Batching):
 
     def batch_claimed(
         self, rows: Sequence[Sequence[Any]], tokens: Sequence[str], expires_monotonic: float
-    ) -> list[ClaimedJob]:
+    ) -> Claims:
         """Rows of (token, claim columns..., status) as claims, in the order they were
-        picked; a row a concurrency limit refused (see limits.py) is still pending."""
-        held = (row for row in rows if row[-1] == "in_progress")
-        return in_picked_order(self.claims_of(held, expires_monotonic), tokens)
+        picked; a row a limit refused (see limits.py) is still pending, and counted."""
+        held = [row for row in rows if row[-1] == "in_progress"]
+        refused = len(rows) - len(held)
+        return in_picked_order(self.claims_of(held, expires_monotonic), tokens, refused)
 
     sql_held_by = (
         "SELECT id, token, type FROM jobq_jobs WHERE status = 'in_progress' AND worker = %(worker)s"
