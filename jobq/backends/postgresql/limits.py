@@ -174,6 +174,14 @@ def release(create: str, wake_held: str, hold: str = RELEASE_HOLD, notify: str =
 RELEASE = release("CREATE", "")
 
 
+# The fill's hold of the key's row (key_locks.py has its advisory lock since).
+FILL_HOLD = """PERFORM FROM jobq_limit_keys k WHERE k.type = NEW.type
+            AND k.limit_key = NEW.limit_key FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;"""
+
+
 # When a claim fills its key (or finds it full), the key's other ready jobs are blocked at
 # once, in the claim's transaction, which holds the key. Otherwise every probe met them one
 # by one: each blocked one row a statement, and while the filling claim had not committed,
@@ -184,14 +192,6 @@ RELEASE = release("CREATE", "")
 # Only ready jobs: a job due later would take a wake-up it cannot use. Rows another claim
 # holds are left ready (SKIP LOCKED) for the admit to weigh. An AFTER trigger, because a
 # BEFORE trigger that changes another row the statement then claims makes it fail.
-# The fill's hold of the key's row (key_locks.py has its advisory lock since).
-FILL_HOLD = """PERFORM FROM jobq_limit_keys k WHERE k.type = NEW.type
-            AND k.limit_key = NEW.limit_key FOR UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
-            RETURN NULL;
-        END IF;"""
-
-
 def fill(create: str, guard: str = "", hold: str = FILL_HOLD) -> str:
     """The fill's trigger function; `guard`, statements it runs first; `hold` takes the
     key (or returns, leaving the key's jobs to the admit)."""
