@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -81,6 +81,25 @@ class ClaimedJob:
 
     def completed(self, result: str | None) -> ClaimedJob:
         return self if result is None else dataclasses.replace(self, result=result)
+
+
+class Claims(list[ClaimedJob]):
+    """A batched claim's attempts, in the order picked, and `refused`: how many of the rows it
+    picked a limit refused (blocked, or left to the claim holding their key). A claim cut
+    short by refusals met a backlog as deep as a full one: the adaptive prefetch counts the
+    refused rows with the claimed ones, or it would fall back to one job a claim exactly
+    where jobs of full keys crowd the head of the queue."""
+
+    refused: int
+
+    def __init__(self, claims: Iterable[ClaimedJob] = (), refused: int = 0) -> None:
+        super().__init__(claims)
+        self.refused = refused
+
+    @property
+    def picked(self) -> int:
+        """The rows the claim took or was refused."""
+        return len(self) + self.refused
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from ..attempt_log import loaded
-from ..records import ClaimedJob
+from ..records import ClaimedJob, Claims
 from .controls import policy_of
 from .leases import expiry
 from .rows import Refused, Runner
@@ -102,11 +102,11 @@ class Batching(ABC):
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob] | Refused:
+    ) -> Claims | Refused:
         """Take up to len(tokens) ready jobs of `types` as claim() picks one, in one
         statement: each is its own attempt with its own token, in the order they were
-        picked (highest priority first, then schedule order). REFUSED when a limit refused
-        every row picked, as claim() answers."""
+        picked (highest priority first, then schedule order), with the count of rows a limit
+        refused. REFUSED when a limit refused every row picked, as claim() answers."""
 
     def claim_many_within(
         self,
@@ -115,7 +115,7 @@ class Batching(ABC):
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob] | Refused:
+    ) -> Claims | Refused:
         """claim_many(), inside a transaction the caller opened."""
         return self.claim_many(types, tokens, lease, expires_monotonic, runner)
 
@@ -126,7 +126,7 @@ class Batching(ABC):
         tokens: Sequence[str],
         lease: float,
         runner: Runner,
-    ) -> tuple[set[int], list[ClaimedJob]]:
+    ) -> tuple[set[int], Claims]:
         """Complete every (id, token, encoded result) attempt still owned, and claim the next
         batch, in one commit. Returns the ids whose completion applied, and the new claims."""
         expires = expiry(lease)
@@ -135,8 +135,9 @@ class Batching(ABC):
                 job_id for job_id, token, result in done if self.complete(job_id, token, result)
             }
             claims = self.claim_many_within(types, tokens, lease, expires, runner)
-            # Fused with acknowledgements, as complete_and_claim: no second try (claimed_only).
-            return completed, [] if isinstance(claims, Refused) else claims
+            # Fused with acknowledgements, as complete_and_claim: no second try (claimed_only),
+            # but the batch was refused whole, which the adaptive prefetch counts as full.
+            return completed, Claims(refused=len(tokens)) if isinstance(claims, Refused) else claims
 
     def release(self, claims: Sequence[tuple[int, str]]) -> set[int]:
         """Put every (id, token) attempt still owned back to pending, ready at once, its
@@ -158,9 +159,9 @@ class Batching(ABC):
 
 
 def in_picked_order(
-    claimed: Iterable[tuple[str, ClaimedJob]], tokens: Sequence[str]
-) -> list[ClaimedJob]:
+    claimed: Iterable[tuple[str, ClaimedJob]], tokens: Sequence[str], refused: int = 0
+) -> Claims:
     """Claims returned in any order, put in the order of their tokens: a batched claim hands
-    the i-th token to the i-th job picked."""
+    the i-th token to the i-th job picked. `refused`: the rows picked that a limit refused."""
     rank = {token: i for i, token in enumerate(tokens)}
-    return [claim for _, claim in sorted(claimed, key=lambda pair: rank[pair[0]])]
+    return Claims((claim for _, claim in sorted(claimed, key=lambda pair: rank[pair[0]])), refused)

@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 from ..backends.leases import expiry
 from ..backends.limits import past_refusals
 from ..backends.rows import Refused
-from ..records import ClaimedJob, Outcome
+from ..records import ClaimedJob, Claims, Outcome
 from .consuming import Consuming, Types, type_list
 from .running import runner
 
@@ -27,22 +27,23 @@ def tokens(n: int, least: int) -> list[str]:
 
 
 class BatchConsuming(Consuming):
-    def claim_many(self, n: int, type: Types = None) -> list[ClaimedJob]:
+    def claim_many(self, n: int, type: Types = None) -> Claims:
         """Claim up to `n` ready jobs of `type` in one statement, as claim() picks them:
         highest priority first, then schedule order, never of a paused type. Each is its own
-        attempt, with its own token and lease; they come back in the order picked."""
+        attempt, with its own token and lease; they come back in the order picked, in a list
+        whose `refused` counts the rows a limit refused."""
         fresh = tokens(n, 1)
         types = type_list(type)
         backend = self._consumer("claim")
         lease = self.lease_duration
 
-        def attempt() -> list[ClaimedJob] | Refused:
+        def attempt() -> Claims | Refused:
             return backend.claim_many(types, fresh, lease, expiry(lease), runner())
 
         # A batch a limit refused whole claims again at once, as claim() does (see
         # past_refusals); nothing ready: maybe a slot freed by an ended lease, with jobs
         # blocked on it.
-        nothing: list[ClaimedJob] = []
+        nothing = Claims()
         claimed = backend.retrying("claim", lambda: past_refusals(attempt, nothing))
         if not claimed and backend.retrying("claim", backend.wake_lapsed):
             claimed = backend.retrying("claim", lambda: past_refusals(attempt, nothing))
@@ -59,11 +60,12 @@ class BatchConsuming(Consuming):
 
     def complete_many_and_claim(
         self, claims: Sequence[ClaimedJob], n: int, type: Types = None
-    ) -> tuple[list[Outcome], list[ClaimedJob]]:
+    ) -> tuple[list[Outcome], Claims]:
         """Complete every attempt of `claims` and claim up to `n` more jobs of `type`, in one
         commit (one statement where the database allows). Each completion is guarded by its
         own token. Returns each claim's outcome, in order (as complete() decides it: a job
-        cancelled as it ran ends cancelled), and the new claims; n = 0 claims nothing."""
+        cancelled as it ran ends cancelled), and the new claims (with the count of rows a limit
+        refused, as claim_many's); n = 0 claims nothing."""
         fresh = tokens(n, 0)
         types = type_list(type)
         backend = self._consumer("complete")

@@ -23,7 +23,7 @@ from ..errors import ConfigurationError, Unacknowledged
 from ..lease_clock import kill_point, startable
 from ..queue import Queue
 from ..queue.running import work_as
-from ..records import ClaimedJob, Outcome
+from ..records import ClaimedJob, Claims, Outcome
 from . import attempt, title
 from .claim_types import ClaimTypes
 from .fence import Slot
@@ -148,10 +148,10 @@ class Child:
         size = self.claim_size()
         if size == 1:
             claim = queue.claim(types)
-            claims = [] if claim is None else [claim]
+            claims = Claims() if claim is None else Claims([claim])
         else:
             claims = queue.claim_many(size, types)
-        self.came_back(size, len(claims))
+        self.came_back(size, claims.picked)
         return claims
 
     def types_now(self, queue: Queue, busy: bool = False) -> tuple[str, ...] | None:
@@ -162,6 +162,7 @@ class Child:
         return types
 
     def came_back(self, asked: int, got: int) -> None:
+        """A claim of up to `asked` jobs took or was refused `got` rows (see Claims)."""
         self.prefetch.claimed(asked, got)
         self.claim_types.claimed(asked, got)
 
@@ -307,10 +308,10 @@ class Child:
                 error,
                 lambda queue: queue.complete_many_and_claim(completed, 0, types)[0],
             )
-            then = []
+            then = Claims()
         else:
             if size:
-                self.came_back(size, len(then))
+                self.came_back(size, then.picked)
         hooks = session.queue.hooks
         for claim, outcome in zip(completed, outcomes, strict=True):
             if hooks is not None:

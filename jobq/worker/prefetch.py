@@ -7,7 +7,8 @@ of a batch makes the jobs behind it wait, which matters for every job. So:
   one job at a time, each acknowledged with the claim of the next, as jobq always did.
 - Without it the size adapts: the worker keeps the durations of its last WINDOW jobs of each
   type, and claims ADAPTIVE_MAX jobs only while every type it may claim ran short (median
-  under SHORT) and its previous claim came back full (the backlog is deep); otherwise one.
+  under SHORT) and its previous claim came back full (the backlog is deep; rows a limit
+  refused count, since they were there to pick); otherwise one.
   A worker given --type may claim those types; one without may claim any type, so every
   type in its window must be short, and a type it never ran counts as long (it claims one
   at a time until it has seen one). Each further claim that comes back full doubles the
@@ -59,7 +60,10 @@ class PrefetchRule:
         window.append(seconds)
 
     def claimed(self, asked: int, got: int) -> None:
-        """A claim of up to `asked` jobs brought `got`."""
+        """A claim of up to `asked` jobs brought `got`, the rows a limit refused included
+        (Claims.picked): a batch cut short by refusals met a deep backlog all the same, and
+        falling back to one job a claim there made a drain of limited keys commit once a
+        job."""
         self.full = asked > 0 and got >= asked
         self.asked = asked
 

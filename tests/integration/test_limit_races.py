@@ -12,9 +12,10 @@ import psycopg
 import pytest
 
 import jobq
+from jobq.backends.postgresql.limits import KEY_LOCK_CLASS
 from jobq.backends.rows import Runner
 from jobq.records import ClaimedJob
-from tests.support.jobs import Limited
+from tests.support.jobs import Limited, Rated
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.databases("postgresql")
@@ -72,6 +73,27 @@ def test_an_ending_wakes_a_job_a_failed_recheck_holds(
     claim = queue.claim()
     assert claim is not None
     assert claim.id == later
+
+
+@pytest.mark.parametrize("job", [Limited("a"), Rated("a")], ids=["concurrency", "rate"])
+def test_a_claim_leaves_a_job_whose_key_another_transaction_holds_ready(
+    queue: jobq.Queue, other: psycopg.Connection[tuple[object, ...]], job: jobq.Job
+) -> None:
+    """A key is held by an advisory lock on the hash of its type and key (no row of
+    jobq_limit_keys is written, nor needed): a claim meeting a key held elsewhere leaves
+    its job ready, uncounted, for a later claim."""
+    ready = queue.enqueue(job)
+    other.execute(
+        "SELECT pg_advisory_xact_lock(%s, hashtext(%s || chr(31) || %s))",
+        (KEY_LOCK_CLASS, job.type, "a"),
+    )
+    assert queue.claim() is None
+    assert queue.blocked() == []
+    other.rollback()
+    claim = queue.claim()
+    assert claim is not None
+    assert (claim.id, claim.attempt) == (ready, 1)
+    assert queue.backend.fetchone("SELECT count(*) FROM jobq_limit_keys") == (0,)
 
 
 HERE = Runner("here", 1, "w1")

@@ -83,6 +83,17 @@ def test_a_batched_claim_goes_past_a_full_key_s_jobs_enqueued_together(queue: jo
     assert [r.blocked for r in queue.limits()] == [3 * REFUSALS]
 
 
+def test_a_batched_claim_counts_the_rows_a_limit_refused(queue: jobq.Queue) -> None:
+    # The adaptive prefetch counts them with the claimed ones: the backlog was deep.
+    for i in range(5):
+        queue.enqueue(Limited("a", i))
+    plain = queue.enqueue(Noop())
+    claims = queue.claim_many(5)
+    assert (len(claims), claims.refused, claims.picked) == (2, 3, 5)
+    unlimited = queue.claim_many(4)
+    assert ([claim.id for claim in unlimited], unlimited.refused) == ([plain], 0)
+
+
 @pytest.mark.databases("postgresql")
 def test_a_claim_that_fills_its_key_blocks_the_key_s_other_ready_jobs(queue: jobq.Queue) -> None:
     # On PostgreSQL, at once, in the claim's transaction: no later probe meets them one by

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from ...records import ClaimedJob
+from ...records import Claims
 from ..batching import Batching, in_picked_order
 from ..rows import REFUSED, Refused, Runner
 from ..shapes import earliest, type_params
@@ -76,7 +76,7 @@ class MysqlBatching(Batching, MysqlLimits, Workflows):
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob] | Refused:
+    ) -> Claims | Refused:
         self.wake_blocked()
         with self.transaction():
             return self.claim_many_within(types, tokens, lease, expires_monotonic, runner)
@@ -88,7 +88,7 @@ class MysqlBatching(Batching, MysqlLimits, Workflows):
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob] | Refused:
+    ) -> Claims | Refused:
         self.apply_endings()
         params: dict[str, Any] = {
             "n": len(tokens),
@@ -97,7 +97,7 @@ class MysqlBatching(Batching, MysqlLimits, Workflows):
         }
         rows = self.fetchall(claim_many_select(len(types)), params)
         if not rows:
-            return []
+            return Claims()
         # One UPDATE for the batch: each row its own token and the lease its SELECT read.
         handed: dict[str, Any] = {}
         for i, (row, token) in enumerate(zip(rows, tokens, strict=False)):
@@ -126,7 +126,7 @@ class MysqlBatching(Batching, MysqlLimits, Workflows):
             ),
             expires_monotonic,
         )
-        return in_picked_order(claimed, tokens)
+        return in_picked_order(claimed, tokens, len(refused))
 
     sql_held_by = (
         "SELECT id, token, type FROM jobq_jobs WHERE status = 'in_progress' AND worker = %(worker)s"

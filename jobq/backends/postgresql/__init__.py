@@ -26,6 +26,7 @@ from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .dsn import libpq_dsn
 from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
+from .key_locks import KEY_LOCKS
 from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .rates import RATES
@@ -84,6 +85,7 @@ class PostgresBackend(
         LONE_ENDINGS,
         IDLE_WAKES,
         FLAGGED_PARENTS,
+        KEY_LOCKS,
     )
 
     def __init__(

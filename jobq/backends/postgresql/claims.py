@@ -8,11 +8,12 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from ...records import ClaimedJob
+from ...records import Claims
 from ..batching import Batching, in_picked_order
 from ..leases import expiry
 from ..rows import REFUSED, Refused, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
+from .limits import KEY_LOCK_CLASS, key_hash
 from .results import logged
 from .schema import NEXT_READY
 
@@ -46,20 +47,24 @@ COMPLETE = f"""
 
 
 # The concurrency keys of the attempts a statement acknowledges, locked in one order (their
-# ids, {ids}, a bigint[] expression) before its claim runs. The claim's admits take keys as
+# ids, {ids}, a bigint[] expression) before its claim runs: the order of their locks'
+# second ints (limits.key_lock), so that two keys whose hashes collide, one lock, are taken
+# in the same place by every statement. The claim's admits take keys as
 # they meet them (SKIP LOCKED), and the endings' triggers then wait for the acknowledged
 # rows' keys: two such statements each holding a key the other's endings wait for was a
 # deadlock, about 15 a 20,000-job drain, each costing deadlock_timeout and a rerun. Locked
 # here first, in the order every statement uses, the endings' keys are this transaction's
-# when the triggers ask (an admit of one of them finds it its own, as SKIP LOCKED skips
-# only other transactions' locks), so no trigger waits. GATE makes a part of the statement
-# wait for them: a one-time filter, evaluated before that part reads a row.
-HELD_KEYS = """
+# when the triggers ask (an admit of one of them finds it its own, as a try-lock takes
+# again a lock its own transaction holds), so no trigger waits. GATE makes a part of the
+# statement wait for them: a one-time filter, evaluated before that part reads a row. (The
+# locking query is not inlined, since its function is volatile, and its sorted subquery is
+# not flattened, being DISTINCT: the locks are taken in the subquery's order.)
+HELD_KEYS = f"""
     held AS (
-        SELECT 1 FROM jobq_limit_keys k WHERE (k.type, k.limit_key) IN (
-            SELECT a.type, a.limit_key FROM jobq_jobs a WHERE a.id = ANY({ids})
-              AND a.status = 'in_progress' AND a.limit_key IS NOT NULL)
-        ORDER BY k.type, k.limit_key FOR UPDATE OF k
+        SELECT pg_advisory_xact_lock({KEY_LOCK_CLASS}, k.hash) FROM (
+            SELECT DISTINCT {key_hash("a.type", "a.limit_key")} AS hash FROM jobq_jobs a
+            WHERE a.id = ANY({{ids}}) AND a.status = 'in_progress' AND a.limit_key IS NOT NULL
+            ORDER BY 1) AS k
     )
 """
 GATE = "(SELECT count(*) FROM held) >= 0"
@@ -220,7 +225,7 @@ class PostgresBatching(Batching):
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob] | Refused:
+    ) -> Claims | Refused:
         params = self.batch_params(types, tokens, lease, runner)
         rows = self.planned_each_time(claim_many_statement(len(types)), params)
         claimed = self.batch_claimed(rows, tokens, expires_monotonic)
@@ -233,7 +238,7 @@ class PostgresBatching(Batching):
         tokens: Sequence[str],
         lease: float,
         runner: Runner,
-    ) -> tuple[set[int], list[ClaimedJob]]:
+    ) -> tuple[set[int], Claims]:
         params = self.batch_params(types, tokens, lease, runner) | {
             "ids": numbers(job_id for job_id, _, _ in done),
             "done_tokens": texts(token for _, token, _ in done),
@@ -268,11 +273,12 @@ class PostgresBatching(Batching):
 
     def batch_claimed(
         self, rows: Sequence[Sequence[Any]], tokens: Sequence[str], expires_monotonic: float
-    ) -> list[ClaimedJob]:
+    ) -> Claims:
         """Rows of (token, claim columns..., status) as claims, in the order they were
-        picked; a row a concurrency limit refused (see limits.py) is still pending."""
-        held = (row for row in rows if row[-1] == "in_progress")
-        return in_picked_order(self.claims_of(held, expires_monotonic), tokens)
+        picked; a row a limit refused (see limits.py) is still pending, and counted."""
+        held = [row for row in rows if row[-1] == "in_progress"]
+        refused = len(rows) - len(held)
+        return in_picked_order(self.claims_of(held, expires_monotonic), tokens, refused)
 
     sql_held_by = (
         "SELECT id, token, type FROM jobq_jobs WHERE status = 'in_progress' AND worker = %(worker)s"

@@ -4,7 +4,8 @@ its key ends, and the operator's statements.
 
 The triggers see every claim and every ending, whichever statement makes it (a claim, a
 batch, an acknowledgement fused with the next claim, a settle, a cancel, a release, the
-recovery of an ended lease), so no path can skip them. Both lock the key's row first: its
+recovery of an ended lease), so no path can skip them. Both lock the key first (its row in
+jobq_limit_keys, and from the key-locks version on an advisory lock: key_locks.py): its
 claims and its endings are serialised, and each counts the key's live attempts with a fresh
 snapshot (a plpgsql statement takes one), not the one its outer statement started with.
 """
@@ -33,6 +34,28 @@ KEY_ROW = """INSERT INTO jobq_limit_keys (type, limit_key) VALUES ({row}.type, {
 # The key's row, locked: {wait} is " SKIP LOCKED" or nothing.
 HOLD_KEY = """PERFORM FROM jobq_limit_keys k WHERE k.type = {row}.type
             AND k.limit_key = {row}.limit_key FOR UPDATE{wait}"""
+
+# A key's lock, from the key-locks schema version on: a transaction-scoped advisory lock on
+# the hash of the type and the key, in place of the lock of the key's row in
+# jobq_limit_keys. Each row lock wrote a WAL record (two a limited job, claim and ending);
+# an advisory lock writes none, and needs no row made first. Two-int keys, under a class of
+# jobq's own, so that they never meet the application's one-int (bigint) advisory locks; two
+# keys whose hashes collide share one lock, which only serialises them. (chr(31), the unit
+# separator, keeps ("a", "bc") and ("ab", "c") apart.)
+KEY_LOCK_CLASS = 4242004
+
+
+def key_hash(type_: str, key: str) -> str:
+    """The second int of a key's lock, from SQL expressions for its type and key."""
+    return f"hashtext({type_} || chr(31) || {key})"
+
+
+def key_lock(type_: str, key: str, take: str = "pg_advisory_xact_lock") -> str:
+    """A call that takes a key's lock: `take` is pg_advisory_xact_lock (waits) or
+    pg_try_advisory_xact_lock (true when taken; like SKIP LOCKED, it never waits, and a lock
+    this transaction holds already is taken again)."""
+    return f"{take}({KEY_LOCK_CLASS}, {key_hash(type_, key)})"
+
 
 # A claim skips a key another claim or ending holds (SKIP LOCKED): the job stays ready,
 # unclaimed, and no claim ever waits on another's key, so batches cannot deadlock.
@@ -151,6 +174,14 @@ def release(create: str, wake_held: str, hold: str = RELEASE_HOLD, notify: str =
 RELEASE = release("CREATE", "")
 
 
+# The fill's hold of the key's row (key_locks.py has its advisory lock since).
+FILL_HOLD = """PERFORM FROM jobq_limit_keys k WHERE k.type = NEW.type
+            AND k.limit_key = NEW.limit_key FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;"""
+
+
 # When a claim fills its key (or finds it full), the key's other ready jobs are blocked at
 # once, in the claim's transaction, which holds the key. Otherwise every probe met them one
 # by one: each blocked one row a statement, and while the filling claim had not committed,
@@ -161,8 +192,9 @@ RELEASE = release("CREATE", "")
 # Only ready jobs: a job due later would take a wake-up it cannot use. Rows another claim
 # holds are left ready (SKIP LOCKED) for the admit to weigh. An AFTER trigger, because a
 # BEFORE trigger that changes another row the statement then claims makes it fail.
-def fill(create: str, guard: str = "") -> str:
-    """The fill's trigger function; `guard`, statements it runs first."""
+def fill(create: str, guard: str = "", hold: str = FILL_HOLD) -> str:
+    """The fill's trigger function; `guard`, statements it runs first; `hold` takes the
+    key (or returns, leaving the key's jobs to the admit)."""
     return f"""
     {create} FUNCTION jobq_limit_fill() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
@@ -172,11 +204,7 @@ def fill(create: str, guard: str = "") -> str:
         IF allowed IS NULL OR {RUNNING.format(row="NEW")} < allowed THEN
             RETURN NULL;
         END IF;
-        PERFORM FROM jobq_limit_keys k WHERE k.type = NEW.type AND k.limit_key = NEW.limit_key
-            FOR UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
-            RETURN NULL;
-        END IF;
+        {hold}
         UPDATE jobq_jobs j SET blocked_on = '{CONCURRENCY}' WHERE j.id IN (
             SELECT b.id FROM jobq_jobs b WHERE b.type = NEW.type
               AND b.limit_key = NEW.limit_key AND {READY.replace("status", "b.status")}
@@ -331,10 +359,9 @@ class PostgresLimits(Limits):
             "%(id)s",
         )
     )
-    sql_hold_key = """
-        SELECT 1 FROM jobq_limit_keys WHERE type = %(type)s AND limit_key = %(key)s
-        FOR UPDATE SKIP LOCKED
-    """
+    sql_hold_key = (
+        f"SELECT 1 WHERE {key_lock('%(type)s::text', '%(key)s::text', 'pg_try_advisory_xact_lock')}"
+    )
     # One row per job woken; the wake-up of idle workers goes out with the commit.
     sql_wake_key = """
         WITH unblocked AS (

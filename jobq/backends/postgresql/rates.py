@@ -19,10 +19,24 @@ IN_FORCE = f"""SELECT coalesce(l.override, l.declared),
         CASE WHEN l.override IS NULL THEN l.declared_per ELSE l.override_per END
     INTO allowed, per FROM jobq_limits l WHERE l.type = NEW.type AND l.name = '{RATE}'"""
 
-# After the concurrency trigger (triggers fire in name order), which may have refused the
-# claim already: then NEW is pending and this one does not run.
-ADMIT = f"""
-    CREATE FUNCTION jobq_rate_admit() RETURNS trigger LANGUAGE plpgsql AS $$
+# The key's row, made if missing and locked; a key another claim holds refuses the claim.
+HOLD = """INSERT INTO jobq_limit_keys (type, limit_key) VALUES (NEW.type, NEW.rate_key)
+            ON CONFLICT DO NOTHING;
+        PERFORM FROM jobq_limit_keys k WHERE k.type = NEW.type AND k.limit_key = NEW.rate_key
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN OLD;
+        END IF;"""
+
+
+def admit(create: str, hold: str) -> str:
+    """The rate's trigger function: `hold` takes the key (or returns OLD, the claim
+    refused), then the window is counted.
+
+    After the concurrency trigger (triggers fire in name order), which may have refused the
+    claim already: then NEW is pending and this one does not run."""
+    return f"""
+    {create} FUNCTION jobq_rate_admit() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
         allowed integer;
         per double precision;
@@ -33,13 +47,7 @@ ADMIT = f"""
         IF allowed IS NULL THEN
             RETURN NEW;
         END IF;
-        INSERT INTO jobq_limit_keys (type, limit_key) VALUES (NEW.type, NEW.rate_key)
-            ON CONFLICT DO NOTHING;
-        PERFORM FROM jobq_limit_keys k WHERE k.type = NEW.type AND k.limit_key = NEW.rate_key
-            FOR UPDATE SKIP LOCKED;
-        IF NOT FOUND THEN
-            RETURN OLD;
-        END IF;
+        {hold}
         DELETE FROM jobq_rate_starts WHERE type = NEW.type AND rate_key = NEW.rate_key
             AND started_at <= now() - make_interval(secs => per);
         SELECT count(*), min(started_at) INTO started, oldest FROM jobq_rate_starts
@@ -56,6 +64,9 @@ ADMIT = f"""
     END
     $$
 """
+
+
+ADMIT = admit("CREATE", HOLD)
 
 # Blocked jobs out of the ready indexes (limits.py), then the rate limits.
 RATES: tuple[str, ...] = (

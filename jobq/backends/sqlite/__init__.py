@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigurationError, NoSchema
-from ...records import ClaimedJob
+from ...records import ClaimedJob, Claims
 from ..base import Backend
 from ..batching import in_picked_order
 from ..limits import REFUSALS
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Fetch, Statement, Step, Steps, every, fetched
-from .claims import claim_many_statement, claim_statement
+from .claims import claim_many_statement, claim_statement, picked_count_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
 from .limits import LIMITS, SqliteLimits
@@ -238,7 +238,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         lease: float,
         expires_monotonic: float,
         runner: Runner,
-    ) -> list[ClaimedJob] | Refused:
+    ) -> Claims | Refused:
         params = {
             "n": len(tokens),
             "tokens": json.dumps(list(tokens)),
@@ -246,12 +246,17 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
             **runner.params(),
             **type_params(types),
         }
-        # As in claim(): the rows a limit refused changed (blocked) but are not returned.
+        # The rows a limit refused are changed (blocked, or scheduled later) but not
+        # returned: they are what the rows picked leave over the rows claimed. Another
+        # process may write between the count and the claim, so the count is what the
+        # adaptive prefetch needs (was the backlog deep?), not an exact tally.
+        (picked,) = self.fetchone(picked_count_statement(len(types)), params)
         changes = self.connection.total_changes
         rows = self.fetchall(claim_many_statement(len(types)), params)
         if not rows and self.connection.total_changes != changes:
             return REFUSED
-        return in_picked_order(self.claims_of(rows, expires_monotonic), tokens)
+        refused = max(0, int(picked) - len(rows))
+        return in_picked_order(self.claims_of(rows, expires_monotonic), tokens, refused)
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
         row = self.fetchone(

@@ -54,6 +54,14 @@ def claim_statement(type_count: int) -> str:
 
 
 @cache
+def picked_count_statement(type_count: int) -> str:
+    """How many rows claim_many_statement would pick now: the rows a limit refuses are
+    dropped from its RETURNING (RAISE(IGNORE)), so the claim counts them beforehand."""
+    probes = [probe(i, ":n") for i in range(type_count)] or [probe(None, ":n")]
+    return f"SELECT count(*) FROM ({earliest(probes, ':n')})"
+
+
+@cache
 def claim_many_statement(type_count: int) -> str:
     """The claim of up to :n ready jobs, as claim_statement picks them, the i-th picked
     taking the i-th token of :tokens (a JSON array)."""
