@@ -4,9 +4,10 @@ release, cancel or revive a job's dependents as it ends or is retried.
 The triggers see every ending of a job with dependents (flagged, see FLAGGED_PARENTS),
 whichever statement makes it (an acknowledgement alone, fused with the next claim or
 batched, a settle, the recovery of an ended lease, an operator's cancel, an expiry), so a
-dependent is released in the transaction of its last parent's ending. Each locks the parent's dependents in id order before counting down: two parents
-ending at once on two connections take their shared child's lock in turn, and the second
-counts down from what the first committed, so exactly one of them releases it.
+dependent is released in the transaction of its last parent's ending. Each locks the
+parent's dependents in id order before counting down: two parents ending at once on two
+connections take their shared child's lock in turn, and the second counts down from what the
+first committed, so exactly one of them releases it.
 """
 
 from __future__ import annotations
