@@ -94,6 +94,21 @@ def test_a_batched_claim_counts_the_rows_a_limit_refused(queue: jobq.Queue) -> N
     assert ([claim.id for claim in unlimited], unlimited.refused) == ([plain], 0)
 
 
+def test_an_acknowledgement_fused_with_a_batched_claim_counts_the_rows_a_limit_refused(
+    queue: jobq.Queue,
+) -> None:
+    # The path a prefetching worker takes for nearly every claim.
+    queue.set_limit("limited", 1)
+    queue.enqueue(Limited("a"))
+    other = queue.enqueue(Limited("b"))
+    first = queue.claim_many(2)
+    for i in range(3):
+        queue.enqueue(Limited("a", i))
+    done = next(claim for claim in first if claim.id == other)
+    _, claims = queue.complete_many_and_claim([done], 3)
+    assert (len(claims), claims.refused) == (0, 3)
+
+
 @pytest.mark.databases("postgresql")
 def test_a_claim_that_fills_its_key_blocks_the_key_s_other_ready_jobs(queue: jobq.Queue) -> None:
     # On PostgreSQL, at once, in the claim's transaction: no later probe meets them one by

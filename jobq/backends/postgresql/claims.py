@@ -247,7 +247,9 @@ class PostgresBatching(Batching):
         expires = expiry(lease)
         rows = self.planned_each_time(complete_many_and_claim_statement(len(types)), params)
         completed = {int(job_id) for row in rows if row[0] is not None for job_id in row[0]}
-        claims = [row[1:] for row in rows if row[1] is not None]
+        # The claimed rows and the refused ones, whose token the trigger left NULL; the lone
+        # row of a claim that picked nothing has no id.
+        claims = [row[1:] for row in rows if row[2] is not None]
         return completed, self.batch_claimed(claims, tokens, expires)
 
     def planned_each_time(self, sql: str, params: dict[str, Any]) -> list[Any]:
