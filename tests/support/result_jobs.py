@@ -85,6 +85,13 @@ class Gate(jobq.Job):
         return gate.read_text()
 
 
+def report(path: Path, text: str) -> None:
+    """Whole or not at all: the test reads the file as soon as it exists."""
+    written = path.with_suffix(".partial")
+    written.write_text(text)
+    written.rename(path)
+
+
 class Stale(jobq.Job):
     """Its first attempt reports, says so by a file, waits for the word to go on (meanwhile
     it is SIGSTOPped and replaced), then reports again and records whether its writes
@@ -102,8 +109,8 @@ class Stale(jobq.Job):
         folder, n = Path(self.folder), claim.attempt
         jobq.progress(n, note=f"attempt {n}")
         landed = jobq.checkpoint({"attempt": n})
-        (folder / f"started{n}").write_text(str(landed))
+        report(folder / f"started{n}", str(landed))
         wait_for(f"go{n}", (folder / f"go{n}").exists, timeout=120)
         jobq.progress(100 + n, note=f"attempt {n} again")
-        (folder / f"wrote{n}").write_text(str(jobq.checkpoint({"attempt": n, "again": True})))
+        report(folder / f"wrote{n}", str(jobq.checkpoint({"attempt": n, "again": True})))
         return f"attempt {n}"
