@@ -11,6 +11,7 @@ from ..harness.context import Bench
 from ..harness.results import Drain, Latency
 from ..measures import iobound, prefetch, scale
 from ..measures.latency import percentile
+from . import cost
 from .chart import plot
 from .tables import fmt_rate, markdown_table, ms, table_rows
 from .verdicts import explanations, targets
@@ -36,6 +37,7 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
     lines = [
         *preamble(bench, command, load_before, load_after),
         *throughput(bench, plot_problem),
+        *cost.markdown(bench.drains),
         *detail(bench.drains),
         *latencies(bench),
         *pool_latencies(bench),
