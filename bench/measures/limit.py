@@ -24,13 +24,17 @@ from jobq.backends.postgresql import PostgresBackend
 from jobq.backends.postgresql.claims import claim_statement, complete_and_claim_statement
 
 from ..harness.app import Noop
-from ..harness.context import Bench, drain_timeout
-from ..harness.cpu import ServerCpu, children_cpu
-from ..harness.jobqdb import JobqDb
+from ..harness.context import Bench
+from ..harness.cpu import Meter, ServerCpu, children_cpu
+from ..harness.jobqdb import JobqDb, wait_drained
+from ..harness.memory import PeakMemory
 from ..harness.results import Drain
 
 PARAM = re.compile(r"%\((\w+)\)s")
 QUOTED = re.compile(r"'(?:[^']|'')*'")
+
+# How long clients that drained the table may take to exit.
+EXIT_GRACE = 30.0
 
 # jobq-supervise's default lease, sent with every claim.
 DEFAULT_LEASE = 600.0
@@ -136,6 +140,13 @@ def drain_by(
 ) -> list[tuple[int, str]]:
     """Preload `jobs`, run `commands` (name, argv) at once until they exit, and fill in
     `result` from the database's completion times; returns each command's (exit code, log).
+
+    While they run, the bench watches them as it watches jobq and the peers: the table
+    polled for what is left, the process trees and the server sampled for CPU, the trees for
+    memory. Watching costs the two shared cores CPU, and a floor drained unwatched was
+    flattered against jobq by it. Their CPU still comes from their own accounts over the
+    whole run (pgbench starts in milliseconds; the floor reports its loop's), so the
+    meter's samples serve only to cost the same.
     """
     assert bench.pg is not None
     db = JobqDb(dsn)
@@ -149,9 +160,20 @@ def drain_by(
         children_before = children_cpu()
         started = time.monotonic()
         procs = [bench.procs.spawn(name, cmd, env=bench.env(), cwd="/") for name, cmd in commands]
-        finished = bench.procs.wait_all(procs, drain_timeout(jobs))
+        pids = [proc.pid for proc in procs]
+        # Claims a client leaves unacknowledged as it ends are not left to drain.
+        unacknowledged = jobs - result.jobs
+        with PeakMemory(pids) as memory:
+            wait_drained(
+                lambda: max(0, db.unfinished() - unacknowledged), result.jobs,
+                lambda: "" if any(p.poll() is None for p in procs) else "exited",
+                Meter(pids, bench.pg.data),
+            )  # fmt: skip
+        # Drained, or out of time: either way they are about to end.
+        finished = bench.procs.wait_all(procs, EXIT_GRACE)
         result.wall = time.monotonic() - started
         server.sample()
+        result.memory = memory.peak
         if not finished:
             result.note = f"{commands[0][0]} did not finish in time"
         codes = [bench.procs.stop(proc, grace=5.0) for proc in procs]
