@@ -367,10 +367,12 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         must not run on, holding row locks, seconds later."""
 
     def listen(self) -> bool:
-        """Start receiving wake-ups for newly enqueued jobs; False where the database has
-        none, and idle workers must poll."""
+        """Whether this connection can be woken for newly enqueued jobs, readying it; False
+        where the database has none, and idle workers must poll. Wake-ups come while the
+        worker is marked idle (mark_idle)."""
         return False
 
     def wait_for_jobs(self, timeout: float) -> bool:
-        """After listen() returned True: block up to `timeout` seconds for a wake-up."""
+        """After listen() returned True and mark_idle() marked the worker: block up to
+        `timeout` seconds for a wake-up."""
         raise NotImplementedError

@@ -204,14 +204,15 @@ class Limits(ABC):
             self.execute(self.sql_unblock_type, {"type": job_type, **self.wake_params})
 
     def mark_idle(self) -> bool:
-        """Before a worker waits for wake-ups (after listen()): mark it idle, where an ending
-        that frees a slot wakes workers only while some are marked. True when it was not
-        marked yet: it must then claim once more before it waits, since an ending that
-        committed just before the mark sent no wake-up."""
+        """Before a worker waits for wake-ups (after listen()): mark it idle, and have it
+        woken from now on, where an ending that frees a slot wakes workers only while some
+        are marked. True when it was not marked yet: it must then claim once more before
+        it waits, since an ending or enqueue that committed just before the mark sent it no
+        wake-up."""
         return False
 
     def unmark_idle(self) -> None:
-        """The worker has work again: drop its idle mark, if any."""
+        """The worker has work again: drop its idle mark, if any, and its wake-ups."""
         return None
 
     def wake_lapsed(self) -> int:

@@ -251,7 +251,8 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         return self.backend.listen()
 
     def _wait_for_jobs(self, timeout: float) -> bool:
-        """After _listen() returned True: block up to `timeout` seconds for a wake-up."""
+        """After _listen() returned True and _mark_idle() marked this worker: block up to
+        `timeout` seconds for a wake-up."""
         return self.backend.wait_for_jobs(timeout)
 
     def _mark_idle(self) -> bool:

@@ -110,6 +110,7 @@ def test_behind_pgbouncer_an_outcome_recorded_anew_keeps_the_wake_ups(
         with recorder(pooled, listen_dsn=direct) as (worker, session):
             worker.again_one(session, unacknowledged(claim))
             assert session.notifying, "the worker went back to polling"
+            assert session.queue._mark_idle()
             queue.enqueue(Noop())
             assert session.queue._wait_for_jobs(10), "no wake-up through listen_dsn"
 
@@ -124,16 +125,14 @@ def test_a_connection_lost_after_the_outcome_landed_records_it_once(
 
     def record(fresh: jobq.Queue) -> bool:
         recorded.append(fresh.complete(claim))
-        # The new connection ends right after the acknowledgement landed: LISTEN fails.
+        # The new connection ends right after the acknowledgement landed.
         pid = fresh.connection.info.backend_pid
         queue.backend.execute("SELECT pg_terminate_backend(%(pid)s)", {"pid": pid})
         return recorded[-1]
 
     with recorder(dsn) as (worker, session), caplog.at_level(logging.INFO):
         assert worker.again(session, [claim], None, record) is True
-        assert not session.notifying
     assert recorded == [True], "the outcome was recorded more than once"
-    assert "listen_failed" in {getattr(r, "event", None) for r in caplog.records}
     assert "will run again" not in caplog.text
 
 

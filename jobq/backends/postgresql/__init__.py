@@ -322,14 +322,11 @@ class PostgresBackend(
     def listen(self) -> bool:
         # LISTEN belongs to a session, which a transaction pooler does not keep: through
         # one, wake-ups come over a direct connection (listen_dsn), or idle workers poll.
+        # The LISTEN itself waits for the idle mark (idle.py).
         if self.listen_dsn is not None:
             self.listening = psycopg.connect(libpq_dsn(self.listen_dsn), autocommit=True)
-            self.listening.execute(f"LISTEN {NOTIFY_CHANNEL}")
             return True
-        if self.pooled:
-            return False
-        self.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        return True
+        return not self.pooled
 
     def wait_for_jobs(self, timeout: float) -> bool:
         connection = self.listening or self.connection

@@ -55,6 +55,17 @@ BARRIER = (
 UNMARK = f"SELECT pg_advisory_unlock_shared({IDLE})"
 
 
+# The worker listens only while marked. psycopg keeps every notification a connection
+# receives outside notifies() until notifies() reads it, and a worker reads one per idle
+# wait: listening throughout, a busy worker kept one for each enqueue of its whole busy
+# spell (5,000 kept after 5,000 enqueues), and a direct listen_dsn connection, read by no
+# one while the worker was busy, left its server session behind on the notification queue.
+# Listening from the mark on misses nothing: the claim the worker makes once marked reads a
+# snapshot taken after its LISTEN committed.
+LISTEN_AND_MARK = f"LISTEN {NOTIFY_CHANNEL}; {MARK}"
+UNMARK_AND_UNLISTEN = f"{UNMARK}; UNLISTEN {NOTIFY_CHANNEL}"
+
+
 class PostgresIdle:
     """A worker's idle mark, on the connection that listens."""
 
@@ -66,12 +77,16 @@ class PostgresIdle:
         if self.marked:
             return False
         connection = self.listening or self.connection
-        connection.execute(MARK)
+        # Wake-ups from before the mark, which came with the statements since the last
+        # idle spell, are stale: the claim that follows sees what they announced.
+        for _ in connection.notifies(timeout=0):
+            pass
+        connection.execute(LISTEN_AND_MARK)
         self.marked = True
         connection.execute(BARRIER)
         return True
 
     def unmark_idle(self) -> None:
         if self.marked:
-            (self.listening or self.connection).execute(UNMARK)
+            (self.listening or self.connection).execute(UNMARK_AND_UNLISTEN)
             self.marked = False
