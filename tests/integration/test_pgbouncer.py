@@ -27,6 +27,7 @@ def test_wake_ups_come_over_the_listen_dsn(pooled_dsns: tuple[str, str]) -> None
     ):
         producer.install()
         assert worker.backend.listen() is True
+        assert worker.backend.mark_idle()
         assert worker.backend.wait_for_jobs(0.05) is False
         producer.enqueue_many([Noop(), Noop()], type="a")
         assert worker.backend.wait_for_jobs(10.0) is True
