@@ -15,6 +15,7 @@ import pytest
 
 import jobq
 from chaos.observe import Deaths, Observer
+from jobq.backends.postgresql.idle import IDLE
 from jobq.records import Status
 from jobq.testing.history import read_journal
 from tests.support.apps import APPS
@@ -297,3 +298,31 @@ def test_free_slots_are_filled_in_claim_order_across_the_worker_s_types(
     starts = [e["job"] for e in read_journal(journal) if e["event"] == "start"]
     assert starts[0] == urgent, starts
     assert starts[1:] == slow, starts
+
+
+def marked_idle(queue: jobq.Queue) -> int:
+    """Sessions holding the idle mark (backends/postgresql/idle.py), as a worker waiting for a
+    wake-up does."""
+    row = queue.backend.fetchone(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+        "AND classid = 0 AND objid = %(key)s",
+        {"key": IDLE},
+    )
+    return int(row[0])
+
+
+@pytest.mark.databases("postgresql")
+def test_an_idle_concurrent_worker_is_woken_for_a_new_job(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    """With no attempt running it waits for the database's wake-up, as a process worker
+    does: polling every 600 s, it would not see the job within the test's wait."""
+    journal = tmp_path / "journal"
+    args = ("--workers", "1", "--concurrency", "4", *FAST, "--poll-interval", "600")
+    with supervisor(dsn, *args) as running:
+        wait_for("the idle worker to wait for a wake-up", lambda: marked_idle(queue) == 1, 60)
+        queue.enqueue(Sleep(0, str(journal)))
+        wait_for("the job to run", lambda: len(read_journal(journal)) == 2, 60)
+        wait_for("the worker to wait again", lambda: marked_idle(queue) == 1, 60)
+        running.signal(signal.SIGTERM)
+        assert running.wait(30) == 0, running.log

@@ -5,7 +5,9 @@ as a task. As attempts end, their outcomes are recorded in batches: the complete
 one statement with the next claim (as --prefetch does), each guarded by its own token, the
 failed ones one by one, as a process worker fails them. The database connection is used by
 one thread only, so the loop never waits on the database and no two statements ever share
-the connection at once.
+the connection at once. With no attempt running, that thread waits for a wake-up from the
+database as a process worker does (on PostgreSQL); with some running, the loop looks for
+work as each ends, or after a wait.
 
 What the master is told (protocol.py): `claimed`/`finished` with `at_once`, then `settling`
 for the attempts whose code is done, before their outcomes are recorded. The master renews
@@ -156,22 +158,22 @@ class ConcurrentChild(Child):
                     log.info("Recycling worker: %s", why, extra={"event": "recycle"})
                     return await self.all_ended(code)
             size = self.claim_size()
-            if self.ended or size:
-                try:
+            try:
+                if self.ended or size:
                     claimed = await self.record_and_claim(session, size)
-                except DatabaseLost as lost:
-                    log.error("%s: %s", lost.what, lost.__cause__, extra={"event": "db_error"})
-                    if not await self.in_database(self.reconnect, session):
-                        return EXIT_OK
-                    self.begin_first(session)
-                    continue
-                if claimed:
-                    idle_wait = FIRST_IDLE_WAIT
-                if claimed or not size:
-                    continue
-            # Nothing to record, and nothing ready for the free slots: wait for an attempt
-            # to end, or for the next look at the queue.
-            await self.wait(idle_wait)
+                    if claimed:
+                        idle_wait = FIRST_IDLE_WAIT
+                    if claimed or not size:
+                        continue
+                # Nothing to record, and nothing ready for the free slots: wait for an
+                # attempt to end, or for the next look at the queue.
+                await self.wait_for_work(session, idle_wait)
+            except DatabaseLost as lost:
+                log.error("%s: %s", lost.what, lost.__cause__, extra={"event": "db_error"})
+                if not await self.in_database(self.reconnect, session):
+                    return EXIT_OK
+                self.begin_first(session)
+                continue
             idle_wait = min(idle_wait * 2, self.settings.poll_interval)
 
     async def all_ended(self, code: int) -> int:
@@ -179,6 +181,18 @@ class ConcurrentChild(Child):
         its outcome is recorded."""
         await asyncio.gather(*self.tasks)
         return code
+
+    async def wait_for_work(self, session: Session, seconds: float) -> None:
+        """With no attempt running, wait for a wake-up from the database as a process worker
+        does, in the database's thread: no attempt can end meanwhile, nor write its progress.
+        With some running, or no wake-ups to be had, wait(seconds)."""
+        if self.slots.busy or not session.notifying:
+            await self.wait(seconds)
+            return
+        try:
+            await self.in_database(self.wait_for_jobs, session.queue)
+        except Exception as error:
+            raise DatabaseLost("Waiting for jobs failed") from error
 
     async def wait(self, seconds: float) -> None:
         """Until an attempt ends, or `seconds`. Draining, too: returning at once there would
@@ -311,6 +325,8 @@ class ConcurrentChild(Child):
             outcomes += zip(completed, settled, strict=True)
         elif size:
             claims = queue.claim_many(size, types or ())
+        if claims:
+            queue._unmark_idle()
         self.claim_types.claimed(size, len(claims))
         return outcomes, claims
 
