@@ -32,12 +32,20 @@ from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepare
 from .rates import RATES
 from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
-from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS
+from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS, in_progress
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import FLAGGED_PARENTS, LONE_ENDINGS, WORKFLOWS, PostgresWorkflows
 
 log = logging.getLogger("jobq")
+
+# One attempt's lease, extended.
+RENEW = f"""
+    UPDATE jobq_jobs
+    SET lease_until = greatest(lease_until, now() + make_interval(secs => %(lease)s))
+    WHERE id = %(id)s AND token = %(token)s AND {in_progress()} AND lease_until > now()
+    RETURNING lease_until
+"""
 
 # Every lease a master's workers hold, extended in one statement, each guarded by its token.
 RENEW_MANY = """
@@ -286,16 +294,7 @@ class PostgresBackend(
         return bool(row[0]), self.claimed(row[1:], new_token, expires)
 
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None:
-        row = self.fetchone(
-            """
-            UPDATE jobq_jobs
-            SET lease_until = greatest(lease_until, now() + make_interval(secs => %(lease)s))
-            WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
-              AND lease_until > now()
-            RETURNING lease_until
-            """,
-            {"id": job_id, "token": token, "lease": lease},
-        )
+        row = self.fetchone(RENEW, {"id": job_id, "token": token, "lease": lease})
         return None if row is None else self.to_datetime(row[0])
 
     def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
@@ -352,7 +351,7 @@ class PostgresBackend(
                 scheduled_at = now() + make_interval(secs => %(delay)s),
                 token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now(),
                 error_class = %(error_class)s, {logged("%(error)s", "%(error_class)s")}
-            WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+            WHERE id = %(id)s AND token = %(token)s AND {in_progress()}
               AND (NOT %(lease_ended_only)s OR lease_until <= now()) AND cancel_requested_at IS NULL
             RETURNING status, type, scheduled_at <= now() AS ready
         )

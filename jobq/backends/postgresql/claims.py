@@ -15,7 +15,7 @@ from ..rows import REFUSED, Refused, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .limits import KEY_LOCK_CLASS, key_hash
 from .results import logged
-from .schema import NEXT_READY
+from .schema import NEXT_READY, in_progress
 
 RETURNED = ", ".join(f"j.{column}" for column in CLAIM_COLUMNS.split(", "))
 
@@ -25,16 +25,6 @@ READY_MANY = NEXT_READY.replace(
     "jobq_next_ready(job_type text)", "jobq_ready_many(job_type text, how_many integer)"
 ).replace("LIMIT 1", "LIMIT how_many")
 MIGRATION = (READY_MANY,)
-
-
-def in_progress(alias: str = "") -> str:
-    """The condition that a row's attempt is in progress, in a form no index's predicate
-    matches: checked on the rows an acknowledgement finds by primary key. Written plainly,
-    it let the planner read every attempt in progress from the leases index (partial on
-    it, and small) and filter them for the few acknowledged: 400 rows read for one
-    acknowledgement at 400 in progress, and a batch's whole prefetch in a drain. (The status
-    is never NULL: the coalesce changes nothing but the plan.)"""
-    return f"coalesce({alias}status, '') = 'in_progress'"
 
 
 COMPLETE = f"""
@@ -292,11 +282,11 @@ class PostgresBatching(Batching):
 
     # Ready at once, so it wakes idle workers as an enqueue does (one per type: PostgreSQL
     # sends a repeated notification of a transaction once).
-    sql_release = """
+    sql_release = f"""
         WITH released AS (
             UPDATE jobq_jobs SET status = 'pending', attempts = attempts - 1, token = NULL,
                 lease_until = NULL, updated_at = now()
-            WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+            WHERE id = %(id)s AND token = %(token)s AND {in_progress()}
               AND cancel_requested_at IS NULL
             RETURNING type
         )

@@ -8,7 +8,7 @@ from typing import ClassVar
 from ..controls import LAST_ID, NO_ACTIVE_HOLDER, RECORD_COLUMNS, UNFINISHED_COUNTS, Controls
 from ..steps import Steps, every, one
 from .results import logged
-from .schema import READY, SETTINGS
+from .schema import READY, SETTINGS, in_progress
 
 # Wakes idle workers: the payload is the job's type.
 NOTIFY_CHANNEL = "jobq_jobs"
@@ -162,7 +162,7 @@ class PostgresControls(Controls):
         UPDATE jobq_jobs SET status = 'cancelled', token = NULL, lease_until = NULL,
             last_error = %(error)s, updated_at = now(), finished_at = now(),
             {logged("%(error)s")}
-        WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+        WHERE id = %(id)s AND token = %(token)s AND {in_progress()}
           AND cancel_requested_at IS NOT NULL
     """
 

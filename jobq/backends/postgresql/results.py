@@ -11,6 +11,7 @@ import psycopg
 
 from ..reporting import Reporting
 from ..shapes import attempt_entry, history_appended
+from .schema import in_progress
 
 # Tells the sessions waiting for a job (Queue.wait) that it ended: the payload is its id.
 FINISHED_CHANNEL = "jobq_finished"
@@ -60,9 +61,9 @@ def logged(error: str = "NULL", error_class: str = "NULL") -> str:
 
 
 # The attempt, while it still holds its job and its lease: {column} is progress or checkpoint.
-ATTEMPT_WRITE = """
-    UPDATE jobq_jobs SET {column} = %(value)s
-    WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress' AND lease_until > now()
+ATTEMPT_WRITE = f"""
+    UPDATE jobq_jobs SET {{column}} = %(value)s
+    WHERE id = %(id)s AND token = %(token)s AND {in_progress()} AND lease_until > now()
 """
 
 

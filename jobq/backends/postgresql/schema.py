@@ -174,3 +174,14 @@ WORKER_IDS: tuple[str, ...] = ("ALTER TABLE jobq_jobs ADD COLUMN worker text",)
 TRACE_CONTEXT: tuple[str, ...] = (
     "ALTER TABLE jobq_jobs ADD COLUMN traceparent text, ADD COLUMN tracestate text",
 )
+
+
+def in_progress(alias: str = "") -> str:
+    """The condition that a row's attempt is in progress, in a form no index's predicate
+    matches: checked on the rows a statement about given attempts (an acknowledgement, a
+    failure, a release, a renewal, a progress write) finds by primary key. Written plainly,
+    it let the planner read every attempt in progress from the leases index (partial on
+    it, and small) and filter them for the few acknowledged: 400 rows read for one
+    acknowledgement at 400 in progress, and a batch's whole prefetch in a drain. (The status
+    is never NULL: the coalesce changes nothing but the plan.)"""
+    return f"coalesce({alias}status, '') = 'in_progress'"
