@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..harness.results import Drain
+from ..measures.prefetch import find, pgq_best
 
 WORKERS = 8
 PEER_SHARE = 0.7  # jobq's default against pgqueuer's best setting
@@ -19,19 +20,6 @@ FLOOR_SHARE = 0.8  # `--prefetch 1` against the psycopg floor
 DEFAULT = ("jobq", "default")
 ONE_AT_A_TIME = ("jobq", "prefetch 1")
 FLOOR = ("floor", "psycopg")
-
-
-def find(drains: Sequence[Drain], system: str, variant: str) -> Drain | None:
-    for d in drains:
-        if (d.system, d.variant, d.workers, d.database) == (
-            system, variant, WORKERS, "postgresql"
-        ):  # fmt: skip
-            return d
-    return None
-
-
-def pgqueuer_best(drains: Sequence[Drain]) -> Drain | None:
-    return find(drains, "pgqueuer", "best") or find(drains, "pgqueuer", "default")
 
 
 def verdict(met: bool) -> str:
@@ -70,7 +58,7 @@ def ceiling(name: str, target: float, value: float | None) -> str | None:
 def targets(drains: Sequence[Drain]) -> list[str]:
     """Each of the four targets this run measured, with its verdict."""
     lines: list[str | None] = []
-    default, peer = find(drains, *DEFAULT), pgqueuer_best(drains)
+    default, peer = find(drains, *DEFAULT, WORKERS), pgq_best(drains, WORKERS)
     if default is not None and default.rate > 0:
         if peer is not None and peer.rate > 0:
             lines.append(share("jobq's default against pgqueuer's best", PEER_SHARE, default, peer))
@@ -78,7 +66,7 @@ def targets(drains: Sequence[Drain]) -> list[str]:
                              per_job(default, default.client_cpu)))  # fmt: skip
         lines.append(ceiling("PostgreSQL CPU per job, jobq's default", DATABASE_MS,
                              per_job(default, default.db_cpu)))  # fmt: skip
-    one, floor = find(drains, *ONE_AT_A_TIME), find(drains, *FLOOR)
+    one, floor = find(drains, *ONE_AT_A_TIME, WORKERS), find(drains, *FLOOR, WORKERS)
     if one is not None and floor is not None and one.rate > 0 and floor.rate > 0:
         lines.append(share("`--prefetch 1` against the psycopg floor", FLOOR_SHARE, one, floor))
     return [line for line in lines if line is not None]
