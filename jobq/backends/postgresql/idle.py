@@ -30,15 +30,21 @@ from .limits import LEANER_TRIGGERS, RELEASE_LOCK_FIRST, WAKE_HELD, release
 IDLE = 4242002
 GATE = 4242003
 
+
 # The ending's wake-up. IDLE is taken and given back within one expression (a CASE,
 # evaluated in order), so no cancel can fall between the two and leave it held. (In
 # parentheses: PL/pgSQL would end the condition at the CASE's THEN.)
-IDLE_NOTIFY = f"""IF NOT pg_try_advisory_xact_lock_shared({GATE}) THEN
-                    PERFORM pg_notify('{NOTIFY_CHANNEL}', OLD.type);
+def idle_notify(job_type: str) -> str:
+    """The wake-up of idle workers for `job_type`, an SQL expression."""
+    return f"""IF NOT pg_try_advisory_xact_lock_shared({GATE}) THEN
+                    PERFORM pg_notify('{NOTIFY_CHANNEL}', {job_type});
                 ELSIF NOT (CASE WHEN pg_try_advisory_lock({IDLE})
                         THEN pg_advisory_unlock({IDLE}) ELSE false END) THEN
-                    PERFORM pg_notify('{NOTIFY_CHANNEL}', OLD.type);
+                    PERFORM pg_notify('{NOTIFY_CHANNEL}', {job_type});
                 END IF;"""
+
+
+IDLE_NOTIFY = idle_notify("OLD.type")
 
 # Leaner triggers, and an ending that wakes idle workers only.
 IDLE_WAKES: tuple[str, ...] = (

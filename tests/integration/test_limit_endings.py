@@ -1,0 +1,48 @@
+"""On PostgreSQL, the endings of limited attempts wake their keys' blocked jobs once a
+statement (postgresql/limit_endings.py), whatever statement ends them: here one UPDATE the
+test makes itself, as an operator's or a migration's would."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+import jobq
+from tests.support.jobs import Limited
+
+pytestmark = pytest.mark.databases("postgresql")
+
+KEYS = "abcde"
+
+
+def test_one_statement_ending_attempts_of_five_keys_wakes_the_best_blocked_job_of_each(
+    queue: jobq.Queue, dsn: str
+) -> None:
+    queue.set_limit("limited", 1)
+    running = [queue.enqueue(Limited(key, 0), priority=9) for key in KEYS]
+    later = [queue.enqueue(Limited(key, 1)) for key in KEYS]
+    best = [queue.enqueue(Limited(key, 2), priority=5) for key in KEYS]
+    claims = queue.claim_many(5)
+    assert sorted(claim.id for claim in claims) == running
+    assert queue.claim() is None
+    assert len(queue.blocked()) == 10
+
+    with psycopg.connect(dsn) as connection:
+        connection.execute("SET LOCAL track_functions = 'all'")
+        ended = connection.execute(
+            "UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL, "
+            "finished_at = now() WHERE id = ANY(%s)",
+            (running,),
+        ).rowcount
+        calls = connection.execute(
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions "
+            "WHERE funcname LIKE 'jobq_limit%%'"
+        ).fetchone()
+    assert ended == 5
+    # Its own UPDATE of the woken rows fires it once more, and it leaves at once.
+    assert calls is not None
+    assert calls[0] <= 2, f"the limit triggers ran {calls[0]} times"
+
+    assert sorted(job.id for job in queue.blocked()) == later
+    woken = queue.claim_many(10)
+    assert sorted(claim.id for claim in woken) == best
