@@ -32,10 +32,11 @@ SPAN = {
 # statistics from before the drain (no job completed) planned it as the inner side of a
 # nested loop, recomputed for each of 50,000 rows (ten minutes on PostgreSQL).
 COMPLETION = (
-    "SELECT count(*), sum(CASE WHEN finished_at > (SELECT min(finished_at) FROM jobq_jobs "
-    "WHERE status = 'completed') THEN 1 ELSE 0 END), {span} "
-    "FROM jobq_jobs WHERE status = 'completed'"
+    "SELECT count(*), sum(CASE WHEN finished_at > (SELECT min(finished_at) FROM {rows} "
+    ") THEN 1 ELSE 0 END), {span} FROM {rows}"
 )
+# The completions a rate is read from: every one, or the earliest `first` ({limit}).
+COMPLETED = "(SELECT finished_at FROM jobq_jobs WHERE status = 'completed'{limit}) AS done"
 
 DATABASE_NAMES = {"postgresql": "postgresql", "mysql": "mariadb", "sqlite": "sqlite"}
 
@@ -122,10 +123,14 @@ class JobqDb:
             self.scalar("SELECT count(*) FROM jobq_jobs WHERE status IN ('pending', 'in_progress')")
         )
 
-    def completion(self) -> tuple[int, int, float, dict[str, int]]:
+    def completion(self, first: int | None = None) -> tuple[int, int, float, dict[str, int]]:
         """(completed jobs, those after the first completion time, first-to-last completion
-        span in s, {other status: count})."""
-        count, after, span = self.rows(COMPLETION.format(span=SPAN[self.kind]))[0]
+        span in s, {other status: count}); of the `first` earliest completions only, if
+        given: a drain stopped once they were done (scale.py) completes the jobs its workers
+        had claimed ahead during the stop, which would put the stop in the rate."""
+        limit = "" if first is None else f" ORDER BY finished_at LIMIT {int(first)}"
+        rows = COMPLETED.format(limit=limit)
+        count, after, span = self.rows(COMPLETION.format(rows=rows, span=SPAN[self.kind]))[0]
         others = {
             str(status): int(n)
             for status, n in self.rows(

@@ -194,7 +194,7 @@ def drain(bench: Bench, dsn: str, scenario: Scenario, sizes: Sizes) -> Drain:
         bench.procs.stop(proc, signal.SIGTERM, grace=45.0)
         if ran := maintenance_runs(db) - autovacuum:
             result.note = ", ".join(filter(None, [result.note, f"{ran} autovacuum run(s)"]))
-        result.completed, result.after_first, result.span, _ = db.completion()
+        result.completed, result.after_first, result.span, _ = db.completion(measured)
         result.jobs = result.completed
     finally:
         if scenario.stale and db.kind in AUTO_STATISTICS:
