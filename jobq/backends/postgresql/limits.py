@@ -1,6 +1,7 @@
 """PostgreSQL's concurrency limits: the columns and tables, the trigger that admits or
 blocks each claim of a limited job, the trigger that wakes a blocked job when an attempt of
-its key ends, and the operator's statements.
+its key ends (once a statement since the set-endings version: limit_endings.py), and the
+operator's statements.
 
 The triggers see every claim and every ending, whichever statement makes it (a claim, a
 batch, an acknowledgement fused with the next claim, a settle, a cancel, a release, the
