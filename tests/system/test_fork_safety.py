@@ -71,12 +71,16 @@ def test_connections_an_app_opens_at_import_are_never_shared_between_workers(
         cursor.close()
     finally:
         app.close()
-    for row, token in tokens.items():
-        queue.enqueue(ReadOwn(row, token))
     journal = tmp_path / "journal"
     env = {"FORKSAFE_DSN": dsn, "FORKSAFE_JOURNAL": str(journal)}
-    args = ("--workers", "3", "--app", "forksafe_app", *FAST)
+    # One job a claim, enqueued once every worker is ready: otherwise, on a loaded machine,
+    # the first worker up could claim them all in growing batches before the others came,
+    # and the test would prove nothing about sharing.
+    args = ("--workers", "3", "--app", "forksafe_app", "--prefetch", "1", *FAST)
     with supervisor(dsn, *args, env=env) as running:
+        wait_for("three workers ready", lambda: workers_ready(running) >= 3)
+        for row, token in tokens.items():
+            queue.enqueue(ReadOwn(row, token))
         wait_for(
             f"all {rows} jobs to complete; log:\n{running.log}",
             lambda: queue.counts() == {"completed": rows},
