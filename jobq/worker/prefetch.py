@@ -8,7 +8,11 @@ of a batch makes the jobs behind it wait, which matters for every job. So:
 - Without it the size adapts: the worker keeps the durations of its last WINDOW jobs of each
   type, and claims ADAPTIVE_MAX jobs only while every type it may claim ran short (median
   under SHORT) and its previous claim came back full (the backlog is deep; rows a limit
-  refused count, since they were there to pick); otherwise one.
+  refused count, since they were there to pick); otherwise one. After a claim of short jobs
+  that came back short, the next asks for as many as it found: the backlog is about that
+  deep. Falling to one job there made each batch grow again through 1, 10, 20, ... on a
+  backlog that stays shallow because it fills as fast as it drains (limited keys, each
+  with its next job woken or claimed as the last ends): three claims where one would do.
   A worker given --type may claim those types; one without may claim any type, so every
   type in its window must be short, and a type it never ran counts as long (it claims one
   at a time until it has seen one). Each further claim that comes back full doubles the
@@ -51,6 +55,7 @@ class PrefetchRule:
         self.durations: dict[str, deque[float]] = {}
         self.full = False
         self.asked = 0
+        self.got = 0
 
     def ran(self, job_type: str, seconds: float) -> None:
         """Remember how long a job of `job_type` ran."""
@@ -66,14 +71,17 @@ class PrefetchRule:
         job."""
         self.full = asked > 0 and got >= asked
         self.asked = asked
+        self.got = got
 
     def size(self) -> int:
         """How many jobs the next claim asks for."""
         if self.fixed is not None:
             return self.fixed
-        slowest = self.slowest_short() if self.full else None
+        slowest = self.slowest_short()
         if slowest is None:
             return 1
+        if not self.full:
+            return max(1, min(self.got, self.ceiling(slowest)))
         if self.asked < ADAPTIVE_MAX:
             return ADAPTIVE_MAX
         return max(ADAPTIVE_MAX, min(2 * self.asked, self.ceiling(slowest)))

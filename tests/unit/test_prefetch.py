@@ -41,12 +41,20 @@ def test_an_adaptive_worker_claims_one_job_until_it_has_seen_short_jobs_and_a_fu
     assert rule.size() == ADAPTIVE_MAX
 
 
-def test_an_adaptive_worker_claims_one_job_when_the_backlog_ran_dry() -> None:
+def test_an_adaptive_worker_claims_as_many_as_it_found_when_the_backlog_ran_short() -> None:
     rule = warmed(PrefetchRule(None, (), VOUCHED), {"a": SHORT / 10})
     rule.claimed(ADAPTIVE_MAX, 3)
-    assert rule.size() == 1
+    assert rule.size() == 3
+    rule.claimed(3, 0)
+    assert rule.size() == 1, "nothing found: one job"
     rule.claimed(1, 1)
     assert rule.size() == ADAPTIVE_MAX
+
+
+def test_a_short_claim_of_long_jobs_still_claims_one() -> None:
+    rule = warmed(PrefetchRule(None, (), VOUCHED), {"a": SHORT * 2})
+    rule.claimed(1, 0)
+    assert rule.size() == 1
 
 
 def sizes_while_full(rule: PrefetchRule, claims: int) -> list[int]:
@@ -62,9 +70,8 @@ def test_full_claims_of_very_short_jobs_double_the_batch_up_to_the_message_bound
     rule = warmed(PrefetchRule(None, (), VOUCHED), {"a": 0.0001})
     assert sizes_while_full(rule, 9) == [10, 20, 40, 80, 160, 320, 640, MAX_PREFETCH, MAX_PREFETCH]
     rule.claimed(MAX_PREFETCH, 7)
-    assert rule.size() == 1, "the backlog ran dry: one at a time, growing again from there"
-    rule.claimed(1, 1)
-    assert sizes_while_full(rule, 3) == [10, 20, 40]
+    assert rule.size() == 7, "the backlog ran short: as many as it found, growing from there"
+    assert sizes_while_full(rule, 4) == [7, 10, 20, 40]
 
 
 def test_a_grown_batch_runs_within_its_time_by_the_slowest_median() -> None:
