@@ -27,7 +27,7 @@ from .dsn import libpq_dsn
 from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
 from .key_locks import KEY_LOCKS
-from .limit_endings import SET_ENDINGS
+from .limit_endings import LEANER_ENDINGS, SET_ENDINGS
 from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .rates import RATES
@@ -96,6 +96,7 @@ class PostgresBackend(
         FLAGGED_PARENTS,
         KEY_LOCKS,
         SET_ENDINGS,
+        LEANER_ENDINGS,
     )
 
     def __init__(
