@@ -345,6 +345,7 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
             job.tracestate,
             job.limit_key,
             job.rate_key,
+            job.blocked_on,
         )
 
     def insert_params(self, job: NewJob) -> dict[str, Any]:

@@ -34,6 +34,7 @@ INSERT_NAMES = (
     "tracestate",
     "limit_key",
     "rate_key",
+    "blocked_on",
 )
 
 
@@ -61,6 +62,9 @@ class NewJob(NamedTuple):
     limit_key: str | None = None
     # The key a rate limit counts the job's starts under (None: the type has none).
     rate_key: str | None = None
+    # The limit the job is written blocked on, behind its key's first jobs of the same
+    # enqueue_many (see queue/limits.queued_behind); None: written ready.
+    blocked_on: str | None = None
 
 
 class Runner(NamedTuple):

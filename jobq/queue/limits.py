@@ -29,6 +29,32 @@ def undeclared(
     return [each for each in found if each not in declared]
 
 
+def queued_behind(jobs: Sequence[Job], rows: list[NewJob]) -> list[NewJob]:
+    """The rows of one enqueue_many with each key's jobs beyond its declared limit written
+    blocked, behind the key's first jobs, so that the claims never meet them. Otherwise a
+    burst of one key's jobs comes to the claims all ready: each claim of a full key's job
+    is refused, and the refused job blocked, then woken again, two more writes a job.
+
+    A job blocked here is woken as one blocked by a claim is: the key's first jobs are
+    written in the same transaction, so the ending of each of their attempts (or their
+    claim's refusal, which blocks them in turn behind attempts that will end) comes after
+    the commit and wakes the next. The call's options give every row one priority and one
+    schedule, so the first in the order given are the best. The count is the class's
+    declaration: an operator's higher override fills the key at its first ending, a lower
+    one is the claim's to enforce, as always."""
+    room: dict[tuple[str, str], int] = {}
+    for index, (job, row) in enumerate(zip(jobs, rows, strict=True)):
+        limit = concurrency_of(job)
+        if limit is None or row.limit_key is None:
+            continue
+        key = (row.type, row.limit_key)
+        left = room.get(key, limit.count)
+        room[key] = left - 1
+        if left <= 0:
+            rows[index] = row._replace(blocked_on=CONCURRENCY)
+    return rows
+
+
 class LimitControls:
     """Mixed into the Queue."""
 

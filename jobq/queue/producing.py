@@ -19,6 +19,7 @@ from ..backends.rows import NewJob
 from ..codec import Codec
 from ..job import Job
 from ..retry import RetryPolicy
+from .limits import queued_behind
 from .new_jobs import Options, Schedule, new_jobs
 from .unique_keys import UniqueKeys, unique_keys
 from .workflows import parents_of
@@ -103,8 +104,14 @@ class Producing(ABC, Generic[IdT, IdsT]):
         parents = parents_of(after, unique_key)
         options = Options.of(type, Schedule.of(delay, scheduled_at, deadline), retry, priority)
         given = list(jobs)
-        rows = new_jobs(self.codec, given, unique_keys(unique_key, given), options)
+        keys = unique_keys(unique_key, given)
+        rows = new_jobs(self.codec, given, keys, options)
         self._declare_limits(given, rows)
+        # A job written blocked relies on its key's first jobs being written and run: a
+        # taken unique key writes no row, and parents may cancel the lot, so those calls
+        # leave their jobs ready, to the claims.
+        if not parents and all(key is None for key in keys):
+            rows = queued_behind(given, rows)
         return self._add_many(rows, connection, parents)
 
     @abstractmethod

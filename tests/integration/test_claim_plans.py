@@ -1,5 +1,6 @@
 """A claim reads a ready index in order, never the whole table, whatever else is queued and
-whatever the database's statistics say, with priorities in use and a type paused.
+whatever the database's statistics say, with priorities in use, a type paused and a backlog
+blocked behind one key's limit.
 
 Each claim, of any type, one type or several, walks an index that is already in schedule
 order and stops at its first row: not past finished rows, not past ready rows of other types,
@@ -27,7 +28,7 @@ from jobq.backends.postgresql import limits as postgresql_limits
 from jobq.backends.postgresql import schema as postgresql_schema
 from jobq.backends.shapes import type_params
 from jobq.backends.sqlite import claims as sqlite_claims
-from tests.support.jobs import Noop
+from tests.support.jobs import Limited, Noop
 from tests.support.plans import (
     STATISTICS,
     logged_plans,
@@ -44,12 +45,16 @@ OTHER_ROWS = 3000
 PRIORITIES = (-5, 0, 7)
 # Ready jobs of a paused type, at the highest priority: claims of any type step over them.
 PAUSED_ROWS = 200
+# One key's jobs enqueued together, all but its limit's first two written blocked: the
+# batched acknowledgement's look for the next job of a key walks only that key's.
+BLOCKED_ROWS = 1000
 # The row a claim updates is found by primary key, and so are the ones the fused statement
 # acknowledges. Those whose keys it locks first may be read from the limited jobs in
 # progress, in their partial index. Never from the status page's jobs index: every job that
 # was ever in progress has an entry there until vacuum, and that walk grew with each
-# acknowledgement.
-OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_limit_running")
+# acknowledgement. The next job of each key that a batched acknowledgement frees comes from
+# the index of blocked jobs, by key, a walk that stops at its first row (claims.SUCCESSORS).
+OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_limit_running", "jobq_jobs_limit_blocked")
 # Claims of any type (none), of one type, and of several: one that has jobs, one without.
 TYPES = [(), ("email",), ("email", "missing")]
 # A concurrent worker's acknowledgement: a few attempts among many in progress.
@@ -74,6 +79,7 @@ def crowded(request: pytest.FixtureRequest, dsn: str, db_kind: str) -> Iterator[
                 queue.enqueue_many(others, type="other", scheduled_at=earlier, priority=priority)
             queue.enqueue_many([Noop() for _ in range(PAUSED_ROWS)], type="held", priority=1000)
             queue.pause("held")
+            queue.enqueue_many([Limited("crowd", i) for i in range(BLOCKED_ROWS)])
         yield queue
 
 

@@ -130,6 +130,51 @@ def test_a_claim_that_fills_its_key_blocks_the_key_s_other_ready_jobs(queue: job
     assert queue.waits_on(other) == ("b", None)
 
 
+def test_enqueue_many_writes_a_key_s_jobs_beyond_its_limit_blocked(queue: jobq.Queue) -> None:
+    # Behind the key's first two, written in the same transaction: the claims never meet
+    # them, and each ending of those wakes the next, best first.
+    *a, b = queue.enqueue_many([*(Limited("a", i) for i in range(5)), Limited("b")])
+    assert sorted(job.id for job in queue.blocked()) == a[2:]
+    assert queue.waits_on(a[2]) == ("a", CONCURRENCY)
+    first = queue.claim_many(10)
+    assert sorted(claim.id for claim in first) == [*a[:2], b]
+    done = next(claim for claim in first if claim.id == a[0])
+    assert queue.complete(done)
+    (woken,) = queue.claim_many(10)
+    assert woken.id == a[2]
+    assert sorted(job.id for job in queue.blocked()) == a[3:]
+
+
+def test_enqueue_many_leaves_jobs_ready_where_their_first_may_never_run(
+    queue: jobq.Queue,
+) -> None:
+    # A taken unique key writes no row, and a parent's failure cancels the lot: no job is
+    # left blocked behind a first job that is not there to end.
+    parent = queue.enqueue(Noop())
+    queue.enqueue_many([Limited("a", i) for i in range(4)], unique_key=[f"u{i}" for i in range(4)])
+    queue.enqueue_many([Limited("b", i) for i in range(4)], after=[parent])
+    assert queue.blocked() == []
+
+
+@pytest.mark.databases("postgresql")
+def test_a_batched_acknowledgement_claims_the_next_job_of_each_key_it_frees(
+    queue: jobq.Queue,
+) -> None:
+    # Claimed in the slot the completion frees: not woken by the ending and claimed later.
+    # Among jobs of its priority only: a higher one of another key still goes first.
+    queue.set_limit("limited", 1)
+    a = queue.enqueue_many([Limited("a", i) for i in range(3)])
+    (first,) = queue.claim_many(1)
+    _, (second,) = queue.complete_many_and_claim([first], 1)
+    assert second.id == a[1]
+    urgent = queue.enqueue(Limited("b"), priority=5)
+    _, (third,) = queue.complete_many_and_claim([second], 1)
+    assert third.id == urgent
+    assert queue.blocked() == [], "the ending woke the key's next job instead"
+    (fourth,) = queue.claim_many(1)
+    assert fourth.id == a[2]
+
+
 @pytest.mark.lease(1)
 def test_a_slot_is_free_once_its_lease_ends(queue: jobq.Queue) -> None:
     """As when a master is SIGKILLed with the attempt: nothing settles it, yet once its

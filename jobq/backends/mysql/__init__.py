@@ -43,7 +43,8 @@ INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
     "%(max_backoff{i})s, %(jitter{i})s, coalesce(%(scheduled_at{i})s, {delay}), "
     "coalesce(%(deadline{i})s, {deadline_in}), %(priority{i})s, {now}, {now}, %(unique_key{i})s, "
-    "%(traceparent{i})s, %(tracestate{i})s, %(limit_key{i})s, %(rate_key{i})s)"
+    "%(traceparent{i})s, %(tracestate{i})s, %(limit_key{i})s, %(rate_key{i})s, "
+    "%(blocked_on{i})s)"
 )
 
 
@@ -62,7 +63,7 @@ def insert_statement(rows: int) -> str:
     return f"""
         INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff, max_backoff,
             jitter, scheduled_at, deadline, priority, created_at, updated_at, unique_key,
-            traceparent, tracestate, limit_key, rate_key)
+            traceparent, tracestate, limit_key, rate_key, blocked_on)
         VALUES {values}
     """
 

@@ -4,6 +4,7 @@ acknowledgement fused with the next batch; the release of claims that never star
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
@@ -15,7 +16,7 @@ from ..rows import REFUSED, Refused, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .limits import KEY_LOCK_CLASS, key_hash
 from .results import logged
-from .schema import NEXT_READY, in_progress
+from .schema import NEXT_READY, READY, in_progress
 
 RETURNED = ", ".join(f"j.{column}" for column in CLAIM_COLUMNS.split(", "))
 
@@ -105,16 +106,53 @@ def probe_many(index: int | None) -> str:
     return f"SELECT id, priority, scheduled_at FROM jobq_ready_many({which}, %(n)s::integer)"
 
 
+# The next job of each concurrency key whose attempt the statement completes ({done}, a
+# CTE returning their type and limit_key): the best of the key's blocked jobs that is
+# otherwise ready, claimed at once in the slot the completion frees. Without it, the
+# completion's trigger (limit_endings.py) wakes that job, a write, and a later claim writes
+# it again; here the claim is the only write, and the trigger finds the slot taken. The
+# keys come from {done}, aggregated, so every completion is made before any of these rows
+# is claimed, and the claim's admit counts the key with its completion in (a count that
+# still found it full would block the row again, and the trigger would wake it). Only
+# keys of the types this worker just ran, so of its own types; a paused type's are left.
+# They come first among the jobs of their priority (`later` orders them): a worker goes on
+# with the keys it holds, and the ready jobs of other keys are left to the other claims,
+# which is where they would be had the ending woken these.
+BLOCKED_READY = re.sub(r"\b(status|scheduled_at|deadline|attempts|max_attempts)\b", r"b.\1", READY)
+SUCCESSORS = f"""
+    successors AS (
+        SELECT s.id, s.priority, s.scheduled_at, 0 AS later
+        FROM (SELECT DISTINCT type, limit_key FROM {{done}} WHERE limit_key IS NOT NULL) AS k
+        CROSS JOIN LATERAL (
+            SELECT b.id, b.priority, b.scheduled_at FROM jobq_jobs b
+            WHERE b.type = k.type AND b.limit_key = k.limit_key
+              AND {BLOCKED_READY}
+              AND b.blocked_on IS NOT NULL
+              AND NOT EXISTS (SELECT FROM jobq_paused p WHERE p.type = b.type)
+            ORDER BY b.priority DESC, b.scheduled_at, b.id LIMIT 1
+            FOR UPDATE SKIP LOCKED) AS s
+    )
+"""
+
+
 @cache
-def claim_parts(type_count: int, gate: str = "TRUE") -> tuple[str, str]:
+def claim_parts(type_count: int, gate: str = "TRUE", done: str = "") -> tuple[str, str]:
     """The common table expressions that pick up to n rows and hand each its token (the
     i-th of %(tokens)s to the i-th row picked), once `gate` holds (see HELD_KEYS), and the
-    UPDATE that claims them."""
+    UPDATE that claims them. With `done`, the CTE of the statement's completions, the
+    picks include the next job of each of their keys (SUCCESSORS)."""
     probes = [probe_many(i) for i in range(type_count)] or [probe_many(None)]
+    ready, order, successors = earliest(probes, "%(n)s"), "priority DESC, scheduled_at, id", ""
+    if done:
+        order = "priority DESC, later, scheduled_at, id"
+        ready = f"""SELECT id, priority, scheduled_at, 1 AS later FROM ({ready}) AS probed
+            UNION ALL SELECT * FROM successors ORDER BY {order} LIMIT %(n)s"""
+        successors = SUCCESSORS.format(done=done) + ","
     picked = f"""
+        {successors}
         picked AS (
-            SELECT id, row_number() OVER (ORDER BY priority DESC, scheduled_at, id) AS place
-            FROM ({earliest(probes, "%(n)s")}) AS ready
+            SELECT id, row_number() OVER (ORDER BY {order}) AS place
+            FROM ({ready}) AS ready
             WHERE {gate}
             LIMIT %(n)s
         ),
@@ -127,7 +165,7 @@ def claim_parts(type_count: int, gate: str = "TRUE") -> tuple[str, str]:
         UPDATE jobq_jobs AS j SET status = 'in_progress', attempts = j.attempts + 1,
             token = handed.token, lease_until = now() + make_interval(secs => %(lease)s),
             host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = now(),
-            started_at = coalesce(j.started_at, now()), attempted_at = now()
+            started_at = coalesce(j.started_at, now()), attempted_at = now(), blocked_on = NULL
         FROM handed WHERE j.id = handed.id
           -- Implied by the join, and there so that the planner looks the rows up by primary
           -- key: it hashed the whole table for a batch of a hundred, 27 ms at 20,000 rows.
@@ -149,7 +187,7 @@ def complete_many_and_claim_statement(type_count: int) -> str:
     one claimed row's columns (NULL when nothing was ready) after a first column, which on
     one row is the ids completed (NULL if none) and on every other row NULL. As in
     complete_and_claim_statement, one snapshot: no row acknowledged can be claimed again."""
-    picked, update = claim_parts(type_count, GATE)
+    picked, update = claim_parts(type_count, GATE, "done")
     return f"""
         WITH {HELD_KEYS.format(ids="%(ids)s::bigint[]")},
         acked AS (
@@ -170,7 +208,7 @@ def complete_many_and_claim_statement(type_count: int) -> str:
               -- progress, a third of the statement's server time for 28 acknowledgements,
               -- two fifths for 100 (measured).
               AND d.id = ANY(ARRAY(SELECT id FROM acked))
-            RETURNING d.id
+            RETURNING d.id, d.type, d.limit_key
         ),
         {picked},
         claimed AS ({update})

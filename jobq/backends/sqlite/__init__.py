@@ -40,7 +40,7 @@ MIN_VERSION = (3, 35, 0)
 # Positional parameters, in the order of INSERT_NAMES: SQLite looks each named parameter up
 # in a list of the statement's names, which made a chunk of 2,000 rows take half a second.
 INSERT_ROW = (
-    f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?, ?, ?, ?, ?)"
+    f"(?, ?, ?, ?, ?, ?, ?, coalesce(?, {NOW} + ?), coalesce(?, {NOW} + ?), ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -193,8 +193,8 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         ids = yield from self.insert_chunk_steps([job], taken="ON CONFLICT DO NOTHING")
         return ids[0] if ids else None
 
-    # Seventeen parameters a row, under SQLite's limit of 32,766 a statement.
-    chunk_rows = 1900
+    # Eighteen parameters a row, under SQLite's limit of 32,766 a statement.
+    chunk_rows = 1800
 
     def insert_chunk_steps(self, jobs: Sequence[NewJob], taken: str = "") -> Steps[list[int]]:
         """`taken`: what a row whose unique_key is taken does (only rows with a key say)."""
@@ -202,7 +202,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         sql = f"""
             INSERT INTO jobq_jobs (type, class_name, payload, max_attempts, backoff,
                 max_backoff, jitter, scheduled_at, deadline, priority, unique_key, traceparent,
-                tracestate, limit_key, rate_key)
+                tracestate, limit_key, rate_key, blocked_on)
             VALUES {values} {taken}
             RETURNING id
         """
