@@ -1,6 +1,7 @@
 """On PostgreSQL, the endings of limited attempts wake their keys' blocked jobs once a
 statement (postgresql/limit_endings.py), whatever statement ends them: here one UPDATE the
-test makes itself, as an operator's or a migration's would."""
+test makes itself, as an operator's or a migration's would. And a claim of a blocked job, as
+a batched acknowledgement makes one of the next job of a key it frees, runs the admit alone."""
 
 from __future__ import annotations
 
@@ -46,3 +47,24 @@ def test_one_statement_ending_attempts_of_five_keys_wakes_the_best_blocked_job_o
     assert sorted(job.id for job in queue.blocked()) == later
     woken = queue.claim_many(10)
     assert sorted(claim.id for claim in woken) == best
+
+
+def test_a_claim_of_a_blocked_job_is_admitted_and_fills_nothing(
+    queue: jobq.Queue, dsn: str
+) -> None:
+    blocked = queue.enqueue_many([Limited("a", i) for i in range(3)])[2]
+    with psycopg.connect(dsn) as connection:
+        connection.execute("SET LOCAL track_functions = 'all'")
+        claimed = connection.execute(
+            "UPDATE jobq_jobs SET status = 'in_progress', blocked_on = NULL, token = 't', "
+            "lease_until = now() + interval '1 minute' WHERE id = %s RETURNING status",
+            (blocked,),
+        ).fetchone()
+        calls: dict[str, int] = dict(
+            connection.execute(
+                "SELECT funcname, calls FROM pg_stat_xact_user_functions "
+                "WHERE funcname LIKE 'jobq_limit%%'"
+            ).fetchall()
+        )
+    assert claimed == ("in_progress",)
+    assert calls == {"jobq_limit_admit": 1, "jobq_limit_endings": 1}

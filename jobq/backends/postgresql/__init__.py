@@ -28,7 +28,7 @@ from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
 from .key_locks import KEY_LOCKS
 from .limit_endings import LEANER_ENDINGS, SET_ENDINGS
-from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
+from .limits import FILL_FROM_READY, LIMIT_WAKES, LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .rates import RATES
 from .replication import failover_risk
@@ -96,7 +96,7 @@ class PostgresBackend(
         FLAGGED_PARENTS,
         KEY_LOCKS,
         SET_ENDINGS,
-        LEANER_ENDINGS,
+        (*LEANER_ENDINGS, *FILL_FROM_READY),
     )
 
     def __init__(
