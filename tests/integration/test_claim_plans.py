@@ -26,6 +26,7 @@ from jobq.backends.postgresql import RENEW, RENEW_MANY
 from jobq.backends.postgresql import claims as postgresql_claims
 from jobq.backends.postgresql import limits as postgresql_limits
 from jobq.backends.postgresql import schema as postgresql_schema
+from jobq.backends.postgresql import successors as postgresql_successors
 from jobq.backends.shapes import type_params
 from jobq.backends.sqlite import claims as sqlite_claims
 from tests.support.jobs import Limited, Noop
@@ -52,9 +53,8 @@ BLOCKED_ROWS = 1000
 # acknowledges. Those whose keys it locks first may be read from the limited jobs in
 # progress, in their partial index. Never from the status page's jobs index: every job that
 # was ever in progress has an entry there until vacuum, and that walk grew with each
-# acknowledgement. The next job of each key that a batched acknowledgement frees comes from
-# the index of blocked jobs, by key, a walk that stops at its first row (claims.SUCCESSORS).
-OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_limit_running", "jobq_jobs_limit_blocked")
+# acknowledgement.
+OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_limit_running")
 # Claims of any type (none), of one type, and of several: one that has jobs, one without.
 TYPES = [(), ("email",), ("email", "missing")]
 # A concurrent worker's acknowledgement: a few attempts among many in progress.
@@ -135,6 +135,31 @@ def test_postgresql_probes_walk_a_ready_index_in_order(
     scans = list(table_scans(plan))
     found = [(scan["Node Type"], scan.get("Index Name"), sorted_) for scan, sorted_ in scans]
     assert found == [("Index Scan", index, False)], found
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_next_jobs_of_freed_keys_walk_each_key_s_blocked_jobs_in_order(
+    crowded: jobq.Queue,
+) -> None:
+    """The query by which a batched acknowledgement finds the next jobs of the keys it frees
+    (successors.py), behind a key's blocked backlog, planned as its function plans it: one
+    ordered walk of the blocked jobs' index for each key, stopping at its free slots, and its
+    count from the attempts in progress."""
+    query = postgresql_successors.KEY_SUCCESSORS_QUERY.replace(
+        "unnest(held_types, held_keys)", "unnest(%(types)s::text[], %(keys)s::text[])"
+    )
+    params = {"types": "{limited,limited}", "keys": "{crowd,other}"}
+    with crowded.backend.transaction():
+        for name, value in postgresql_schema.PROBE_SETTINGS.items():
+            crowded.backend.execute(f"SET LOCAL {name} = {value}")
+        scans = list(table_scans(postgresql_plan(crowded, query, params)))
+    found = {(scan["Node Type"], index_read(scan), sorted_) for scan, sorted_ in scans}
+    assert found <= {
+        ("Index Scan", "jobq_jobs_limit_blocked", False),
+        ("Index Only Scan", "jobq_jobs_limit_running", False),
+        ("Index Scan", "jobq_jobs_limit_running", False),
+    }, found
+    assert ("Index Scan", "jobq_jobs_limit_blocked", False) in found
 
 
 @pytest.mark.databases("sqlite")

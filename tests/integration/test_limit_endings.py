@@ -1,7 +1,8 @@
 """On PostgreSQL, the endings of limited attempts wake their keys' blocked jobs once a
 statement (postgresql/limit_endings.py), whatever statement ends them: here one UPDATE the
-test makes itself, as an operator's or a migration's would. And a claim of a blocked job, as
-a batched acknowledgement makes one of the next job of a key it frees, runs the admit alone."""
+test makes itself, as an operator's or a migration's would. And a claim of a blocked job, which
+only a batched acknowledgement makes (successors.py admits it, for all its keys at once),
+runs neither the admit nor the fill."""
 
 from __future__ import annotations
 
@@ -49,9 +50,7 @@ def test_one_statement_ending_attempts_of_five_keys_wakes_the_best_blocked_job_o
     assert sorted(claim.id for claim in woken) == best
 
 
-def test_a_claim_of_a_blocked_job_is_admitted_and_fills_nothing(
-    queue: jobq.Queue, dsn: str
-) -> None:
+def test_a_claim_of_a_blocked_job_runs_no_row_trigger(queue: jobq.Queue, dsn: str) -> None:
     blocked = queue.enqueue_many([Limited("a", i) for i in range(3)])[2]
     with psycopg.connect(dsn) as connection:
         connection.execute("SET LOCAL track_functions = 'all'")
@@ -67,4 +66,4 @@ def test_a_claim_of_a_blocked_job_is_admitted_and_fills_nothing(
             ).fetchall()
         )
     assert claimed == ("in_progress",)
-    assert calls == {"jobq_limit_admit": 1, "jobq_limit_endings": 1}
+    assert calls == {"jobq_limit_endings": 1}

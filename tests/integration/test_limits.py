@@ -175,6 +175,24 @@ def test_a_batched_acknowledgement_claims_the_next_job_of_each_key_it_frees(
     assert fourth.id == a[2]
 
 
+@pytest.mark.databases("postgresql")
+def test_a_batched_acknowledgement_claims_next_jobs_only_into_free_slots(
+    queue: jobq.Queue,
+) -> None:
+    # Counted after its completions, with the attempts of the key it did not complete: one
+    # slot of two freed, one job; the limit lowered to what still runs, none.
+    a = queue.enqueue_many([Limited("a", i) for i in range(5)])
+    first = sorted(queue.claim_many(2), key=lambda claim: claim.id)
+    assert [claim.id for claim in first] == a[:2]
+    _, claimed = queue.complete_many_and_claim(first[:1], 10)
+    assert [claim.id for claim in claimed] == a[2:3]
+    queue.set_limit("limited", 1)
+    _, claimed = queue.complete_many_and_claim(first[1:], 10)
+    assert claimed == []
+    assert sorted(job.id for job in queue.blocked()) == a[3:]
+    assert running_by_key(queue) == {"a": 1}
+
+
 @pytest.mark.lease(1)
 def test_a_slot_is_free_once_its_lease_ends(queue: jobq.Queue) -> None:
     """As when a master is SIGKILLed with the attempt: nothing settles it, yet once its

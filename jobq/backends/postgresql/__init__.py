@@ -28,12 +28,13 @@ from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
 from .key_locks import KEY_LOCKS
 from .limit_endings import LEANER_ENDINGS, SET_ENDINGS
-from .limits import FILL_FROM_READY, LIMIT_WAKES, LIMITS, PostgresLimits
+from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .rates import RATES
 from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS, in_progress
+from .successors import SUCCESSOR_CLAIMS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import FLAGGED_PARENTS, LONE_ENDINGS, WORKFLOWS, PostgresWorkflows
@@ -96,7 +97,7 @@ class PostgresBackend(
         FLAGGED_PARENTS,
         KEY_LOCKS,
         SET_ENDINGS,
-        (*LEANER_ENDINGS, *FILL_FROM_READY),
+        (*LEANER_ENDINGS, *SUCCESSOR_CLAIMS),
     )
 
     def __init__(

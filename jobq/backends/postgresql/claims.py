@@ -4,7 +4,6 @@ acknowledgement fused with the next batch; the release of claims that never star
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
@@ -16,7 +15,8 @@ from ..rows import REFUSED, Refused, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .limits import KEY_LOCK_CLASS, key_hash
 from .results import logged
-from .schema import NEXT_READY, READY, in_progress
+from .schema import NEXT_READY, in_progress
+from .successors import SUCCESSORS
 
 RETURNED = ", ".join(f"j.{column}" for column in CLAIM_COLUMNS.split(", "))
 
@@ -106,41 +106,12 @@ def probe_many(index: int | None) -> str:
     return f"SELECT id, priority, scheduled_at FROM jobq_ready_many({which}, %(n)s::integer)"
 
 
-# The next job of each concurrency key whose attempt the statement completes ({done}, a
-# CTE returning their type and limit_key): the best of the key's blocked jobs that is
-# otherwise ready, claimed at once in the slot the completion frees. Without it, the
-# completion's trigger (limit_endings.py) wakes that job, a write, and a later claim writes
-# it again; here the claim is the only write, and the trigger finds the slot taken. The
-# keys come from {done}, aggregated, so every completion is made before any of these rows
-# is claimed, and the claim's admit counts the key with its completion in (a count that
-# still found it full would block the row again, and the trigger would wake it). Only
-# keys of the types this worker just ran, so of its own types; a paused type's are left.
-# They come first among the jobs of their priority (`later` orders them): a worker goes on
-# with the keys it holds, and the ready jobs of other keys are left to the other claims,
-# which is where they would be had the ending woken these.
-BLOCKED_READY = re.sub(r"\b(status|scheduled_at|deadline|attempts|max_attempts)\b", r"b.\1", READY)
-SUCCESSORS = f"""
-    successors AS (
-        SELECT s.id, s.priority, s.scheduled_at, 0 AS later
-        FROM (SELECT DISTINCT type, limit_key FROM {{done}} WHERE limit_key IS NOT NULL) AS k
-        CROSS JOIN LATERAL (
-            SELECT b.id, b.priority, b.scheduled_at FROM jobq_jobs b
-            WHERE b.type = k.type AND b.limit_key = k.limit_key
-              AND {BLOCKED_READY}
-              AND b.blocked_on IS NOT NULL
-              AND NOT EXISTS (SELECT FROM jobq_paused p WHERE p.type = b.type)
-            ORDER BY b.priority DESC, b.scheduled_at, b.id LIMIT 1
-            FOR UPDATE SKIP LOCKED) AS s
-    )
-"""
-
-
 @cache
 def claim_parts(type_count: int, gate: str = "TRUE", done: str = "") -> tuple[str, str]:
     """The common table expressions that pick up to n rows and hand each its token (the
     i-th of %(tokens)s to the i-th row picked), once `gate` holds (see HELD_KEYS), and the
     UPDATE that claims them. With `done`, the CTE of the statement's completions, the
-    picks include the next job of each of their keys (SUCCESSORS)."""
+    picks include the next jobs of their keys (successors.py)."""
     probes = [probe_many(i) for i in range(type_count)] or [probe_many(None)]
     ready, order, successors = earliest(probes, "%(n)s"), "priority DESC, scheduled_at, id", ""
     if done:

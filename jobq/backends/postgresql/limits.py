@@ -244,19 +244,6 @@ LIMIT_WAKES: tuple[str, ...] = (
     "EXECUTE FUNCTION jobq_limit_fill()",
 )
 
-# A claim of a blocked job (the next job of a key that a batched acknowledgement frees:
-# claims.SUCCESSORS) fills nothing, so its fill is not run: the key's other jobs were
-# blocked with it (at their enqueue, or by the claim that filled the key), and one enqueued
-# since is blocked by the admit of the claim that meets it. In a drain of limited keys
-# nearly every claim is such a one, and each fill's probe cost it about 11 us.
-FILL_FROM_READY: tuple[str, ...] = (
-    "DROP TRIGGER jobq_limit_fill ON jobq_jobs",
-    "CREATE TRIGGER jobq_limit_fill AFTER UPDATE OF status ON jobq_jobs FOR EACH ROW "
-    "WHEN (OLD.status = 'pending' AND OLD.blocked_on IS NULL AND NEW.limit_key IS NOT NULL "
-    "AND (NEW.status = 'in_progress' OR NEW.blocked_on IS NOT NULL)) "
-    "EXECUTE FUNCTION jobq_limit_fill()",
-)
-
 # The key's row locked first, and made only when missing: it exists for every key claimed
 # before, so the insert (a unique-index probe per claim and per ending) was wasted nearly
 # always.
