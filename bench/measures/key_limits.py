@@ -4,9 +4,10 @@ The target is a ratio of at least 0.7: the limit's triggers (a key's lock and co
 claim, a wake-up at each ending) must not cost the drain more than 30%.
 
 The keys take turns in the enqueue order (job i has key i mod 1,000), as jobs of many
-customers arrive. A third drain enqueues each key's 20 jobs together, the worst order: the
-claims then meet a running key's jobs all the time, block them one by one, and a claim
-that blocks REFUSALS jobs in a row reports nothing ready, sending its worker to wait.
+customers arrive. A third drain enqueues each key's 20 jobs together, the order in which
+claims would meet a running key's jobs all the time; since they are enqueued in one batch,
+each key's jobs beyond its limit are written blocked, out of the claims' way, and the
+acknowledgement that frees a key's slot claims its next job (on PostgreSQL).
 """
 
 from __future__ import annotations
