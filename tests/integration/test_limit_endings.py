@@ -2,7 +2,8 @@
 statement (postgresql/limit_endings.py), whatever statement ends them: here one UPDATE the
 test makes itself, as an operator's or a migration's would. And a claim of a blocked job, which
 only a batched acknowledgement makes (successors.py admits it, for all its keys at once),
-runs neither the admit nor the fill."""
+runs neither the admit nor the fill; nor does the ending it makes wake anything, as its key
+is full again."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import psycopg
 import pytest
 
 import jobq
+from jobq.backends.postgresql.limits import key_lock
 from tests.support.jobs import Limited
 
 pytestmark = pytest.mark.databases("postgresql")
@@ -67,3 +69,27 @@ def test_a_claim_of_a_blocked_job_runs_no_row_trigger(queue: jobq.Queue, dsn: st
         )
     assert claimed == ("in_progress",)
     assert calls == {"jobq_limit_endings": 1}
+
+
+def test_an_ending_whose_statement_claims_its_key_s_next_job_leaves_the_key_alone(
+    queue: jobq.Queue, dsn: str
+) -> None:
+    # The key's lock held elsewhere, as a claim of the key would: a trigger that counted the
+    # key again would wait for it (and fail at the lock timeout).
+    queue.set_limit("limited", 1)
+    a = queue.enqueue_many([Limited("a", i) for i in range(3)])
+    (first,) = queue.claim_many(1)
+    with psycopg.connect(dsn) as holder, psycopg.connect(dsn) as connection:
+        holder.execute(
+            f"SELECT {key_lock('type', 'limit_key')} FROM jobq_jobs WHERE id = %s", (a[0],)
+        )
+        connection.execute("SET LOCAL lock_timeout = '5s'")
+        claimed = connection.execute(
+            "WITH done AS (UPDATE jobq_jobs SET status = 'completed', token = NULL, "
+            "lease_until = NULL, finished_at = now() WHERE id = %s) "
+            "UPDATE jobq_jobs SET status = 'in_progress', blocked_on = NULL, token = 't', "
+            "lease_until = now() + interval '1 minute' WHERE id = %s RETURNING id",
+            (first.id, a[1]),
+        ).fetchall()
+    assert claimed == [(a[1],)]
+    assert [job.id for job in queue.blocked()] == a[2:]

@@ -130,23 +130,30 @@ SET_ENDINGS: tuple[str, ...] = (
 )
 
 
-# ENDED_KEYS without its join of the two transition tables, which PostgreSQL planned as a
-# nested loop over both: every row before against every row after, 4 ms of a statement that
-# acknowledged and claimed 115 jobs each (the drain of limited keys whose claims take the
-# next job of each key they complete, claims.SUCCESSORS). A set difference hashes each side
-# once. The type and key of a row never change once it is written.
-ENDED_KEYS_APART = f"""SELECT array_agg(e.type ORDER BY e.hash),
+# The keys whose live attempts the statement left fewer than it found: ENDED_KEYS without its
+# join of the two transition tables, which PostgreSQL planned as a nested loop over both,
+# every row before against every row after (4 ms of a statement that acknowledged and
+# claimed 115 jobs), and without the keys whose next jobs the statement claimed. A batched
+# acknowledgement claims the next job of each key it frees (successors.py): such a key has
+# no more room after the statement than before it, and counting it again only found it
+# full. Summed by key, an attempt in progress before counts -1 and one in progress after +1
+# (a renewal both), so a key is kept when it ended more attempts than it started. Room a key
+# had before the statement (an attempt's lease ran out) is not this statement's to fill:
+# the recovery of that attempt is an ending of its own. The type and key of a row never
+# change once it is written.
+ENDED_KEYS_NET = f"""SELECT array_agg(e.type ORDER BY e.hash),
             array_agg(e.limit_key ORDER BY e.hash), array_agg(e.hash ORDER BY e.hash)
             INTO types, keys, hashes
-        FROM (SELECT DISTINCT x.type, x.limit_key, {key_hash("x.type", "x.limit_key")} AS hash
-              FROM (SELECT o.id, o.type, o.limit_key FROM ended_before o
+        FROM (SELECT x.type, x.limit_key, {key_hash("x.type", "x.limit_key")} AS hash
+              FROM (SELECT o.type, o.limit_key, -1 AS change FROM ended_before o
                     WHERE o.status = 'in_progress' AND o.limit_key IS NOT NULL
-                    EXCEPT
-                    SELECT n.id, n.type, n.limit_key FROM ended_after n
-                    WHERE n.status = 'in_progress' AND n.limit_key IS NOT NULL) AS x) AS e"""
+                    UNION ALL
+                    SELECT n.type, n.limit_key, 1 FROM ended_after n
+                    WHERE n.status = 'in_progress' AND n.limit_key IS NOT NULL) AS x
+              GROUP BY x.type, x.limit_key HAVING sum(x.change) < 0) AS e"""
 
-# Most endings whose statement also claims free no slot: the claim took each key's next job
-# (claims.SUCCESSORS), and the count finds the key full again. Then nothing is woken.
+# A key that ended more attempts than it started may still be full (its limit was lowered
+# below what runs): when no key has room, nothing is woken.
 NOTHING_FREE = """
         IF NOT EXISTS (SELECT FROM unnest(free) AS f WHERE f > 0) THEN
             RETURN NULL;
@@ -167,5 +174,5 @@ LEFT_UNFILLED = """SELECT array_agg(CASE WHEN u.room <= coalesce(w.n, 0) THEN 0
           ON w.type = u.type AND w.limit_key = u.limit_key"""
 
 LEANER_ENDINGS: tuple[str, ...] = (
-    endings_function("CREATE OR REPLACE", ENDED_KEYS_APART, LEFT_UNFILLED, NOTHING_FREE),
+    endings_function("CREATE OR REPLACE", ENDED_KEYS_NET, LEFT_UNFILLED, NOTHING_FREE),
 )
