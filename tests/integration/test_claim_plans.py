@@ -146,7 +146,7 @@ def test_postgresql_next_jobs_of_freed_keys_walk_each_key_s_blocked_jobs_in_orde
     ordered walk of the blocked jobs' index for each key, stopping at its free slots, and its
     count from the attempts in progress."""
     query = postgresql_successors.KEY_SUCCESSORS_QUERY.replace(
-        "unnest(held_types, held_keys)", "unnest(%(types)s::text[], %(keys)s::text[])"
+        "unnest(types, keys)", "unnest(%(types)s::text[], %(keys)s::text[])"
     )
     params = {"types": "{limited,limited}", "keys": "{crowd,other}"}
     with crowded.backend.transaction():

@@ -193,6 +193,20 @@ def test_a_batched_acknowledgement_claims_next_jobs_only_into_free_slots(
     assert running_by_key(queue) == {"a": 1}
 
 
+@pytest.mark.databases("postgresql")
+def test_a_batched_acknowledgement_leaves_a_paused_type_s_next_jobs(queue: jobq.Queue) -> None:
+    # The ending wakes the next job instead, for a claim once the type is resumed.
+    queue.set_limit("limited", 1)
+    a = queue.enqueue_many([Limited("a", i) for i in range(3)])
+    (first,) = queue.claim_many(1)
+    queue.pause("limited")
+    _, claimed = queue.complete_many_and_claim([first], 5)
+    assert claimed == []
+    assert [job.id for job in queue.blocked()] == a[2:]
+    queue.resume("limited")
+    assert [claim.id for claim in queue.claim_many(5)] == a[1:2]
+
+
 @pytest.mark.lease(1)
 def test_a_slot_is_free_once_its_lease_ends(queue: jobq.Queue) -> None:
     """As when a master is SIGKILLed with the attempt: nothing settles it, yet once its
