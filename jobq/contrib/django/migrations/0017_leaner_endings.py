@@ -1,8 +1,8 @@
 """Brings a database that 0016 upgraded to this jobq's schema: on PostgreSQL, the endings'
-trigger finds the attempts a statement ended without joining its two transition tables, and
-stops early when no key has a free slot; a function admits the claims of blocked jobs that a
-batched acknowledgement makes, for all its keys at once. install() applies only the versions
-the database lacks."""
+trigger finds the attempts a statement ended without joining its two transition tables,
+passes over the keys whose next jobs the statement claimed, and stops early when no key has
+a free slot; a function admits the claims of blocked jobs that a batched acknowledgement
+makes, for all its keys at once. install() applies only the versions the database lacks."""
 
 from __future__ import annotations
 
