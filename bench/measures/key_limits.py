@@ -34,6 +34,20 @@ def load(job: type[Keyed], grouped: bool, db: JobqDb) -> None:
     db.queue.enqueue_many([job(key) for key in keys])
 
 
+def spread(dsn: str) -> str:
+    """How the drain just run shared the keys among its workers: a key's jobs run on the
+    worker that claimed its first, since each acknowledgement claims its keys' next jobs."""
+    db = JobqDb(dsn)
+    try:
+        rows = db.rows(
+            "SELECT count(DISTINCT limit_key), count(*) FROM jobq_jobs "
+            "WHERE status = 'completed' GROUP BY worker ORDER BY 1 DESC, 2 DESC"
+        )
+    finally:
+        db.close()
+    return "keys (jobs) per worker " + ", ".join(f"{keys:,} ({jobs:,})" for keys, jobs in rows)
+
+
 def section(bench: Bench, dsn: str, workers: int, measure: Measure) -> None:
     """The three drains at `workers`, back to back, and the ratios in the notes."""
     found: dict[str, Drain | None] = {}
@@ -44,6 +58,8 @@ def section(bench: Bench, dsn: str, workers: int, measure: Measure) -> None:
     ):
         how = Variant(name, load=partial(load, job, grouped))
         found[name] = measure(f"{name} W={workers}", partial(drain, bench, dsn, workers, JOBS, how))
+        if found[name] is not None and job is KeyedLimited:
+            bench.note(f"limits, {name}: {spread(dsn)}")
     plain = found.pop("1,000 keys")
     for name, limited in found.items():
         if plain is not None and limited is not None and plain.rate > 0:
