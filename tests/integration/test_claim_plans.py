@@ -147,7 +147,7 @@ def test_postgresql_next_jobs_of_freed_keys_walk_each_key_s_blocked_jobs_in_orde
     count from the attempts in progress."""
     query = postgresql_successors.KEY_SUCCESSORS_QUERY.replace(
         "unnest(types, keys)", "unnest(%(types)s::text[], %(keys)s::text[])"
-    )
+    ).replace("unnest(types)", "unnest(%(types)s::text[])")
     params = {"types": "{limited,limited}", "keys": "{crowd,other}"}
     with crowded.backend.transaction():
         for name, value in postgresql_schema.PROBE_SETTINGS.items():

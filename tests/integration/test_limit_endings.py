@@ -12,6 +12,7 @@ import pytest
 
 import jobq
 from jobq.backends.postgresql.limits import key_lock
+from jobq.queue.running import runner
 from tests.support.jobs import Limited
 
 pytestmark = pytest.mark.databases("postgresql")
@@ -93,3 +94,35 @@ def test_an_ending_whose_statement_claims_its_key_s_next_job_leaves_the_key_alon
         ).fetchall()
     assert claimed == [(a[1],)]
     assert [job.id for job in queue.blocked()] == a[2:]
+
+
+def test_a_batched_acknowledgement_settles_its_endings_without_the_trigger(
+    queue: jobq.Queue,
+) -> None:
+    # Its key's next job claimed, another key's woken (the batch asked for one job only):
+    # the statement does both, and the endings' trigger runs for the next statement of the
+    # same transaction again.
+    a = queue.enqueue_many([Limited("a", i) for i in range(3)])
+    b = queue.enqueue_many([Limited("b", i) for i in range(3)])
+    first = queue.claim_many(4)
+    assert sorted(claim.id for claim in first) == [*a[:2], *b[:2]]
+    functions = "SELECT funcname, calls FROM pg_stat_xact_user_functions"
+    with queue.backend.transaction():
+        queue.backend.execute("SET LOCAL track_functions = 'all'")
+        # The backend's statement itself, which the queue runs in a transaction of its own.
+        done = [(claim.id, claim.token, None) for claim in first]
+        _, (second,) = queue.backend.complete_many_and_claim(done, [], ["t"], 60.0, runner())
+        by_batch = dict(queue.backend.fetchall(functions))
+        queue.backend.execute(
+            "UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL "
+            "WHERE id = %s",
+            (second.id,),
+        )
+        after = dict(queue.backend.fetchall(functions))
+    assert second.id in (a[2], b[2])
+    assert "jobq_limit_endings" not in by_batch, by_batch
+    assert by_batch.get("jobq_wake_blocked") == 1, by_batch
+    assert after.get("jobq_limit_endings", 0) >= 1, after
+    assert queue.blocked() == []
+    (woken,) = queue.claim_many(5)
+    assert woken.id == ({a[2], b[2]} - {second.id}).pop()

@@ -16,7 +16,7 @@ from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .limits import KEY_LOCK_CLASS, key_hash
 from .results import logged
 from .schema import NEXT_READY, in_progress
-from .successors import SUCCESSORS
+from .successors import SETTLED, SETTLES, SUCCESSORS, UNPICKED
 
 RETURNED = ", ".join(f"j.{column}" for column in CLAIM_COLUMNS.split(", "))
 
@@ -111,14 +111,18 @@ def claim_parts(type_count: int, gate: str = "TRUE", done: str = "") -> tuple[st
     """The common table expressions that pick up to n rows and hand each its token (the
     i-th of %(tokens)s to the i-th row picked), once `gate` holds (see HELD_KEYS), and the
     UPDATE that claims them. With `done`, the CTE of the statement's completions, the
-    picks include the next jobs of their keys (successors.py)."""
+    picks include the next jobs of their keys (successors.py), and those not picked are
+    woken (the CTE `woken`, which the statement must read)."""
     probes = [probe_many(i) for i in range(type_count)] or [probe_many(None)]
-    ready, order, successors = earliest(probes, "%(n)s"), "priority DESC, scheduled_at, id", ""
+    ready, order = earliest(probes, "%(n)s"), "priority DESC, scheduled_at, id"
+    successors = unpicked = ""
     if done:
         order = "priority DESC, later, scheduled_at, id"
         ready = f"""SELECT id, priority, scheduled_at, 1 AS later FROM ({ready}) AS probed
-            UNION ALL SELECT * FROM successors ORDER BY {order} LIMIT %(n)s"""
+            UNION ALL SELECT id, priority, scheduled_at, later FROM successors WHERE NOT paused
+            ORDER BY {order} LIMIT %(n)s"""
         successors = SUCCESSORS.format(done=done) + ","
+        unpicked = "," + UNPICKED
     picked = f"""
         {successors}
         picked AS (
@@ -130,7 +134,7 @@ def claim_parts(type_count: int, gate: str = "TRUE", done: str = "") -> tuple[st
         handed AS (
             SELECT picked.id, given.token FROM picked
             JOIN unnest(%(tokens)s::text[]) WITH ORDINALITY AS given(token, place) USING (place)
-        )
+        ){unpicked}
     """
     update = f"""
         UPDATE jobq_jobs AS j SET status = 'in_progress', attempts = j.attempts + 1,
@@ -160,7 +164,7 @@ def complete_many_and_claim_statement(type_count: int) -> str:
     complete_and_claim_statement, one snapshot: no row acknowledged can be claimed again."""
     picked, update = claim_parts(type_count, GATE, "done")
     return f"""
-        WITH {HELD_KEYS.format(ids="%(ids)s::bigint[]")},
+        WITH {HELD_KEYS.format(ids="%(ids)s::bigint[]")}, {SETTLED},
         acked AS (
             SELECT * FROM unnest(%(ids)s::bigint[], %(done_tokens)s::text[], %(results)s::text[])
                 AS a(id, token, result)
@@ -171,7 +175,7 @@ def complete_many_and_claim_statement(type_count: int) -> str:
                 {logged()}
             FROM acked AS a
             WHERE d.id = a.id AND d.token = a.token AND {in_progress("d.")}
-              AND d.cancel_requested_at IS NULL AND {GATE}
+              AND d.cancel_requested_at IS NULL AND {GATE} AND {SETTLES}
               -- Implied by the join, and there so that the rows are read by primary key.
               -- Without it, and with statistics taken before the claims (the planner then
               -- believes no job is in progress), it read every attempt in progress from
@@ -188,6 +192,7 @@ def complete_many_and_claim_statement(type_count: int) -> str:
         SELECT CASE WHEN row_number() OVER () = 1 THEN (SELECT array_agg(id) FROM done) END,
             claimed.*
         FROM (VALUES (1)) AS one LEFT JOIN claimed ON true
+        CROSS JOIN (SELECT count(*) FROM woken) AS settling
     """
 
 

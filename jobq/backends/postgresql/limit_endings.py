@@ -119,14 +119,22 @@ def endings_function(create: str, ended_keys: str, left: str, counted: str = "")
 """
 
 
+def endings_trigger(when: str = "") -> str:
+    """The endings' statement trigger, fired only `when` that holds, if given."""
+    condition = f"WHEN ({when}) " if when else ""
+    return (
+        "CREATE TRIGGER jobq_limit_endings AFTER UPDATE ON jobq_jobs "
+        "REFERENCING OLD TABLE AS ended_before NEW TABLE AS ended_after "
+        f"FOR EACH STATEMENT {condition}EXECUTE FUNCTION jobq_limit_endings()"
+    )
+
+
 # The row trigger gives way to the statement's; its function goes with it.
 SET_ENDINGS: tuple[str, ...] = (
     "DROP TRIGGER jobq_limit_release ON jobq_jobs",
     "DROP FUNCTION jobq_limit_release()",
     endings_function("CREATE", ENDED_KEYS, LEFT),
-    "CREATE TRIGGER jobq_limit_endings AFTER UPDATE ON jobq_jobs "
-    "REFERENCING OLD TABLE AS ended_before NEW TABLE AS ended_after "
-    "FOR EACH STATEMENT EXECUTE FUNCTION jobq_limit_endings()",
+    endings_trigger(),
 )
 
 
