@@ -50,11 +50,10 @@ PAUSED_ROWS = 200
 # batched acknowledgement's look for the next job of a key walks only that key's.
 BLOCKED_ROWS = 1000
 # The row a claim updates is found by primary key, and so are the ones the fused statement
-# acknowledges. Those whose keys it locks first may be read from the limited jobs in
-# progress, in their partial index. Never from the status page's jobs index: every job that
-# was ever in progress has an entry there until vacuum, and that walk grew with each
+# acknowledges and locks the keys of. Never from the status page's jobs index: every job
+# that was ever in progress has an entry there until vacuum, and that walk grew with each
 # acknowledgement.
-OTHER_LOOKUPS = ("jobq_jobs_pkey", "jobq_jobs_limit_running")
+OTHER_LOOKUPS = ("jobq_jobs_pkey",)
 # Claims of any type (none), of one type, and of several: one that has jobs, one without.
 TYPES = [(), ("email",), ("email", "missing")]
 # A concurrent worker's acknowledgement: a few attempts among many in progress.
@@ -333,6 +332,36 @@ def test_postgresql_an_acknowledgement_finds_its_rows_by_primary_key(crowded: jo
         "SELECT id FROM jobq_jobs WHERE status = 'completed' AND type <> 'noop'"
     )
     assert sorted(row[0] for row in completed) == sorted(acknowledged)
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_an_acknowledgement_locks_its_keys_from_its_own_rows(
+    crowded: jobq.Queue,
+) -> None:
+    """The keys a batched acknowledgement locks before its completions (claims.HELD_KEYS)
+    are read from the rows it acknowledges, by primary key, whatever the statistics say.
+    They were read from the limited attempts in progress, in their partial index (the
+    planner reckoned it small): every attempt of every key in flight, a thousand rows for
+    each acknowledgement of a drain of 1,000 keys."""
+    queue = crowded
+    queue.enqueue_many([Limited(f"k{i}") for i in range(IN_PROGRESS)])
+    claims = queue.claim_many(IN_PROGRESS, "limited")
+    assert len(claims) > ACKED
+    batch = claims[:ACKED]
+    texts, numbers = postgresql_claims.texts, postgresql_claims.numbers
+    params = {"n": 0, "tokens": texts([]), "lease": 60.0, **HERE}
+    params |= {"ids": numbers(claim.id for claim in batch)}
+    params |= {"done_tokens": texts(claim.token for claim in batch)}
+    params |= {"results": texts([None] * len(batch))}
+    statement = postgresql_claims.complete_many_and_claim_statement(0)
+    plan = postgresql_plan(queue, statement, params, analyze=True)
+    held = next(node for node in nodes(plan) if node.get("Subplan Name") == "CTE held")
+    read = [
+        (index_read(scan), scan["Actual Rows"] * scan["Actual Loops"])
+        for scan, _ in table_scans(held)
+    ]
+    assert [name for name, _ in read] == ["jobq_jobs_pkey"], (read, plan)
+    assert [rows for _, rows in read] == [ACKED], (read, plan)
 
 
 @pytest.mark.databases("postgresql")

@@ -54,7 +54,7 @@ HELD_KEYS = f"""
     held AS (
         SELECT pg_advisory_xact_lock({KEY_LOCK_CLASS}, k.hash) FROM (
             SELECT DISTINCT {key_hash("a.type", "a.limit_key")} AS hash FROM jobq_jobs a
-            WHERE a.id = ANY({{ids}}) AND a.status = 'in_progress' AND a.limit_key IS NOT NULL
+            WHERE a.id = ANY({{ids}}) AND {in_progress("a.")} AND a.limit_key IS NOT NULL
             ORDER BY 1) AS k
     )
 """
