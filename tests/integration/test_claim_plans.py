@@ -56,8 +56,9 @@ BLOCKED_ROWS = 1000
 OTHER_LOOKUPS = ("jobq_jobs_pkey",)
 # Claims of any type (none), of one type, and of several: one that has jobs, one without.
 TYPES = [(), ("email",), ("email", "missing")]
-# A concurrent worker's acknowledgement: a few attempts among many in progress.
-IN_PROGRESS, ACKED = 300, 5
+# A concurrent worker's acknowledgement: a few attempts among many in progress; and a batch
+# as a worker of a drain acknowledges and claims.
+IN_PROGRESS, ACKED, BATCH = 300, 5, 60
 # Where a claim says its attempt runs.
 HERE = {"host": "here", "pid": 1, "worker": "w1"}
 
@@ -93,9 +94,9 @@ def index_read(scan: dict[str, Any]) -> str | None:
 def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple[str, ...]) -> None:
     params = {"id": 1, "token": "t", "new_token": "u", "lease": 60.0, **HERE, **type_params(types)}
     # The arrays bound as the backend binds them.
-    texts, numbers = postgresql_claims.texts, postgresql_claims.numbers
-    params |= {"n": 3, "tokens": texts("abc"), "ids": numbers([1, 2]), "done_tokens": texts("xy")}
-    params |= {"result": None, "results": texts([None, None])}
+    texts = postgresql_claims.texts
+    params |= {"n": 3, "tokens": texts("abc"), "result": None}
+    params |= postgresql_claims.acknowledged([(1, "x", None), (2, "y", None)])
     for statement, function in (
         (postgresql_claims.claim_statement(len(types)), "jobq_next_ready"),
         (postgresql_claims.complete_and_claim_statement(len(types)), "jobq_next_ready"),
@@ -243,21 +244,55 @@ def test_postgresql_probes_never_compile_however_costly_they_look(queue: jobq.Qu
 
 
 @pytest.mark.databases("postgresql")
-def test_postgresql_batched_claims_are_planned_for_each_batch_never_prepared(
-    queue: jobq.Queue,
-) -> None:
-    """psycopg prepares a statement on its fifth run, and the server's generic plan of a
-    prepared batched claim guesses ten elements per array: it walked every attempt in
-    progress once per acknowledgement. Run well past five times, neither batched statement
-    is among the connection's prepared ones."""
+def test_postgresql_batched_statements_are_prepared(queue: jobq.Queue) -> None:
+    """psycopg prepares a statement on its fifth run: past that, both batched statements are
+    among the connection's prepared ones, planned no more for each batch (see the generic
+    plans' test below)."""
     queue.enqueue_many([Noop() for _ in range(30)])
     claims = queue.claim_many(2)
     for _ in range(7):
         queue.claim_many(1)
         claims = queue.complete_many_and_claim(claims, 2)[1]
     prepared = queue.backend.fetchall("SELECT statement FROM pg_prepared_statements")
-    assert [row for row in prepared if "jobq_ready_many" in row[0]] == [], prepared
+    assert len([row for row in prepared if "jobq_ready_many" in row[0]]) == 2, prepared
     assert len(claims) == 2, "the batches claimed what was ready"
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_batched_statements_generic_plans_read_jobs_by_primary_key(
+    crowded: jobq.Queue,
+) -> None:
+    """The plan a prepared batched statement keeps is generic: it guesses ten elements per
+    array and knows neither the batch's size nor the attempts in progress. With attempts
+    claimed after the statistics were taken (current, stale, absent), each reads the jobs
+    table by primary key alone (its probes aside, in their functions), and no more rows there
+    than it acknowledges and claims. The acknowledgement's join of its arrays with the jobs
+    once ran, in such a plan, as a nested loop over every acknowledgement for each row."""
+    queue = crowded
+    claims = queue.claim_many(IN_PROGRESS)
+    batch = claims[:BATCH]
+    texts = postgresql_claims.texts
+    params = {"n": BATCH, "tokens": texts(f"t{i}" for i in range(BATCH)), "lease": 60.0}
+    params |= HERE | postgresql_claims.acknowledged((c.id, c.token, None) for c in batch)
+    generic = ("SET LOCAL plan_cache_mode = force_generic_plan",)
+    analyzed = ("SET LOCAL auto_explain.log_analyze = on",)
+    for statement in (
+        postgresql_claims.claim_many_statement(0),
+        postgresql_claims.complete_many_and_claim_statement(0),
+    ):
+        documents = logged_plans(queue, statement, params, *generic, *analyzed)
+        (top,) = [d for d in documents if "jobq_ready_many(NULL" in d["Query Text"]]
+        read = [
+            (index_read(scan), scan["Actual Rows"] * scan["Actual Loops"])
+            for scan, _ in table_scans(top["Plan"])
+        ]
+        assert read, top
+        assert all(name == "jobq_jobs_pkey" for name, _ in read), (read, top)
+        assert all(rows <= BATCH for _, rows in read), (read, top)
+        # No node handles more rows than the batch has, a few times over: a nested loop
+        # over the acknowledgements for each of them handled its square.
+        handled = max(node["Actual Rows"] * node["Actual Loops"] for node in nodes(top["Plan"]))
+        assert handled <= 2 * BATCH, (handled, top)
 
 
 @pytest.mark.databases("postgresql")
@@ -273,11 +308,9 @@ def test_postgresql_a_batched_acknowledgement_reads_its_own_rows_not_every_attem
         queue.enqueue_many([Noop() for _ in range(IN_PROGRESS)])
         claims = queue.claim_many(IN_PROGRESS)
     acked = [claim.completed(None) for claim in claims[:ACKED]]
-    texts, numbers = postgresql_claims.texts, postgresql_claims.numbers
+    texts = postgresql_claims.texts
     params = {"n": 0, "tokens": texts([]), "lease": 60.0, **HERE}
-    params |= {"ids": numbers(claim.id for claim in acked)}
-    params |= {"done_tokens": texts(claim.token for claim in acked)}
-    params |= {"results": texts(claim.result for claim in acked)}
+    params |= postgresql_claims.acknowledged((c.id, c.token, c.result) for c in acked)
     statement = postgresql_claims.complete_many_and_claim_statement(0)
     plan = postgresql_plan(queue, statement, params, analyze=True)
     read = [
@@ -304,12 +337,10 @@ def test_postgresql_an_acknowledgement_finds_its_rows_by_primary_key(crowded: jo
     queue = crowded
     claims = queue.claim_many(IN_PROGRESS)
     one, fused, batch = claims[0], claims[1], claims[2 : 2 + ACKED]
-    texts, numbers = postgresql_claims.texts, postgresql_claims.numbers
+    texts = postgresql_claims.texts
     single = {"result": None, "new_token": "u", "lease": 60.0, **HERE}
     batched = {"n": 0, "tokens": texts([]), "lease": 60.0, **HERE}
-    batched |= {"ids": numbers(claim.id for claim in batch)}
-    batched |= {"done_tokens": texts(claim.token for claim in batch)}
-    batched |= {"results": texts([None] * len(batch))}
+    batched |= postgresql_claims.acknowledged((claim.id, claim.token, None) for claim in batch)
     for statement, params, acked in (
         (queue.backend.sql_complete, single | {"id": one.id, "token": one.token}, 1),
         (
@@ -348,11 +379,9 @@ def test_postgresql_an_acknowledgement_locks_its_keys_from_its_own_rows(
     claims = queue.claim_many(IN_PROGRESS, "limited")
     assert len(claims) > ACKED
     batch = claims[:ACKED]
-    texts, numbers = postgresql_claims.texts, postgresql_claims.numbers
+    texts = postgresql_claims.texts
     params = {"n": 0, "tokens": texts([]), "lease": 60.0, **HERE}
-    params |= {"ids": numbers(claim.id for claim in batch)}
-    params |= {"done_tokens": texts(claim.token for claim in batch)}
-    params |= {"results": texts([None] * len(batch))}
+    params |= postgresql_claims.acknowledged((claim.id, claim.token, None) for claim in batch)
     statement = postgresql_claims.complete_many_and_claim_statement(0)
     plan = postgresql_plan(queue, statement, params, analyze=True)
     held = next(node for node in nodes(plan) if node.get("Subplan Name") == "CTE held")
