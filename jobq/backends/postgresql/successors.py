@@ -14,8 +14,9 @@ jobs blocked already (at their enqueue, or by the claim that filled it), and one
 since is blocked by the admit of the claim that meets it.
 
 Nor does the endings' trigger run for that statement (limit_endings.py): it would find the
-keys the statement just counted, and its counts, locks and checks cost about a sixth of a
-limited drain's server CPU (measured) to wake nothing but the chains' ends. The statement
+keys the statement just counted, and its calls, counts and checks took about 100 ms of a
+limited drain's 1.5 s of server CPU (perf, 20,000 jobs) to wake nothing but the chains'
+ends. The statement
 settles its endings itself instead. Its successors are every blocked job a freed slot
 allows, a paused type's included; those it does not claim (a paused type's, or beyond the
 batch it asked for) it wakes, as the trigger would have, idle workers notified. A key with
