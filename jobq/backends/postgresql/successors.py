@@ -148,7 +148,7 @@ SUCCESSORS = """
 # The successors the statement's picks left, woken; its main query reads it, so that it runs.
 UNPICKED = """
     woken AS (
-        SELECT jobq_wake_blocked(array_agg(s.id)) AS types FROM successors s
+        SELECT jobq_wake_blocked(array_agg(s.id)) AS woken_types FROM successors s
         WHERE NOT EXISTS (SELECT FROM picked p WHERE p.id = s.id)
         HAVING count(*) > 0
     )
