@@ -138,17 +138,18 @@ SET_ENDINGS: tuple[str, ...] = (
 )
 
 
-# The keys whose live attempts the statement left fewer than it found: ENDED_KEYS without its
-# join of the two transition tables, which PostgreSQL planned as a nested loop over both,
-# every row before against every row after (4 ms of a statement that acknowledged and
-# claimed 115 jobs), and without the keys whose next jobs the statement claimed. A batched
-# acknowledgement claims the next job of each key it frees (successors.py): such a key has
-# no more room after the statement than before it, and counting it again only found it
-# full. Summed by key, an attempt in progress before counts -1 and one in progress after +1
-# (a renewal both), so a key is kept when it ended more attempts than it started. Room a key
-# had before the statement (an attempt's lease ran out) is not this statement's to fill:
-# the recovery of that attempt is an ending of its own. The type and key of a row never
-# change once it is written.
+# The keys whose live attempts the statement left fewer than it found: ENDED_KEYS without
+# its join of the two transition tables, which PostgreSQL planned as a nested loop over
+# both, every row before against every row after (4 ms of a statement that acknowledged and
+# claimed 115 jobs), and without the keys whose next jobs the statement claimed: a statement
+# that ends an attempt of a key and starts another (an acknowledgement fused with the next
+# claim) leaves the key no more room than it found, and counting it again only found it
+# full. (The batched acknowledgement, which claims its keys' next jobs itself, skips this
+# trigger altogether: successors.py.) Summed by key, an attempt in progress before counts -1
+# and one in progress after +1 (a renewal both), so a key is kept when it ended more
+# attempts than it started. Room a key had before the statement (an attempt's lease ran out)
+# is not this statement's to fill: the recovery of that attempt is an ending of its own. The
+# type and key of a row never change once it is written.
 ENDED_KEYS_NET = f"""SELECT array_agg(e.type ORDER BY e.hash),
             array_agg(e.limit_key ORDER BY e.hash), array_agg(e.hash ORDER BY e.hash)
             INTO types, keys, hashes
