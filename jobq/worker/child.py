@@ -133,6 +133,14 @@ class Child:
             return False
         return self.recycle_due(self.done + 1) is None
 
+    def chains_one(self, claim: ClaimedJob) -> bool:
+        """Whether to acknowledge `claim` with the claim of one job. Not for a job of a type
+        the worker has not seen run (unless --prefetch says 1): its acknowledgement claims
+        what the prefetch rule asks for once it has, where one more single claim had every
+        worker start a burst with two."""
+        seen = self.prefetch.fixed is not None or self.prefetch.seen(claim.type)
+        return seen and self.claim_size() == 1
+
     def claim_size(self) -> int:
         """How many jobs the next claim asks for: the prefetch rule's, but never more than
         --max-jobs-per-child leaves this worker to run."""
@@ -186,7 +194,7 @@ class Child:
     def run_batch(self, session: Session, batch: list[ClaimedJob]) -> list[ClaimedJob]:
         """Run a claim's attempts in order, and acknowledge the completed ones with the next
         claim; returns that claim. The first attempt is reported started already."""
-        if len(batch) == 1 and self.claim_size() == 1:
+        if len(batch) == 1 and self.chains_one(batch[0]):
             return self.run_one(session, batch[0])
         completed: list[ClaimedJob] = []
         after: list[ClaimedJob] = []  # the attempt before, if it completed

@@ -15,12 +15,13 @@ of a batch makes the jobs behind it wait, which matters for every job. So:
   with its next job woken or claimed as the last ends): three claims where one would do.
   A worker given --type may claim those types; one without may claim any type, so every
   type in its window must be short, and a type it never ran counts as long (it claims one
-  at a time until it has seen one). Each further claim that comes back full doubles the
-  size, up to the most jobs that, at the slowest of those medians, run within BATCH_SECONDS
-  and within half of what a lease vouches for (past that, the jobs at the tail would be
-  released unstarted), and never past MAX_PREFETCH, the bound on a claim's messages. Very
-  short jobs on a deep backlog so claim hundreds at once: the claim, the acknowledgement
-  and the reports to the master are paid once a batch.
+  at a time until it has seen one; the acknowledgement of that one claims what the rule
+  asks for once it has run, child.py's chains_one). Each further claim that comes back
+  full doubles the size, up to the most jobs that, at the slowest of those medians, run
+  within BATCH_SECONDS and within half of what a lease vouches for (past that, the jobs at
+  the tail would be released unstarted), and never past MAX_PREFETCH, the bound on a
+  claim's messages. Very short jobs on a deep backlog so claim hundreds at once: the claim,
+  the acknowledgement and the reports to the master are paid once a batch.
 
 Whatever the size, a queued job starts only while more than half of what its lease vouches
 for is left (lease_clock.startable); otherwise the worker releases it and the jobs behind it.
@@ -85,6 +86,10 @@ class PrefetchRule:
         if self.asked < ADAPTIVE_MAX:
             return ADAPTIVE_MAX
         return max(ADAPTIVE_MAX, min(2 * self.asked, self.ceiling(slowest)))
+
+    def seen(self, job_type: str) -> bool:
+        """Whether the worker ran a job of `job_type` (and knows how long it takes)."""
+        return job_type in self.durations
 
     def slowest_short(self) -> float | None:
         """The slowest median of the types the worker may claim, if every one ran short."""

@@ -18,6 +18,7 @@ import jobq
 from chaos.observe import Deaths, Observer, busy_workers
 from jobq.records import Status
 from jobq.testing.history import check, read_journal
+from tests.support.apps.chaos_app import Chaos
 from tests.support.apps.supervised_app import Crash, Echo, Grow, Hold, Sleep
 from tests.support.faults import (
     SETTINGS,
@@ -133,6 +134,28 @@ def run_ending(queue: jobq.Queue, dsn: str, tmp_path: Path, ending: str) -> None
     # The worker, or its master once it was gone, put them back: they were in its claim.
     assert f"Released unstarted jobs {', '.join(map(str, queued))}" in running.log, running.log
     assert_no_overlap(queue, journal, [first, *queued])
+
+
+# On PostgreSQL a batch's acknowledgement is one statement, whose time each of its jobs'
+# finished_at holds: its jobs are those that share one.
+@pytest.mark.databases("postgresql")
+def test_an_adaptive_worker_s_first_acknowledgement_claims_a_batch(
+    dsn: str, tmp_path: Path
+) -> None:
+    """A worker that has seen no job claims one. Its acknowledgement claims what the
+    prefetch rule asks for once that job has run (ten, for a short one); acknowledged with
+    the claim of one more, as --prefetch 1 does, every start of a worker began with two
+    single claims. The acknowledgements then double, as each claim comes back full."""
+    journal = str(tmp_path / "journal")
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        queue.enqueue_many([Chaos(0, journal) for _ in range(100)])
+        with supervisor(dsn, "--workers", "1", *SETTINGS):
+            wait_for("the jobs done", partial(all_completed, Observer(dsn), 100), 30)
+        acknowledged = queue.backend.fetchall(
+            "SELECT count(*) FROM jobq_jobs GROUP BY finished_at ORDER BY finished_at"
+        )
+    assert [n for (n,) in acknowledged][:4] == [1, 10, 20, 40]
 
 
 @pytest.mark.parametrize("ending", ["kill", "drain"])
