@@ -117,6 +117,23 @@ LIMIT_OF_TEMPLATE = f"""
 """
 
 
+# The limited work there is now: limited jobs ready to be claimed and limited attempts in
+# progress, each counted up to {most} (a placeholder), in a backend's style ({now}: its
+# current time). Blocked jobs are not counted: they wait behind attempts counted already.
+LIMITED_WORK_TEMPLATE = """
+    SELECT (SELECT count(*) FROM (SELECT 1 AS one FROM jobq_jobs WHERE status = 'pending'
+                AND blocked_on IS NULL AND limit_key IS NOT NULL AND scheduled_at <= {now}
+                LIMIT {most}) AS ready)
+         + (SELECT count(*) FROM (SELECT 1 AS one FROM jobq_jobs WHERE status = 'in_progress'
+                AND limit_key IS NOT NULL LIMIT {most}) AS running)
+"""
+
+
+def limited_work_statement(now: str, most: str) -> str:
+    """sql_limited_work in a backend's style: its current time and its placeholder."""
+    return LIMITED_WORK_TEMPLATE.format(now=now, most=most)
+
+
 # A job class's declared limit: (type, limit name, count, a rate's window or None).
 Declared = tuple[str, str, int, float | None]
 
@@ -167,6 +184,7 @@ class Limits(ABC):
     sql_hold_key: ClassVar[str]
     sql_free_slots: ClassVar[str]
     sql_wake_key: ClassVar[str]
+    sql_limited_work: ClassVar[str]
     wake_params: ClassVar[Mapping[str, str]]
     placeholder: ClassVar[str]
 
@@ -258,6 +276,11 @@ class Limits(ABC):
             )
             for row in self.fetchall(self.sql_limits)
         ]
+
+    def limited_work(self, most: int) -> int:
+        """Limited jobs ready and limited attempts in progress, of every type, each counted
+        up to `most`."""
+        return int(self.fetchone(self.sql_limited_work, {"most": int(most)})[0])
 
     def blocked_ids(self, job_type: str | None, limit: int) -> list[int]:
         """The newest jobs waiting on a limit, of one type or of all."""

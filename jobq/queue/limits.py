@@ -70,6 +70,11 @@ class LimitControls:
             self.backend.run(self.backend.declare_limits_steps(found))
             self._declared.update(found)
 
+    def _limited_work(self, most: int) -> int:
+        """Limited jobs ready and limited attempts in progress, each counted up to `most`:
+        what a worker shares with its siblings (worker/key_share.py)."""
+        return self.backend.limited_work(most)
+
     def set_limit(self, job_type: str, concurrency: int | None) -> None:
         """Override the concurrency limit of `job_type` at run time, on every node (None:
         back to what the job class declares). Claims read it as they run: a lowered limit

@@ -143,4 +143,5 @@ class SupervisorConfig:
             listen_dsn=self.listen_dsn,
             prefetch=self.prefetch,
             concurrency=pool.concurrency,
+            workers=pool.workers,
         )

@@ -21,12 +21,14 @@ from .. import protocol, wire
 from ..app import start_worker
 from ..errors import ConfigurationError, Unacknowledged
 from ..lease_clock import kill_point, startable
+from ..options import MAX_PREFETCH
 from ..queue import Queue
 from ..queue.running import work_as
 from ..records import ClaimedJob, Claims, Outcome
 from . import attempt, title
 from .claim_types import ClaimTypes
 from .fence import Slot
+from .key_share import KeyShare
 from .mark import SettlingMark
 from .prefetch import PrefetchRule
 from .recording import UNACKNOWLEDGED, Recorder
@@ -71,6 +73,7 @@ class Child:
         vouched = kill_point(settings.lease, settings.safety_margin)
         self.prefetch = PrefetchRule(settings.prefetch, settings.types, vouched)
         self.claim_types = ClaimTypes(settings.types, settings.others, settings.poll_interval)
+        self.key_share = KeyShare(settings.workers)
 
     def main(self) -> int:
         title.starting(self.settings.pool)
@@ -141,10 +144,12 @@ class Child:
         seen = self.prefetch.fixed is not None or self.prefetch.seen(claim.type)
         return seen and self.claim_size() == 1
 
-    def claim_size(self) -> int:
-        """How many jobs the next claim asks for: the prefetch rule's, but never more than
+    def claim_size(self, queue: Queue | None = None) -> int:
+        """How many jobs the next claim asks for: the prefetch rule's, by the worker's share
+        of the limited work when `queue` can count it, but never more than
         --max-jobs-per-child leaves this worker to run."""
-        size = self.prefetch.size()
+        share = None if queue is None else self.key_share.share(queue._limited_work, MAX_PREFETCH)
+        size = self.prefetch.size(share)
         if self.settings.max_jobs:
             size = min(size, max(1, self.settings.max_jobs - self.done))
         return size
@@ -153,13 +158,13 @@ class Child:
         """Claim as many jobs as claim_size() says (maybe none, as while claims are paused)."""
         if self.slot.claims_paused() or (types := self.types_now(queue)) is None:
             return []
-        size = self.claim_size()
+        size = self.claim_size(queue)
         if size == 1:
             claim = queue.claim(types)
             claims = Claims() if claim is None else Claims([claim])
         else:
             claims = queue.claim_many(size, types)
-        self.came_back(size, claims.picked)
+        self.came_back(size, claims.picked, claims)
         return claims
 
     def types_now(self, queue: Queue, busy: bool = False) -> tuple[str, ...] | None:
@@ -169,10 +174,12 @@ class Child:
         self.prefetch.types = types or ()
         return types
 
-    def came_back(self, asked: int, got: int) -> None:
-        """A claim of up to `asked` jobs took or was refused `got` rows (see Claims)."""
+    def came_back(self, asked: int, got: int, claims: list[ClaimedJob]) -> None:
+        """A claim of up to `asked` jobs took `claims` and took or was refused `got` rows
+        (see Claims)."""
         self.prefetch.claimed(asked, got)
         self.claim_types.claimed(asked, got)
+        self.key_share.claimed(claim.class_name for claim in claims)
 
     def next_claim(self, session: Session) -> list[ClaimedJob]:
         """Claim jobs, or wait a while (idle) and return none."""
@@ -236,7 +243,7 @@ class Child:
             lambda: listed(session.queue.run_and_claim(claim, types or (), more=more)),
         )
         assert outcome is not None  # run_and_claim always acknowledges
-        self.came_back(0 if types is None else 1, len(then))
+        self.came_back(0 if types is None else 1, len(then), then)
         self.done += 1
         self.reports.ended([(claim, outcome)], then)
         return then
@@ -305,7 +312,7 @@ class Child:
         if not completed:
             return []
         types = self.types_now(session.queue, busy=True) if self.wants_another() else None
-        size = 0 if types is None else self.claim_size()
+        size = 0 if types is None else self.claim_size(session.queue)
         types = types or ()
         try:
             outcomes, then = session.queue.complete_many_and_claim(completed, size, types)
@@ -319,7 +326,7 @@ class Child:
             then = Claims()
         else:
             if size:
-                self.came_back(size, then.picked)
+                self.came_back(size, then.picked, then)
         hooks = session.queue.hooks
         for claim, outcome in zip(completed, outcomes, strict=True):
             if hooks is not None:

@@ -7,16 +7,20 @@ keys the first worker up doubled through them before its siblings had claimed tw
 worker of eight held 300 to 640 of 1,000 keys and ran their jobs in series, while its
 siblings, their few keys done, had nothing left to claim (bench, limits section).
 
-So while the jobs of its last claim were all of limited types, a worker sizes its claims by
-its share of the limited work: the limited jobs ready and the limited attempts in progress,
-over its pool's workers, counted at most once every REFRESH seconds. It asks for that share
-at once rather than doubling up to it, and for no more, which leaves the rest to its
-siblings. It never asks for fewer jobs than its last claim brought, so it keeps the keys it
-holds (its acknowledgement claims their next jobs): a share that shrinks moves no key.
+So while the jobs of its last claim were all of classes that declare a concurrency limit, a
+worker sizes its claims by its share of the limited work: the limited jobs ready and the
+limited attempts in progress, over its pool's workers. It asks for that share at once rather
+than doubling up to it, and for no more, which leaves the rest to its siblings. It never
+asks for fewer jobs than its last claim brought, so it keeps the keys it holds (its
+acknowledgement claims their next jobs): a share that shrinks moves no key. On MariaDB and
+SQLite, where endings wake a key's next job for any claim, the share spreads a burst all the
+same.
 
-The count covers every type and every supervisor on the database, the worker's pool is the
-only one it knows: a worker that shares the database with other pools or nodes may take more
-than an even share, as every worker did before, never less.
+The work is counted (two index scans, each bounded by what the pool could claim) at most
+once every REFRESH seconds per worker, and only while it runs limited jobs. The count covers
+every type and every supervisor on the database, while the worker's pool is the only one it
+knows: a worker that shares the database with other pools or nodes may take more than an
+even share, as every worker did before, never less.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ of a batch makes the jobs behind it wait, which matters for every job. So:
   the tail would be released unstarted), and never past MAX_PREFETCH, the bound on a
   claim's messages. Very short jobs on a deep backlog so claim hundreds at once: the claim,
   the acknowledgement and the reports to the master are paid once a batch.
+- While the jobs of its last claim were all of limited classes, the worker asks for its
+  share of the limited work at once instead (key_share.py), within the same ceiling.
 
 Whatever the size, a queued job starts only while more than half of what its lease vouches
 for is left (lease_clock.startable); otherwise the worker releases it and the jobs behind it.
@@ -74,13 +76,16 @@ class PrefetchRule:
         self.asked = asked
         self.got = got
 
-    def size(self) -> int:
-        """How many jobs the next claim asks for."""
+    def size(self, share: int | None = None) -> int:
+        """How many jobs the next claim asks for; `share`, the worker's share of the
+        limited work while it runs limited jobs (see key_share.py)."""
         if self.fixed is not None:
             return self.fixed
         slowest = self.slowest_short()
         if slowest is None:
             return 1
+        if share is not None:
+            return max(1, min(self.ceiling(slowest), max(ADAPTIVE_MAX, self.got, share)))
         if not self.full:
             return max(1, min(self.got, self.ceiling(slowest)))
         if self.asked < ADAPTIVE_MAX:

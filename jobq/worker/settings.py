@@ -26,6 +26,8 @@ class WorkerSettings:
     worker_id: str | None = None
     # --concurrency: how many attempts it runs at once (1: the process worker, one by one).
     concurrency: int = 1
+    # How many workers its pool has: it claims its share of the limited work (key_share.py).
+    workers: int = 1
     # Its pool's name when --pool made it (see pool_specs.py), for its process title; and
     # the types other pools name, which a pool of every other type (*) leaves alone.
     pool: str | None = None

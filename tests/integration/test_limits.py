@@ -156,6 +156,24 @@ def test_enqueue_many_leaves_jobs_ready_where_their_first_may_never_run(
     assert queue.blocked() == []
 
 
+def test_the_limited_work_a_pool_shares_is_its_ready_and_running_limited_jobs(
+    queue: jobq.Queue,
+) -> None:
+    # What each worker of a pool takes its share of (worker/key_share.py): the limited jobs
+    # that could run now. A job blocked behind its key's attempts, one due later and an
+    # unlimited one are not part of it.
+    queue.enqueue_many([Limited("a", i) for i in range(5)])
+    queue.enqueue_many([Limited(f"k{i}") for i in range(3)])
+    queue.enqueue(Limited("later"), delay=3600)
+    queue.enqueue(Noop())
+    assert queue._limited_work(100) == 2 + 3
+    assert queue._limited_work(2) == 2, "each part counted up to the bound"
+    claimed = queue.claim_many(10)
+    assert len(claimed) == 6, "five limited jobs and the unlimited one"
+    assert queue._limited_work(100) == 5, "in progress now"
+    assert queue._limited_work(3) == 3
+
+
 @pytest.mark.databases("postgresql")
 def test_a_batched_acknowledgement_claims_the_next_job_of_each_key_it_frees(
     queue: jobq.Queue,

@@ -18,7 +18,7 @@ import pytest
 import jobq
 from chaos.observe import Deaths, Observer
 from jobq.testing.history import read_journal
-from tests.support.apps.chaos_app import ChaosLimited
+from tests.support.apps.chaos_app import ChaosLimited, OneAKey
 from tests.support.faults import (
     SETTINGS,
     completed_at_least,
@@ -132,6 +132,32 @@ def test_a_killed_master_s_slots_wake_their_blocked_jobs_before_maintenance_sett
                 status(queue, i) is jobq.Status.COMPLETED for i in blocked
             ), 30)  # fmt: skip
             assert all(status(queue, i) is jobq.Status.IN_PROGRESS for i in held)
+
+
+@pytest.mark.databases("postgresql")
+def test_a_pool_s_workers_share_a_backlog_of_keys(dsn: str) -> None:
+    """90 keys of 12 short jobs each, one attempt of a key at once, enqueued before three
+    workers start: each worker claims its share of the keys (a third), and since a key's
+    next job is claimed by the acknowledgement of its last, keeps them. Doubling its
+    claims while they came back full, the first worker up took most keys before the
+    others had claimed twice, and ran their jobs in series (worker/key_share.py)."""
+    keys, per_key = 90, 12
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        queue.enqueue_many([OneAKey(f"k{i % keys}", 0.003) for i in range(keys * per_key)])
+        with supervisor(dsn, "--workers", "3", *SETTINGS):
+            wait_for("the backlog done", lambda: (
+                queue.backend.fetchone(
+                    "SELECT count(*) FROM jobq_jobs WHERE status = 'completed'"
+                )[0] == keys * per_key
+            ), 60)  # fmt: skip
+        held = dict(queue.backend.fetchall(
+            "SELECT worker, count(DISTINCT limit_key) FROM jobq_jobs GROUP BY worker"
+        ))  # fmt: skip
+    # Doubling, they held 21, 30 and 41. A key's chain (12 claims of about 30 jobs) lasts
+    # longer than the workers take to start, so none is done with its share and takes
+    # another's before that one claims.
+    assert max(held.values()) <= keys // 3 + 2, f"keys run by each worker: {held}"
 
 
 def status(queue: jobq.Queue, job_id: int) -> jobq.Status | None:

@@ -116,6 +116,25 @@ def test_a_fixed_prefetch_is_the_size_whatever_the_jobs_took(fixed: int) -> None
     assert rule.size() == fixed
 
 
+def test_a_worker_running_limited_jobs_claims_its_share_at_once_within_the_ceiling() -> None:
+    rule = warmed(PrefetchRule(None, (), VOUCHED), {"a": 0.0001})
+    assert rule.size(share=125) == 125, "no doubling through 10, 20, 40 and 80 first"
+    rule.claimed(125, 125)
+    assert rule.size(share=125) == 125, "a full claim grows no further than the share"
+    assert rule.size(share=3) == 125, "a smaller share moves none of the keys it holds"
+    rule.claimed(125, 4)
+    assert rule.size(share=3) == ADAPTIVE_MAX
+    assert rule.size(share=5000) == MAX_PREFETCH
+    slow = warmed(PrefetchRule(None, (), VOUCHED), {"a": 0.004})
+    assert slow.size(share=500) == int(BATCH_SECONDS / 0.004)
+
+
+def test_a_share_changes_nothing_for_long_jobs_or_a_fixed_prefetch() -> None:
+    assert warmed(PrefetchRule(None, (), VOUCHED), {"a": SHORT * 2}).size(share=125) == 1
+    assert PrefetchRule(None, (), VOUCHED).size(share=125) == 1, "no job seen yet"
+    assert PrefetchRule(7, (), VOUCHED).size(share=125) == 7
+
+
 def test_a_queued_job_starts_only_with_more_than_half_its_vouched_lease_left() -> None:
     # A 10 s lease with a 1.9 s margin vouches for 8 s (to the kill point, 0.1 s earlier).
     def left(seconds: float) -> bool:

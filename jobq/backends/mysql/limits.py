@@ -12,7 +12,7 @@ blocked jobs of that key as it has free slots, holding the key's row as it count
 from __future__ import annotations
 
 from ...limits import CONCURRENCY
-from ..limits import PER_IN_FORCE, Limits, shared_statements
+from ..limits import PER_IN_FORCE, Limits, limited_work_statement, shared_statements
 from .schema import NOW
 
 KEY = "limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL"
@@ -131,6 +131,7 @@ class MysqlLimits(Limits):
             NOW, f"DATE_SUB({NOW}, INTERVAL ({PER_IN_FORCE}) * 1000000 MICROSECOND)", *MARKS
         )
     )
+    sql_limited_work = limited_work_statement(NOW, "%(most)s")
     # SKIP LOCKED: a claim holding the key may wait (its locking count) on an ending whose
     # wake-up row this transaction holds; the key's next claim wakes it instead.
     sql_hold_key = """

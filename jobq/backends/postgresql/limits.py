@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from ...limits import CONCURRENCY
-from ..limits import PER_IN_FORCE, Limits, shared_statements
+from ..limits import PER_IN_FORCE, Limits, limited_work_statement, shared_statements
 from .controls import NOTIFY_CHANNEL, OLDEST_READY
 from .schema import ANY_TYPE, NEXT_READY, PROBE, READY, SETTINGS
 
@@ -360,6 +360,7 @@ class PostgresLimits(Limits):
             "%(id)s",
         )
     )
+    sql_limited_work = limited_work_statement("now()", "%(most)s")
     sql_hold_key = (
         f"SELECT 1 WHERE {key_lock('%(type)s::text', '%(key)s::text', 'pg_try_advisory_xact_lock')}"
     )

@@ -8,7 +8,7 @@ key needs a lock. The triggers see every claim and ending, whichever statement m
 from __future__ import annotations
 
 from ...limits import CONCURRENCY, MAX_COUNT
-from ..limits import PER_IN_FORCE, Limits, shared_statements
+from ..limits import PER_IN_FORCE, Limits, limited_work_statement, shared_statements
 from .schema import NOW
 
 ALLOWED = f"""(SELECT coalesce(l.override, l.declared) FROM jobq_limits l
@@ -93,6 +93,7 @@ class SqliteLimits(Limits):
     sql_limits, sql_lapsed_keys, sql_stranded_keys, sql_free_slots, sql_limit_of = (
         shared_statements(NOW, f"{NOW} - {PER_IN_FORCE}", ":type", ":key", ":id")
     )
+    sql_limited_work = limited_work_statement(NOW, ":most")
     # One writer at a time, from BEGIN IMMEDIATE on: the transaction holds every key.
     sql_hold_key = "SELECT 1"
     sql_wake_key = """

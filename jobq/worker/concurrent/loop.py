@@ -90,7 +90,7 @@ class ConcurrentChild(Child):
 
     # -- what the process worker asks, for N slots -----------------------------------------
 
-    def claim_size(self) -> int:
+    def claim_size(self, queue: Queue | None = None) -> int:
         """Free slots, but none while draining, paused or due to recycle, and never more
         than --max-jobs-per-child leaves."""
         if self.stopping.is_set() or self.slots.claims_paused():

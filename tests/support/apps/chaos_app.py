@@ -180,6 +180,21 @@ class ResumableImport(jobq.Job):
         return {"resumed": start}
 
 
+class OneAKey(jobq.Job):
+    """Sleeps `seconds`; at most one attempt of a key runs at once."""
+
+    job_name = "OneAKey"
+    type = "one-a-key"
+    concurrency = jobq.Concurrency(1, key=lambda job: job.key)
+
+    def __init__(self, key: str, seconds: float) -> None:
+        self.key = key
+        self.seconds = seconds
+
+    def handle(self) -> None:
+        time.sleep(self.seconds)
+
+
 class ChaosLimited(Chaos):
     """A Chaos job of which at most two of one key run at once; its journal lines carry the
     key, for the history checker's count."""
