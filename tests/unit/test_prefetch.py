@@ -100,6 +100,18 @@ def test_the_median_decides_so_one_slow_job_does_not_stop_the_batches() -> None:
     assert rule.size() == 1, "a median of exactly the threshold is not short"
 
 
+def test_a_slow_first_run_is_replaced_by_the_second() -> None:
+    rule = PrefetchRule(None, (), VOUCHED)
+    rule.ran("a", SHORT * 2)
+    rule.claimed(1, 1)
+    assert rule.size() == 1, "all it knows says long"
+    rule.ran("a", SHORT / 100)
+    assert rule.size() == ADAPTIVE_MAX
+    rule.ran("a", SHORT * 2)
+    rule.ran("a", SHORT * 2)
+    assert rule.size() == 1, "later runs all count"
+
+
 def test_a_typed_worker_counts_a_type_it_may_claim_and_never_ran_as_long() -> None:
     rule = warmed(PrefetchRule(None, ("a", "b"), VOUCHED), {"a": SHORT / 10})
     assert rule.size() == 1
