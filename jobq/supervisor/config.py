@@ -143,5 +143,4 @@ class SupervisorConfig:
             listen_dsn=self.listen_dsn,
             prefetch=self.prefetch,
             concurrency=pool.concurrency,
-            workers=pool.workers,
         )

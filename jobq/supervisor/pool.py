@@ -117,8 +117,13 @@ class Pool:
         # Chosen here, before the fork: the master knows whose rows to settle even if the
         # child dies before its first message.
         worker_id = new_worker_id()
+        # The pool's size as it stands (ctl ttin/ttou change it), for the worker's share
+        # of the limited work.
         settings = dataclasses.replace(
-            self.shared.config.worker_settings(self.spec), patient=patient, worker_id=worker_id
+            self.shared.config.worker_settings(self.spec),
+            patient=patient,
+            worker_id=worker_id,
+            workers=self.target,
         )
         slots = self.fences.allocate_many(settings.concurrency)
         if slots is None:
