@@ -66,7 +66,7 @@ class PrefetchRule:
         """Remember how long a job of `job_type` ran. A worker's first run of a type pays
         for what the worker loads and warms on first use, on a machine busy starting its
         siblings: it is all the rule knows of the type until the second run, which replaces
-        it. Kept, one first run of 80 ms held a median over SHORT for the next two jobs of
+        it. Kept, a first run over SHORT held the median over it through the next jobs of
         0.1 ms, and the worker claimed one at a time while its siblings took its share."""
         window = self.durations.get(job_type)
         if window is None:
