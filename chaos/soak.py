@@ -54,6 +54,9 @@ from .plan import (
 )
 from .report import Outcome, print_report
 
+# Seconds a supervisor the soak starts may take to say it started (imports, the schema check).
+STARTED_WITHIN = 60.0
+
 
 def kind_of(draw: float) -> type[Chaos]:
     """A job's kind from a draw in [0, 1): a subprocess's, a coroutine or a thread."""
@@ -165,6 +168,10 @@ class Soak:
         running = Running(supervisor, name)
         self.supervisors.append(running)
         self.deaths.family(supervisor.pid)
+        # Faults wait for its start (this thread injects them): a supervisor that never
+        # reached the database takes a worker that cannot connect for a bad DSN and stops,
+        # as it should, and a fault in its first second made the soak call that a problem.
+        supervisor.wait_for_log("jobq-supervise started", timeout=STARTED_WITHIN)
         return running
 
     def live(self) -> list[Running]:
