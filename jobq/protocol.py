@@ -37,9 +37,11 @@ A concurrent worker (--concurrency N) runs up to N attempts at once and queues n
 in a fence row of its own. `settling(ids)` says that those running attempts' code is done and
 their outcomes are being recorded (they run no code any more: a round that misses them kills
 nothing); a `finished` then ends them. When one of its attempts must stop, the master sends
-`stop(id)`: a coroutine attempt is cancelled and failed with the error given; if the attempt
-still runs a kill grace later (a thread, or a coroutine that swallowed the cancel), the
-master kills the whole worker, before the lease's kill point.
+`stop(id, token)`: a coroutine attempt is cancelled and failed with the error given; if the
+attempt still runs a kill grace later (a thread, a coroutine that swallowed the cancel, or
+work it handed to a thread, or a process it started), the master kills the whole worker,
+before the lease's kill point. A concurrent attempt is `settling` only once its code and
+everything it started have stopped.
 """
 
 from __future__ import annotations
@@ -206,12 +208,14 @@ class Drain:
 
 @dataclass(frozen=True)
 class Stop:
-    """Stop this running attempt (a concurrent worker's): cancel it if it is a coroutine, and
-    fail it with `error`. The master kills the whole worker if it still runs after the kill
-    grace."""
+    """Stop this running attempt (a concurrent worker's), named by its token: cancel it if it
+    is a coroutine, and fail it with `error`. The master kills the whole worker if it still
+    runs after the kill grace. A stop that reaches the worker once the attempt has ended is
+    dropped: it must never stop the job's next attempt."""
 
     kind: ClassVar[str] = "stop"
     id: int
+    token: str
     error: str
 
 

@@ -191,7 +191,8 @@ class Metrics:
             "Workers stopped by the master or recycled, by reason: renewal (the lease could not "
             "be renewed in time), self_fence (the fence keeper killed it for that reason while "
             "the master did not), lost, job_timeout, memory, shutdown, cancelled (an operator "
-            "cancelled its job)",
+            "cancelled its job), strays (a job left processes its worker could not tell from "
+            "another attempt's)",
             ["pool", "reason"],
             registry=registry,
         )

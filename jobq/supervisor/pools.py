@@ -24,7 +24,11 @@ log = logging.getLogger("jobq")
 # left (lease_clock.startable); its job timeout counts from the start the slot gives.
 FOLLOW = 0.05
 # Exits a worker makes on purpose: they are not restarts in the metrics' sense.
-RECYCLED = {recycling.EXIT_RECYCLED: None, recycling.EXIT_MEMORY: StopReason.MEMORY}
+RECYCLED = {
+    recycling.EXIT_RECYCLED: None,
+    recycling.EXIT_MEMORY: StopReason.MEMORY,
+    recycling.EXIT_STRAYS: StopReason.STRAYS,
+}
 
 
 class Pools:

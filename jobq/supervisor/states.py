@@ -34,6 +34,8 @@ class StopReason(StrEnum):
     MEMORY = "memory"  # it recycled itself past --max-memory-per-child; never the master's
     SHUTDOWN = "shutdown"
     CANCELLED = "cancelled"  # an operator cancelled its job
+    # It stopped itself: a job left processes it could not tell from another attempt's.
+    STRAYS = "strays"
 
 
 # An attempt stopped for these is left to maintenance after its lease: its database was out

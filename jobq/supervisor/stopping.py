@@ -162,7 +162,8 @@ class Stopper:
             self.stop(worker, reason, now, at_once=True, for_attempt=lease)
             return
         worker.stopping[lease.claim.id] = (deadline, reason)
-        self.send(worker, protocol.Stop(lease.claim.id, self.stop_cause(reason)))
+        claim = lease.claim
+        self.send(worker, protocol.Stop(claim.id, claim.token, self.stop_cause(reason)))
 
     def stop_cause(self, reason: StopReason) -> str:
         """What an attempt stopped alone is failed with."""

@@ -1,5 +1,5 @@
 """When a worker child is replaced by a fresh one (--max-jobs-per-child,
---max-memory-per-child), and the exit codes that tell its master why."""
+--max-memory-per-child), and the exit codes that tell its master why it left."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from .settings import WorkerSettings
 
 EXIT_RECYCLED = 4  # --max-jobs-per-child reached
 EXIT_MEMORY = 5  # --max-memory-per-child passed
+# A concurrent worker's attempt ended while processes ran that could be another attempt's:
+# the worker stopped with them all (worker/concurrent/leftovers.py).
+EXIT_STRAYS = 6
 
 
 def recycle_due(settings: WorkerSettings, done: int) -> tuple[int, str] | None:

@@ -12,13 +12,14 @@ import contextvars
 import inspect
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import cast
 
 from ...backends.base import Backend
 from ...job import Job
 from ...queue import Queue
 from ...queue.consuming import Handling
-from ...records import ClaimedJob
+from .inflight import Attempt, InFlight
 
 
 def is_coroutine(job: Job) -> bool:
@@ -44,14 +45,23 @@ class OneStatementAtATime:
 
 
 async def handled(
-    queue: Queue, claim: ClaimedJob, job: Job, threads: ThreadPoolExecutor, lock: threading.Lock
+    queue: Queue,
+    attempt: Attempt,
+    job: Job,
+    threads: ThreadPoolExecutor,
+    lock: threading.Lock,
+    inflight: InFlight,
 ) -> Handling:
-    """Run the attempt's code: its frame, with the error that failed it or its result."""
+    """Run the attempt's code: its frame, with the error that failed it or its result. A
+    thread runs it as the attempt's (InFlight.run_for): what it starts is the attempt's."""
     backend = cast(Backend, OneStatementAtATime(queue.backend, lock))
+    claim = attempt.claim
     if is_coroutine(job):
         return await queue._awaited(claim, job, backend)
     # run_in_executor does not carry the caller's context variables (the attempt's span
     # among them) over by itself.
     context = contextvars.copy_context()
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(threads, context.run, queue._handled, claim, job, backend)
+    run = partial(context.run, queue._handled, claim, job, backend)
+    return await asyncio.get_running_loop().run_in_executor(
+        threads, partial(inflight.run_for, attempt, run)
+    )

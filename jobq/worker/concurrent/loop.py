@@ -9,10 +9,15 @@ the connection at once. With no attempt running, that thread waits for a wake-up
 database as a process worker does (on PostgreSQL); with some running, the loop looks for
 work as each ends, or after a wait.
 
+An attempt's outcome is recorded only once everything it started has stopped: its code,
+the work it handed to the worker's threads (handoff.py) and the processes it started
+(leftovers.py). Until then it holds its fence row and its lease, which the master renews.
+
 What the master is told (protocol.py): `claimed`/`finished` with `at_once`, then `settling`
-for the attempts whose code is done, before their outcomes are recorded. The master renews
-every attempt and stops the whole worker when any attempt must stop (a thread cannot be
-stopped alone); the keeper fences each attempt in its own fence row (slots.py).
+for the attempts that have so ended, before their outcomes are recorded. The master stops
+one attempt by its token (`stop`), and kills the whole worker when the attempt still runs a
+kill grace later (a thread cannot be stopped alone); the keeper fences each attempt in its
+own fence row (slots.py).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import os
 import socket
 import threading
 from collections.abc import Callable
@@ -32,30 +38,35 @@ from ...job import Job
 from ...queue import Queue
 from ...queue.running import worker_id
 from ...records import ClaimedJob, Outcome
-from .. import title
+from .. import attempt, title
 from ..child import EXIT_OK, FIRST_IDLE_WAIT, Child
 from ..fence import Slot
 from ..mark import SettlingMark
 from ..recording import UNACKNOWLEDGED
+from ..recycling import EXIT_STRAYS
 from ..session import DatabaseLost, Session, close_quietly
 from ..settings import WorkerSettings
 from ..settling import SettlingReporter
+from . import handoff
 from .attempts import handled, is_coroutine
+from .handoff import AttemptLoop, HandOff
+from .inflight import CURRENT, Attempt, InFlight
+from .leftovers import Unattributable, kill_confirmed, processes_of
 from .slots import Slots
 
 log = logging.getLogger("jobq")
 
 Result = TypeVar("Result")
-# An attempt whose code is done: its claim (with its result), what failed it (None: it
-# completed), and its span, which ends once its outcome is recorded.
-Ended = tuple[ClaimedJob, BaseException | str | None, tracing.AttemptSpan]
+# An attempt that has ended: the attempt, its claim (with its result), what failed it (None:
+# it completed), and its span, which ends once its outcome is recorded.
+Ended = tuple[Attempt, ClaimedJob, BaseException | str | None, tracing.AttemptSpan]
 
 
 class Unwatched(SettlingReporter):
     """The process worker's reporter, less what only makes sense for one attempt at a time:
     the settling mark (a concurrent worker says `settling` instead) and the search for an
-    attempt's leftover processes, which cannot tell one running attempt's from another's.
-    Whatever its jobs started dies with the worker (every process it starts is marked)."""
+    attempt's leftover processes, which cannot tell one running attempt's from another's
+    (the concurrent worker's own search is leftovers.py)."""
 
     def on_claimed(self, claim: ClaimedJob) -> None:
         pass
@@ -70,23 +81,23 @@ class ConcurrentChild(Child):
     ) -> None:
         super().__init__(settings, sock, mark, rows, Unwatched(mark))
         self.slots = Slots(rows)
+        self.inflight = InFlight()
         concurrency = self.settings.concurrency
         self.threads = ThreadPoolExecutor(concurrency, thread_name_prefix="jobq-job")
+        # The event loop's default executor: what attempts hand to threads is theirs.
+        self.handoff = HandOff(self.inflight, concurrency, "jobq-handoff")
         self.database = ThreadPoolExecutor(1, thread_name_prefix="jobq-database")
+        # Finds and kills an ended attempt's processes, off the event loop.
+        self.reaper = ThreadPoolExecutor(1, thread_name_prefix="jobq-leftovers")
         # Held by every statement on the connection: the database thread's, and the jobs'
         # progress and checkpoint writes (attempts.py).
         self.statement = threading.Lock()
-        # Each ended attempt's recorded outcome (None: it could not be recorded), awaited
-        # by its task to end its span.
-        self.outcomes: dict[int, asyncio.Future[Outcome | None]] = {}
         self.ended: list[Ended] = []
         self.tasks: set[asyncio.Task[None]] = set()
         self.woken: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        # The coroutine attempts it runs, which can be cancelled alone; and those the master
-        # asked to stop, with the error to fail them with.
-        self.cancellable: dict[int, asyncio.Task[None]] = {}
-        self.stopped: dict[int, str] = {}
+        # The worker's own processes, there before any attempt (a pool on_worker_start began).
+        self.own: attempt.Processes = frozenset()
 
     # -- what the process worker asks, for N slots -----------------------------------------
 
@@ -113,7 +124,7 @@ class ConcurrentChild(Child):
     def show_title(self) -> None:
         """The earliest attempt it runs, as a process worker shows its one, and how many
         slots are busy."""
-        running = self.slots.running()
+        running = self.inflight.running()
         if not running:
             title.state(None, 0.0)
             return
@@ -125,27 +136,24 @@ class ConcurrentChild(Child):
 
     def work(self, session: Session) -> int:
         try:
-            return asyncio.run(self.serve(session))
+            with asyncio.Runner(loop_factory=AttemptLoop) as runner:
+                return runner.run(self.serve(session))
         finally:
             close_quietly(session.queue)
-            self.threads.shutdown(wait=False, cancel_futures=True)
-            self.database.shutdown(wait=False, cancel_futures=True)
+            for pool in (self.threads, self.handoff, self.database, self.reaper):
+                pool.shutdown(wait=False, cancel_futures=True)
 
     def told(self, message: protocol.Message) -> None:
         if isinstance(message, protocol.Stop) and self.loop is not None:
-            self.loop.call_soon_threadsafe(self.stop_attempt, message.id, message.error)
-
-    def stop_attempt(self, job_id: int, error: str) -> None:
-        """The master stops this attempt: a coroutine is cancelled, CancelledError raised into
-        it; a thread cannot be, and the master kills the whole worker after the kill grace."""
-        self.stopped[job_id] = error
-        task = self.cancellable.get(job_id)
-        if task is not None:
-            task.cancel()
+            self.loop.call_soon_threadsafe(self.inflight.stop, message.token, message.error)
 
     async def serve(self, session: Session) -> int:
         self.woken = asyncio.Event()
         self.loop = asyncio.get_running_loop()
+        self.loop.set_default_executor(self.handoff)
+        handoff.listen(threading.get_native_id())
+        handoff.track_asgiref(self.inflight)
+        self.own = attempt.identified(attempt.members(os.getpid()))
         self.begin_first(session)
         idle_wait = FIRST_IDLE_WAIT
         while True:
@@ -215,26 +223,31 @@ class ConcurrentChild(Child):
     ) -> None:
         """Fence each new attempt in a row of its own, tell the master (`report` carries
         them), start them all."""
-        for claim in claims:
-            self.slots.hold(claim)
+        started = [Attempt(claim, self.slots.hold(claim)) for claim in claims]
+        for each in started:
+            self.inflight.add(each)
         if report is not None:
             # Before decoding or running anything: from here on the master renews them.
             wire.send(self.sock, report)
-        for claim in claims:
-            task = asyncio.create_task(self.attempt_task(session.queue, claim))
+        for each in started:
+            task = asyncio.create_task(self.attempt_task(session.queue, each))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
 
-    async def attempt_task(self, queue: Queue, claim: ClaimedJob) -> None:
-        """One attempt, in its span: run its code, hand it over to be recorded, and end the
-        span with the outcome recorded (as a process worker's span ends); then its after_job
-        hooks, where its code ran: in its task, or in one of the threads."""
-        with tracing.processing(claim, worker_id()) as span:
-            ran, error, threaded = await self.run_code(queue, claim)
-            outcome = asyncio.get_running_loop().create_future()
-            self.outcomes[claim.id] = outcome
-            self.slots.let_go(claim)
-            self.ended.append((ran, error, span))
+    async def attempt_task(self, queue: Queue, running: Attempt) -> None:
+        """One attempt, in its span: run its code, wait until all it started has stopped,
+        hand it over to be recorded, and end the span with the outcome recorded (as a
+        process worker's span ends); then its after_job hooks, where its code ran: in its
+        task, or in one of the threads."""
+        with tracing.processing(running.claim, worker_id()) as span:
+            ran, error, threaded = await self.run_code(queue, running)
+            await running.handed_work_ended()
+            if running.spawned:
+                await self.end_processes(running)
+            loop = asyncio.get_running_loop()
+            outcome = running.outcome = loop.create_future()
+            self.slots.let_go(running.row)
+            self.ended.append((running, ran, error, span))
             self.done += 1
             assert self.woken is not None
             self.woken.set()
@@ -248,39 +261,76 @@ class ConcurrentChild(Child):
             queue.hooks.after_job(ran, recorded)
             return
         context = contextvars.copy_context()
-        await asyncio.get_running_loop().run_in_executor(
-            self.threads, context.run, queue.hooks.after_job, ran, recorded
-        )
+        await loop.run_in_executor(self.threads, context.run, queue.hooks.after_job, ran, recorded)
 
     async def run_code(
-        self, queue: Queue, claim: ClaimedJob
+        self, queue: Queue, running: Attempt
     ) -> tuple[ClaimedJob, BaseException | str | None, bool]:
         """The attempt's code: its claim with its result, what failed it, if anything, and
         whether it ran in a thread."""
+        claim = running.claim
         error: BaseException | str | None
         threaded = False
+        # In this task's context, and so in its thread and in what it hands off.
+        acting = CURRENT.set(running)
         try:
             job = queue._startable(claim)
             if isinstance(job, Job) and is_coroutine(job):
-                self.cancellable[claim.id] = asyncio.current_task()  # type: ignore[assignment]
-            if claim.id in self.stopped:  # told to stop before it began
+                running.task = asyncio.current_task()
+            if running.stop is not None:  # told to stop before it began
                 raise asyncio.CancelledError
             if not isinstance(job, Job):
                 error = job
             else:
                 threaded = not is_coroutine(job)
-                handling = await handled(queue, claim, job, self.threads, self.statement)
+                handling = await handled(
+                    queue, running, job, self.threads, self.statement, self.inflight
+                )
                 error, claim = handling.error, claim.completed(handling.result)
         except asyncio.CancelledError:
-            error = self.stopped.get(claim.id, "Cancelled")
+            error = running.stop or "Cancelled"
             log.warning("Job %d cancelled: %s", claim.id, error, extra={"event": "cancelled"})
         except BaseException as escaped:  # SystemExit and the like: fail it, then drain
             log.warning("Job %d raised %r: the worker drains", claim.id, escaped)
             error = escaped
             self.stopping.set()
-        self.cancellable.pop(claim.id, None)
-        self.stopped.pop(claim.id, None)
+        finally:
+            running.task = None
+            CURRENT.reset(acting)
         return claim, error, threaded
+
+    async def end_processes(self, ended: Attempt) -> None:
+        """Kill what the ended attempt left running, before its outcome is recorded. If
+        processes run that could be another attempt's, the worker stops with all of them."""
+        loop = asyncio.get_running_loop()
+        master = os.getppid()
+        try:
+            pids = await loop.run_in_executor(
+                self.reaper, processes_of, ended, self.inflight, master, self.own
+            )
+        except Unattributable as strays:
+            log.error(
+                "Job %d ended while processes %s ran that could be another attempt's: the "
+                "worker stops with every attempt it runs",
+                ended.claim.id,
+                strays,
+                extra={"event": "leftovers_unattributable"},
+            )
+            attempt.kill(os.getpid(), spare=self.own)
+            os._exit(EXIT_STRAYS)
+        if not pids:
+            return
+        log.warning(
+            "Job %d left processes running: killing them",
+            ended.claim.id,
+            extra={"event": "leftovers"},
+        )
+        if not await loop.run_in_executor(self.reaper, kill_confirmed, pids):
+            log.error(
+                "Job %d's leftover processes still run after SIGKILL",
+                ended.claim.id,
+                extra={"event": "kill_unconfirmed"},
+            )
 
     async def record_and_claim(self, session: Session, size: int) -> list[ClaimedJob]:
         """Record the ended attempts' outcomes and claim `size` jobs for the free slots, in
@@ -288,27 +338,32 @@ class ConcurrentChild(Child):
         ended, self.ended = self.ended, []
         if ended:
             # Before their outcomes are recorded: a round that misses them kills nothing.
-            done = protocol.carried(claim for claim, error, _ in ended if not error)
-            wire.send(self.sock, protocol.Settling([claim.id for claim, _, _ in ended], done))
+            done = protocol.carried(claim for _, claim, error, _ in ended if not error)
+            wire.send(self.sock, protocol.Settling([each.claim.id for each, *_ in ended], done))
         try:
             outcomes, claims = await self.in_database(self.recorded, session, ended, size)
         except Exception as error:
             # Their leases run out unrenewed, and maintenance settles them.
-            lost = [(claim.id, UNACKNOWLEDGED) for claim, _, _ in ended]
+            lost = [(each.claim.id, UNACKNOWLEDGED) for each, *_ in ended]
             wire.send(self.sock, protocol.Finished(lost))
-            for claim, _, _ in ended:
-                self.outcomes.pop(claim.id).set_result(None)
+            for each, *_ in ended:
+                self.settled(each, None)
             raise DatabaseLost("Recording outcomes failed") from error
-        for claim, outcome in outcomes:
-            self.outcomes.pop(claim.id).set_result(outcome)
-        finished = [(claim.id, str(outcome)) for claim, outcome in outcomes]
+        for each, outcome in outcomes:
+            self.settled(each, outcome)
+        finished = [(each.claim.id, str(outcome)) for each, outcome in outcomes]
         report = protocol.Finished(finished, protocol.attempts(claims), at_once=True)
         self.begin(session, claims, report if finished or claims else None)
         return claims
 
+    def settled(self, ended: Attempt, outcome: Outcome | None) -> None:
+        assert ended.outcome is not None
+        ended.outcome.set_result(outcome)
+        self.inflight.remove(ended)
+
     def recorded(
         self, session: Session, ended: list[Ended], size: int
-    ) -> tuple[list[tuple[ClaimedJob, Outcome]], list[ClaimedJob]]:
+    ) -> tuple[list[tuple[Attempt, Outcome]], list[ClaimedJob]]:
         """In the database's thread: fail the failed attempts, then complete the completed
         ones with the next claim in one statement."""
         queue = session.queue
@@ -316,13 +371,14 @@ class ConcurrentChild(Child):
         types = self.claim_types.now(queue, busy=bool(ended)) if size else None
         size = 0 if types is None else size
         outcomes = [
-            (claim, queue._failed(claim, error, span)) for claim, error, span in ended if error
+            (each, queue._failed(claim, error, span)) for each, claim, error, span in ended if error
         ]
-        completed = [claim for claim, error, _ in ended if error is None]
+        completed = [(each, claim) for each, claim, error, _ in ended if error is None]
         claims: list[ClaimedJob] = []
         if completed:
-            settled, claims = queue.complete_many_and_claim(completed, size, types or ())
-            outcomes += zip(completed, settled, strict=True)
+            acknowledged = [claim for _, claim in completed]
+            settled, claims = queue.complete_many_and_claim(acknowledged, size, types or ())
+            outcomes += zip((each for each, _ in completed), settled, strict=True)
         elif size:
             claims = queue.claim_many(size, types or ())
         if claims:

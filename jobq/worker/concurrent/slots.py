@@ -13,7 +13,6 @@ class Slots:
     def __init__(self, rows: list[Slot]) -> None:
         self.rows = rows
         self.free = list(reversed(rows))
-        self.held: dict[int, tuple[ClaimedJob, Slot]] = {}
 
     @property
     def capacity(self) -> int:
@@ -21,7 +20,7 @@ class Slots:
 
     @property
     def busy(self) -> int:
-        return len(self.held)
+        return len(self.rows) - len(self.free)
 
     @property
     def vacant(self) -> int:
@@ -30,23 +29,17 @@ class Slots:
     def claims_paused(self) -> bool:
         return self.rows[0].claims_paused()
 
-    def hold(self, claim: ClaimedJob) -> None:
+    def hold(self, claim: ClaimedJob) -> Slot:
         """Fence the worker on `claim` in a free row: before its claim is reported, as a
         process worker fences itself before its report."""
         if not self.free:
             raise RuntimeError(f"no free slot for job {claim.id}: all {self.capacity} are busy")
         row = self.free.pop()
-        key = token_key(claim.token)
-        row.worker.write(Hold(getpid(), claim.id, key, claim.expires_monotonic))
-        self.held[claim.id] = (claim, row)
+        row.worker.write(Hold(getpid(), claim.id, token_key(claim.token), claim.expires_monotonic))
+        return row
 
-    def let_go(self, claim: ClaimedJob) -> None:
-        """The attempt runs no more code: its row is free for the next claim."""
-        _, row = self.held.pop(claim.id)
+    def let_go(self, row: Slot) -> None:
+        """Its attempt runs no more code, nor any process it started: the row is free for
+        the next claim."""
         row.worker.write(EMPTY)
         self.free.append(row)
-
-    def running(self) -> list[ClaimedJob]:
-        """The attempts it runs, oldest first. Also read by the title's thread: list() of a
-        dict's values copies it in one step under the GIL."""
-        return [claim for claim, _ in list(self.held.values())]
