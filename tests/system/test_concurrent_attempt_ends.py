@@ -126,6 +126,40 @@ def test_processes_a_failed_attempt_left_running_are_stopped_before_its_retry(
         assert (record.status, record.attempts) == (Status.COMPLETED, 2), record
 
 
+@pytest.mark.databases("sqlite", "postgresql")
+def test_a_daemon_that_could_be_either_of_two_attempts_stops_their_worker(
+    dsn: str, tmp_path: Path
+) -> None:
+    """One attempt works beside a process it started; another leaves a daemon, which has
+    left its parent, and raises. The daemon could be either attempt's: the worker stops
+    with both rather than let it outlive its attempt, and both jobs are retried once it and
+    every process of theirs is gone."""
+    journal = str(tmp_path / "journal")
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        holding = queue.enqueue(LeavesProcess(60.0, journal, "hold"))
+        with supervisor(dsn, *CONCURRENT, "--concurrency", "4") as running:
+            wait_for("the first process to tick", lambda: ticked(journal, holding), 30)
+            daemon = queue.enqueue(LeavesProcess(60.0, journal, "daemon"))
+
+            def retried() -> bool:
+                found = [queue.get(job_id) for job_id in (holding, daemon)]
+                return all(r is not None and r.status is Status.COMPLETED for r in found)
+
+            wait_for("both jobs to be retried and complete", retried, 60)
+            running.signal(signal.SIGTERM)
+            assert running.wait(30) == 0, running.log
+    assert "could be another attempt's" in running.log
+    assert "exited (exit code 6)" in running.log
+    entries = read_journal(Path(journal))
+    for job_id in (holding, daemon):
+        ran_in_order(entries, job_id)
+
+
+def ticked(journal: str, job: int) -> bool:
+    return any(e["job"] == job and e["event"] == "tick" for e in read_journal(Path(journal)))
+
+
 @pytest.mark.databases(*ALL)
 def test_a_concurrency_slot_is_freed_only_once_the_attempt_s_processes_have_stopped(
     dsn: str, tmp_path: Path

@@ -60,7 +60,8 @@ def supervise(dsn: str, *args: str, persistent: bool = False) -> AbstractContext
     return supervisor(dsn, *args, env=env, command=command, cwd=PROJECT)
 
 
-def receipts(dsn: str, db_kind: str) -> dict[int, str]:
+def orders(dsn: str, db_kind: str) -> list[tuple[int, int, str]]:
+    """Each order's id, number and receipt."""
     app = drivers.connect(dsn, db_kind, autocommit=True)
     try:
         cursor = app.cursor()
@@ -69,6 +70,12 @@ def receipts(dsn: str, db_kind: str) -> dict[int, str]:
         cursor.close()
     finally:
         app.close()
+    return [tuple(row) for row in rows]
+
+
+def receipts(dsn: str, db_kind: str) -> dict[int, str]:
+    """Each order's receipt, made by MakeReceipt if at all."""
+    rows = orders(dsn, db_kind)
     for order, number, receipt in rows:
         assert receipt == "" or receipt.startswith(f"receipt for order {order} number {number} ")
     return {order: receipt for order, _, receipt in rows}
@@ -118,6 +125,33 @@ def test_thread_and_coroutine_jobs_use_the_orm_in_a_concurrent_worker(
         assert queue.counts() == {"completed": 20}
         kinds = Counter(record.class_name for record in queue.jobs())
     assert sorted(kinds.values()) == [10, 10], kinds
+
+
+@pytest.mark.databases("postgresql")
+def test_a_cancelled_coroutine_s_orm_work_in_sync_to_async_ends_before_its_outcome(
+    project: str, db_kind: str
+) -> None:
+    """A coroutine job's ORM work takes 3 s in asgiref's thread; cancelled meanwhile, its
+    attempt waits for that thread before it ends cancelled. So nothing it writes comes after
+    its job reads cancelled, nor after the retry an operator asks for then begins."""
+    args = ("--workers", "1", "--concurrency", "4", *FAST, "--lease", "20", "--kill-grace", "8")
+    with supervise(project, *args) as running, jobq.Queue.connect(project) as queue:
+        ok(manage(project, "place_orders", "1", "--slow", "3"))
+        (job,) = queue.jobs()
+
+        def receipt() -> str:
+            ((_, _, written),) = orders(project, db_kind)
+            return written
+
+        wait_for("the first attempt to begin", receipt, 30)
+        assert queue.cancel(job.id)
+        wait_for("the cancel", lambda: queue.get(job.id).status is jobq.Status.CANCELLED, 30)  # type: ignore[union-attr]
+        at_cancel = receipt()
+        assert queue.retry(job.id)
+        wait_for("the retry", lambda: "2:ended;" in receipt(), 30)
+        stop(running)
+        assert at_cancel == "1:began;1:late;", at_cancel
+        assert receipt() == "1:began;1:late;2:began;2:ended;"
 
 
 @pytest.mark.databases("sqlite")

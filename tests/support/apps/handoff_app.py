@@ -102,7 +102,8 @@ class HandsOff(Traced):
 
 class LeavesProcess(Traced):
     """A plain job whose first attempt starts a process (a child, or with `how` daemon one
-    that leaves it), then raises without waiting for it."""
+    that leaves it), then raises without waiting for it; with `how` hold, not before it has
+    worked beside its process for `seconds`."""
 
     job_name = "LeavesProcess"
 
@@ -111,6 +112,8 @@ class LeavesProcess(Traced):
         if self.claim.attempt == 1:
             ready, _ = self.start(subprocess.Popen)
             os.read(ready, 1)
+            if self.how == "hold":
+                time.sleep(self.seconds)
             raise RuntimeError("failed, its process left running")
         self.note("end")
 
