@@ -5,6 +5,9 @@ boundaries and order, and a closed end reads as end-of-file, so neither side nee
 handshake.
 
 worker -> master: ready, claimed, settling, finished, releasing.
+Each message about an attempt names it by its job id and its token (`Named`): a message that
+reaches the other side once its attempt has ended (a late stop, say) cannot be taken for the
+job's next attempt, which has a token of its own.
 master -> worker: drain, stop (a concurrent worker's one attempt).
 (Extensions reach a worker's fence through the fence table, not as messages, and a queued
 attempt's start reaches the master the same way.)
@@ -24,7 +27,7 @@ or that it is too large to carry); completed ones are acknowledged together, in 
 once the master has read a worker's messages, every attempt of its claim before the one
 its slot names is ended: reported, or completed with no result (a worker that died while
 writing its slot leaves the attempt the slot names in doubt, and it is left to maintenance
-after its lease). `releasing(ids)` comes
+after its lease). `releasing` comes
 before the worker puts queued attempts back to pending: from then on the master no longer
 vouches for them. So whenever the master acts, it knows which attempt runs (the one it
 fences), which queued ones never started, and which completed ones await their
@@ -34,7 +37,7 @@ housekeeper also releases the claims it made and never got to report.
 
 A concurrent worker (--concurrency N) runs up to N attempts at once and queues none: its
 `claimed` and `finished`'s `then` say `at_once`, every attempt they carry runs now, each fenced
-in a fence row of its own. `settling(ids)` says that those running attempts' code is done and
+in a fence row of its own. `settling` says that those running attempts' code is done and
 their outcomes are being recorded (they run no code any more: a round that misses them kills
 nothing); a `finished` then ends them. When one of its attempts must stop, the master sends
 `stop(id, token)`: a coroutine attempt is cancelled and failed with the error given; if the
@@ -71,6 +74,14 @@ class Ready:
 Row = tuple[
     int, str, int, str, str, tuple[int, float, float, bool], str, str | None, float, str | None
 ]
+
+
+# An attempt as the messages that end or stop it name it: its job id and its token.
+Named = tuple[int, str]
+
+
+def named(claims: Iterable[ClaimedJob]) -> list[Named]:
+    return [(claim.id, claim.token) for claim in claims]
 
 
 def attempts(claims: Iterable[ClaimedJob]) -> list[Row]:
@@ -164,12 +175,12 @@ class Claimed:
 
 @dataclass(frozen=True)
 class Finished:
-    """These attempts were acknowledged, (job id, outcome: completed, failed, lost...), and,
-    when the acknowledgement claimed more jobs in the same commit, the attempts that claim
-    began (as in Claimed: the first runs now)."""
+    """These attempts were acknowledged, each as (job id, token, outcome: completed, failed,
+    lost...), and, when the acknowledgement claimed more jobs in the same commit, the
+    attempts that claim began (as in Claimed: the first runs now)."""
 
     kind: ClassVar[str] = "finished"
-    outcomes: list[tuple[int, str]]
+    outcomes: list[tuple[int, str, str]]  # (job id, token, outcome)
     then: list[Row] = field(default_factory=list)
     at_once: bool = False  # as in Claimed: every attempt of `then` runs now
     # How long each attempt of `outcomes` ran, in seconds, as its worker timed it (None: not
@@ -187,7 +198,7 @@ class Settling:
     or a result too large to carry here) to maintenance after its lease."""
 
     kind: ClassVar[str] = "settling"
-    ids: list[int]
+    attempts: list[Named]
     results: list[tuple[int, str | None]] = field(default_factory=list)
 
 
@@ -196,7 +207,7 @@ class Releasing:
     """The child puts these queued attempts back to pending, unstarted: stop vouching."""
 
     kind: ClassVar[str] = "releasing"
-    ids: list[int]
+    attempts: list[Named]
 
 
 @dataclass(frozen=True)

@@ -192,12 +192,12 @@ class Master:
         elif isinstance(message, protocol.Claimed):
             self.on_claimed(worker, message.attempts, message.at_once)
         elif isinstance(message, protocol.Settling):
-            worker.settling(message.ids, time.monotonic(), dict(message.results))
+            worker.settling(message.attempts, time.monotonic(), dict(message.results))
         elif isinstance(message, protocol.Finished):
             now = time.monotonic()
             ran = message.ran or [None] * len(message.outcomes)
-            for (job_id, outcome), timed in zip(message.outcomes, ran, strict=True):
-                lease = worker.finished(job_id)
+            for (job_id, token, outcome), timed in zip(message.outcomes, ran, strict=True):
+                lease = worker.finished(job_id, token)
                 if lease is not None:
                     seconds = (lease.ended or now) - lease.started if timed is None else timed
                     self.metrics.on_finished(lease.claim.type, outcome, seconds)
@@ -205,7 +205,7 @@ class Master:
             if message.then:
                 self.on_claimed(worker, message.then, message.at_once)
         elif isinstance(message, protocol.Releasing):
-            for lease in worker.released(message.ids):
+            for lease in worker.released(message.attempts):
                 self.metrics.on_released(lease.claim.type)
 
     def on_claimed(

@@ -40,6 +40,10 @@ class Lease:
         return Hold(pid, self.claim.id, token_key(self.claim.token), self.expires)
 
 
+def named(lease: Lease) -> protocol.Named:
+    return lease.claim.id, lease.claim.token
+
+
 @dataclass
 class WorkerProcess:
     process: Forked
@@ -213,7 +217,7 @@ class WorkerProcess:
             return None
         # A worker that queues attempts runs one at a time.
         for lease in list(self.running.values()):
-            self.settling([lease.claim.id], since, {lease.claim.id: None})
+            self.settling([named(lease)], since, {lease.claim.id: None})
         for queued_id in list(self.queued):
             lease = self.queued.pop(queued_id)
             lease.started = since
@@ -221,14 +225,19 @@ class WorkerProcess:
                 self.running[job_id] = lease
                 return lease
             self.running[queued_id] = lease
-            self.settling([queued_id], since, {queued_id: None})
+            self.settling([named(lease)], since, {queued_id: None})
         return None  # not reached: job_id is queued
 
-    def settling(self, job_ids: list[int], now: float, completed: Mapping[int, str | None]) -> None:
+    def settling(
+        self, attempts: list[protocol.Named], now: float, completed: Mapping[int, str | None]
+    ) -> None:
         """These attempts' code is done: their outcomes are being recorded. Those in
         `completed` completed, with these encoded results. One the master had taken for
-        completed with no result, from the fence slot, gets its result now."""
-        for job_id in job_ids:
+        completed with no result, from the fence slot, gets its result now. An attempt it
+        no longer holds is passed over."""
+        for job_id, token in attempts:
+            if self.holding(job_id, token) is None:
+                continue
             self.advance(job_id, now)
             lease = self.running.pop(job_id, None) or self.completed.pop(job_id, None)
             if lease is None:
@@ -241,8 +250,10 @@ class WorkerProcess:
                 self.unrecorded[job_id] = lease
             self.ended(lease)
 
-    def finished(self, job_id: int) -> Lease | None:
+    def finished(self, job_id: int, token: str) -> Lease | None:
         """It acknowledged this attempt: the lease it ends, if the master still had it."""
+        if self.holding(job_id, token) is None:
+            return None
         self.advance(job_id, time.monotonic())
         lease = self.running.pop(job_id, None)
         if lease is not None:
@@ -262,13 +273,14 @@ class WorkerProcess:
         if lease is self.stopped:
             self.stopped = self.stop_reason = self.kill_at = None
 
-    def released(self, job_ids: list[int]) -> list[Lease]:
+    def released(self, attempts: list[protocol.Named]) -> list[Lease]:
         """It gives these queued attempts back: the master no longer vouches for them.
         Returns the leases it held of them."""
         leases = []
-        for job_id in job_ids:
-            lease = self.queued.pop(job_id, None)
-            if lease is not None:
-                leases.append(lease)
+        for job_id, token in attempts:
+            lease = self.queued.get(job_id)
+            if lease is not None and lease.claim.token == token:
+                leases.append(self.queued.pop(job_id))
+            # A lost one (master.lost) is no longer queued; it runs nothing now either.
             self.lost.discard(job_id)
         return leases

@@ -59,19 +59,18 @@ class Reports:
         maintenance should the worker die)."""
         done = [each for each in after if each.result is not None]
         if done:
-            ids = [each.id for each in done]
-            wire.send(self.sock, protocol.Settling(ids, protocol.carried(done)))
+            wire.send(self.sock, protocol.Settling(protocol.named(done), protocol.carried(done)))
         self.hold(claim)
 
     def releasing(self, claims: Sequence[ClaimedJob]) -> None:
         """Queued attempts go back unstarted: the master stops vouching for them first."""
-        wire.send(self.sock, protocol.Releasing([claim.id for claim in claims]))
+        wire.send(self.sock, protocol.Releasing(protocol.named(claims)))
 
     def ended(self, ended: Ended, then: list[ClaimedJob] | None = None) -> None:
         """Report attempts' ends, and the attempts their acknowledgement claimed, if any, in
         one message: the master swaps the old leases for the new, and the worker is fenced
         on the first new one, which runs now."""
-        outcomes = [(claim.id, str(outcome)) for claim, outcome in ended]
+        outcomes = [(claim.id, claim.token, str(outcome)) for claim, outcome in ended]
         ran = [self.ran.pop(claim.id, None) for claim, _ in ended]
         if then:
             self.hold(then[0])

@@ -193,7 +193,7 @@ def test_the_master_holds_a_worker_s_running_queued_and_completed_attempts() -> 
     assert held(process) == [1, 2, 3]
 
     # 1 completed with a result, which its worker sends before it starts 2.
-    process.settling([1], now=4.0, completed={1: '{"rows": 3}'})
+    process.settling(at(1), now=4.0, completed={1: '{"rows": 3}'})
     runs(process, 2, since=5.0)
     assert process.follow() == 2
     started = process.running[2]
@@ -203,10 +203,10 @@ def test_the_master_holds_a_worker_s_running_queued_and_completed_attempts() -> 
     assert process.completed[1].claim.result == '{"rows": 3}', "with its result"
     assert held(process) == [2, 3, 1]
 
-    assert process.finished(2) is not None  # a failure, acknowledged at once
-    process.released([3])
+    assert process.finished(2, "token-2") is not None  # a failure, acknowledged at once
+    process.released(at(3))
     assert held(process) == [1]
-    assert process.finished(1) is not None
+    assert process.finished(1, "token-1") is not None
     assert held(process) == []
     assert not process.busy
 
@@ -225,7 +225,7 @@ def test_the_slot_naming_a_later_attempt_says_the_ones_before_completed_with_no_
     assert process.follow() is None, "nothing new"
     # A result sent before the start of 4, read after the slot: it is kept; one too large
     # to carry leaves its attempt to maintenance should the worker die.
-    process.settling([2, 3], now=8.0, completed={2: '"two"'})
+    process.settling(at(2, 3), now=8.0, completed={2: '"two"'})
     assert process.completed[2].claim.result == '"two"'
     assert list(process.unrecorded) == [3]
 
@@ -233,7 +233,7 @@ def test_the_slot_naming_a_later_attempt_says_the_ones_before_completed_with_no_
 def test_a_failure_reported_for_a_queued_attempt_says_the_ones_before_it_ran() -> None:
     process = worker()
     process.claimed(protocol.attempts([claim(i) for i in (1, 2, 3, 4)]), now=0.0)
-    assert process.finished(3) is not None
+    assert process.finished(3, "token-3") is not None
     assert (list(process.completed), list(process.running), list(process.queued)) == (
         [1, 2],
         [],
@@ -270,7 +270,7 @@ def test_a_worker_that_died_writing_its_slot_leaves_the_attempt_in_doubt_to_main
     process = worker()
     process.claimed(protocol.attempts([claim(i) for i in (1, 2, 3, 4)]), now=0.0)
     if failed_first:
-        assert process.finished(1) is not None  # nothing runs, as the master sees it
+        assert process.finished(1, "token-1") is not None  # nothing runs, as the master sees it
     runs(process, named, since=3.0)
     section = process.slots[0].worker
     section.memory[section.offset] |= 1
@@ -309,14 +309,34 @@ def test_a_round_finds_each_of_a_worker_s_attempts_by_its_token() -> None:
     assert process.holding(2, "token-1") is None
 
 
+def at(*job_ids: int) -> list[protocol.Named]:
+    """Attempts as a message names them (tests.support.claims gives each job its token)."""
+    return [(job_id, f"token-{job_id}") for job_id in job_ids]
+
+
+def test_a_message_naming_an_attempt_the_master_no_longer_holds_ends_nothing() -> None:
+    # The worker names every attempt by its token: a report of the job's earlier attempt
+    # can never end the lease of the one running now.
+    process = worker()
+    process.claimed(protocol.attempts([claim(1)]), now=0.0, at_once=True)
+    process.settling([(1, "token-of-an-earlier-attempt")], now=1.0, completed={})
+    assert process.finished(1, "token-of-an-earlier-attempt") is None
+    assert list(process.running) == [1]
+    assert process.released([(1, "token-of-an-earlier-attempt")]) == []
+    assert process.finished(1, "token-1") is not None
+    assert not process.busy
+
+
 def test_claims_and_acknowledgements_cross_the_socket_whole() -> None:
     sent: list[protocol.Message] = [
         protocol.Claimed(protocol.attempts([claim(1), claim(2)])),
-        protocol.Settling([1], [(1, '"ok"')]),
+        protocol.Settling(at(1), [(1, '"ok"')]),
         protocol.Finished(
-            [(1, "completed"), (2, "completed")], protocol.attempts([claim(3)]), ran=[0.5, None]
+            [(1, "token-1", "completed"), (2, "token-2", "completed")],
+            protocol.attempts([claim(3)]),
+            ran=[0.5, None],
         ),
-        protocol.Releasing([4, 5]),
+        protocol.Releasing(at(4, 5)),
     ]
     ours, theirs = wire.pair()
     with ours, theirs:
@@ -326,11 +346,17 @@ def test_claims_and_acknowledgements_cross_the_socket_whole() -> None:
     assert received[0] == sent[0]
     settling = received[1]
     assert isinstance(settling, protocol.Settling)
-    assert (settling.ids, dict(settling.results)) == ([1], {1: '"ok"'})
+    assert ([tuple(each) for each in settling.attempts], dict(settling.results)) == (
+        at(1),
+        {1: '"ok"'},
+    )
     assert received[3] == sent[3]
     finished = received[2]
     assert isinstance(finished, protocol.Finished)
-    assert [tuple(pair) for pair in finished.outcomes] == [(1, "completed"), (2, "completed")]
+    assert [tuple(each) for each in finished.outcomes] == [
+        (1, "token-1", "completed"),
+        (2, "token-2", "completed"),
+    ]
     assert finished.then == protocol.attempts([claim(3)])
     assert finished.ran == [0.5, None]
 
@@ -343,7 +369,7 @@ def test_a_dead_worker_s_completions_are_acknowledged_with_their_results_and_no_
     process.claimed(protocol.attempts([claim(i) for i in (1, 2, 3, 4)]), now=0.0, at_once=True)
     large = "x" * (protocol.CARRIED_RESULT + 1)
     ended = [claim(1).completed('"small"'), claim(2).completed(None), claim(3).completed(large)]
-    process.settling([1, 2, 3, 4], now=1.0, completed=dict(protocol.carried(ended)))
+    process.settling(at(1, 2, 3, 4), now=1.0, completed=dict(protocol.carried(ended)))
     behind = left_behind(process)
     assert {each.id: each.result for each in protocol.claims(behind.completed)} == {
         1: '"small"',
@@ -352,5 +378,5 @@ def test_a_dead_worker_s_completions_are_acknowledged_with_their_results_and_no_
     assert sorted(behind.running) == [3, 4]
     assert held(process) == [1, 2, 3, 4], "renewed until the worker reports their ends"
     for job_id in (1, 2, 3, 4):
-        assert process.finished(job_id) is not None
+        assert process.finished(job_id, f"token-{job_id}") is not None
     assert not process.busy

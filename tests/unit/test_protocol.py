@@ -102,10 +102,10 @@ def test_a_large_answer_is_read_whole_from_a_non_blocking_socket() -> None:
 
 
 def test_every_part_fits_the_limit_it_was_cut_for_its_mark_included() -> None:
-    ids = list(range(10**6, 10**6 + 100))
-    message = protocol.Releasing(ids)
+    attempts = [(job_id, f"token-{job_id}") for job_id in range(10**6, 10**6 + 100)]
+    message = protocol.Releasing(attempts)
     # Halves that would just fit, but for the mark that says more parts follow.
-    half = len(marshal.dumps({"kind": "releasing", "ids": ids[:50]}))
+    half = len(marshal.dumps({"kind": "releasing", "attempts": attempts[:50]}))
     datagrams = wire.parts(message, most=half + 5)
     assert len(datagrams) > 1
     assert max(map(len, datagrams)) <= half + 5
@@ -113,7 +113,7 @@ def test_every_part_fits_the_limit_it_was_cut_for_its_mark_included() -> None:
 
 def test_a_message_that_no_split_can_fit_is_an_error() -> None:
     with pytest.raises(wire.MessageTooLarge):
-        wire.parts(protocol.Releasing([1, 2]), most=10)
+        wire.parts(protocol.Releasing([(1, "a"), (2, "b")]), most=10)
 
 
 def test_a_prefetch_beyond_the_bound_is_refused_in_one_line() -> None:

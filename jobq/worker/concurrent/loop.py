@@ -339,19 +339,20 @@ class ConcurrentChild(Child):
         if ended:
             # Before their outcomes are recorded: a round that misses them kills nothing.
             done = protocol.carried(claim for _, claim, error, _ in ended if not error)
-            wire.send(self.sock, protocol.Settling([each.claim.id for each, *_ in ended], done))
+            named = protocol.named(each.claim for each, *_ in ended)
+            wire.send(self.sock, protocol.Settling(named, done))
         try:
             outcomes, claims = await self.in_database(self.recorded, session, ended, size)
         except Exception as error:
             # Their leases run out unrenewed, and maintenance settles them.
-            lost = [(each.claim.id, UNACKNOWLEDGED) for each, *_ in ended]
+            lost = [(each.claim.id, each.token, UNACKNOWLEDGED) for each, *_ in ended]
             wire.send(self.sock, protocol.Finished(lost))
             for each, *_ in ended:
                 self.settled(each, None)
             raise DatabaseLost("Recording outcomes failed") from error
         for each, outcome in outcomes:
             self.settled(each, outcome)
-        finished = [(each.claim.id, str(outcome)) for each, outcome in outcomes]
+        finished = [(each.claim.id, each.token, str(outcome)) for each, outcome in outcomes]
         report = protocol.Finished(finished, protocol.attempts(claims), at_once=True)
         self.begin(session, claims, report if finished or claims else None)
         return claims
