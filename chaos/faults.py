@@ -7,6 +7,8 @@
   within seconds.
 - stall_log: a master's log pipe filled and not read for seconds (a stalled `| tee`):
   renewal and fencing must go on.
+- cancel: an operator's cancel of a running job.
+- overrun: a job that runs past --job-timeout, of any kind, enqueued to be run once.
 - blackhole, slow: the database link (every supervisor reaches PostgreSQL through a TCP
   proxy) blackholed, or slowed past the renewal timeout or within it.
 - db_restart: the database server restarted.
@@ -20,8 +22,26 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
+import jobq
+from tests.support.apps.chaos_app import (
+    Chaos,
+    ChaosAsync,
+    ChaosSubprocess,
+    ChaosSubprocessAsync,
+    ChaosToThread,
+)
+
 from .observe import busy_workers, helpers_of
-from .plan import LEASE
+from .plan import LEASE, OVERRUN
+
+# The kinds an overrun job may be: each is stopped its own way.
+OVERRUNS: tuple[type[Chaos], ...] = (
+    Chaos,
+    ChaosAsync,
+    ChaosToThread,
+    ChaosSubprocess,
+    ChaosSubprocessAsync,
+)
 
 if TYPE_CHECKING:
     from .soak import Running, Soak
@@ -32,11 +52,15 @@ KINDS = (
     "stop_master",
     "kill_helper",
     "stall_log",
+    "cancel",
+    "overrun",
     "blackhole",
     "slow",
     "db_restart",
 )
-WEIGHTS = (30, 8, 12, 15, 8, 10, 10, 7)
+WEIGHTS = (30, 8, 12, 15, 8, 8, 4, 10, 10, 7)
+# An overrun job is run once: its attempt's timeout ends it.
+ONCE = jobq.RetryPolicy(max_attempts=1)
 # How long a killed helper may take to be back before the soak calls it a problem.
 HELPER_BACK = 15.0
 
@@ -125,6 +149,27 @@ class Faults:
                 break
             time.sleep(0.1)
         return f"the {helper} (pid {pid}) of {running.name}"
+
+    def cancel(self) -> str | None:
+        candidates = [
+            (running, job)
+            for running in self.awake()
+            for job in busy_workers(running.supervisor.pid).values()
+        ]
+        if not candidates:
+            return None
+        running, job = self.rng.choice(candidates)
+        if not self.soak.observer.read(lambda queue: queue.cancel(job)):
+            return None
+        return f"job {job}, running under {running.name}"
+
+    def overrun(self) -> str | None:
+        kind = self.rng.choice(OVERRUNS)
+        job = kind(OVERRUN, str(self.soak.journal))
+        job_id = self.soak.observer.read(lambda queue: queue.enqueue(job, retry=ONCE))
+        if job_id is None:
+            return None
+        return f"job {job_id}, a {kind.__name__} of {OVERRUN:g} s past --job-timeout"
 
     def stall_log(self) -> str | None:
         supervisor = self.rng.choice(self.awake() or self.soak.live()).supervisor

@@ -14,12 +14,18 @@ LONGEST = 19.0
 LEASE = 6.0
 # Past the nominal --seconds, how long a run that has not drained yet may go on draining.
 DRAIN_GRACE = 2 * LONGEST
-# This share of the jobs does its work in a subprocess, which must die with its attempt.
+# This share of the jobs does its work in a subprocess, which must die with its attempt:
+# half of them started from a thread, half by a coroutine through asyncio.
 SUBPROCESS_SHARE = 0.1
 # Each worker runs this many attempts at once (--concurrency), and this share of the jobs
-# are coroutines on its event loop; the rest run in its threads.
+# are coroutines on its event loop, a third of which hand their work to a thread; the rest
+# run in its threads.
 CONCURRENCY = 4
 COROUTINE_SHARE = 0.45
+# Attempts running longer than this are stopped (--job-timeout): only the jobs the
+# `overrun` fault enqueues, run once each, for OVERRUN seconds.
+JOB_TIMEOUT = LONGEST + 6.0
+OVERRUN = 2 * JOB_TIMEOUT
 # Jobs are enqueued this many to a transaction.
 BATCH = 20
 # Shares of the jobs longer than two leases, and of a second or two (the rest: milliseconds).

@@ -32,7 +32,13 @@ from pathlib import Path
 
 import jobq
 from jobq.testing.history import Report, check, read_journal
-from tests.support.apps.chaos_app import Chaos, ChaosAsync, ChaosSubprocess
+from tests.support.apps.chaos_app import (
+    Chaos,
+    ChaosAsync,
+    ChaosSubprocess,
+    ChaosSubprocessAsync,
+    ChaosToThread,
+)
 from tests.support.proxy import Proxy, address_of, proxied_dsn
 from tests.support.servers import PostgresqlServer, fresh_postgresql_database, started_postgresql
 from tests.support.supervising import FAST, Supervisor
@@ -44,6 +50,7 @@ from .plan import (
     CONCURRENCY,
     COROUTINE_SHARE,
     DRAIN_GRACE,
+    JOB_TIMEOUT,
     LONGEST,
     SUBPROCESS_SHARE,
     SUPERVISORS,
@@ -59,9 +66,12 @@ STARTED_WITHIN = 60.0
 
 
 def kind_of(draw: float) -> type[Chaos]:
-    """A job's kind from a draw in [0, 1): a subprocess's, a coroutine or a thread."""
+    """A job's kind from a draw in [0, 1): a subprocess's (from a thread or a coroutine), a
+    coroutine (that may hand its work to a thread) or a thread."""
     if draw < SUBPROCESS_SHARE:
-        return ChaosSubprocess
+        return ChaosSubprocess if draw < SUBPROCESS_SHARE / 2 else ChaosSubprocessAsync
+    if draw < SUBPROCESS_SHARE + COROUTINE_SHARE / 3:
+        return ChaosToThread
     return ChaosAsync if draw < SUBPROCESS_SHARE + COROUTINE_SHARE else Chaos
 
 
@@ -163,7 +173,7 @@ class Soak:
     def start_supervisor(self) -> Running:
         name = f"supervisor-{len(self.supervisors) + 1}"
         args = ["--workers", str(WORKERS), "--concurrency", str(CONCURRENCY)]
-        args += ["--app", "chaos_app", *FAST]
+        args += ["--app", "chaos_app", *FAST, "--job-timeout", f"{JOB_TIMEOUT:g}"]
         supervisor = Supervisor(proxied_dsn(self.dsn, self.proxy), args)
         running = Running(supervisor, name)
         self.supervisors.append(running)

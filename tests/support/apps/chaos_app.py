@@ -54,6 +54,25 @@ class ChaosSubprocess(Chaos):
         journal_attempt(self.journal, "end")
 
 
+class ChaosSubprocessAsync(ChaosSubprocess):
+    """ChaosSubprocess as a coroutine, its subprocess started with asyncio's API: cancelled,
+    it must not leave the subprocess running past its attempt."""
+
+    job_name = "ChaosSubprocessAsync"
+
+    async def handle(self) -> None:  # type: ignore[override]
+        claim = jobq.current_claim()
+        assert claim is not None
+        journal_attempt(self.journal, "start", seconds=self.seconds)
+        command = [PROCESSES, "run", self.journal, str(claim.id), str(claim.attempt)]
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, *command, str(self.seconds), stdin=subprocess.DEVNULL
+        )
+        if await process.wait():
+            raise RuntimeError(f"its subprocess exited with {process.returncode}")
+        journal_attempt(self.journal, "end")
+
+
 class Padded(jobq.Job):
     """A job whose payload is as large as its padding: the payload-size limit's test."""
 
@@ -132,6 +151,22 @@ class ChaosAsync(Chaos):
     async def handle(self) -> None:  # type: ignore[override]
         journal_attempt(self.journal, "start", seconds=self.seconds)
         await asyncio.sleep(self.seconds)
+        journal_attempt(self.journal, "end")
+
+
+class ChaosToThread(Chaos):
+    """A coroutine that hands its sleep to a thread (asyncio.to_thread), which journals the
+    attempt's end: cancelled, the coroutine stops at once and the thread does not, so its
+    attempt must end only with the thread."""
+
+    job_name = "ChaosToThread"
+
+    async def handle(self) -> None:  # type: ignore[override]
+        journal_attempt(self.journal, "start", seconds=self.seconds)
+        await asyncio.to_thread(self.sleep_and_end)
+
+    def sleep_and_end(self) -> None:
+        time.sleep(self.seconds)
         journal_attempt(self.journal, "end")
 
 
