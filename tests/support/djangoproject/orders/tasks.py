@@ -76,6 +76,12 @@ def receipt(order_id: int) -> None:
     pass
 
 
+# Another task whose keys are made the same way: each task's keys are its own.
+@task(queue_name="tasks", unique_key=receipt_key)
+def invoice(order_id: int) -> None:
+    pass
+
+
 def noted(name: str) -> Any:
     def receiver(sender: Any, task_result: Any, **kwargs: Any) -> None:
         Order.objects.create(number=0, receipt=f"{name} {task_result.id} {task_result.status}")
