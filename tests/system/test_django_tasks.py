@@ -106,3 +106,37 @@ def test_task_results_read_as_djangos_own_backends_give_them(dsn: str) -> None:
     output = ok(manage(dsn, "test", "orders.test_task_results", "--noinput"))
     assert "Ran 9 tests" in output, output
     assert "\nOK" in output, output
+
+
+@pytest.mark.databases("postgresql", "sqlite", "mariadb")
+def test_django_tasks_monitor_records_how_each_task_ended(dsn: str) -> None:
+    """django-tasks-monitor (pinned in the test extra, for Django 6), a dashboard for any
+    django.tasks backend, keeps a record per task from the task signals alone: through a
+    real worker, it reads SUCCESSFUL, and FAILED with the error (issue 54)."""
+    pytest.importorskip("tasks_monitor", reason="Django 6 only: scripts/test-django6")
+    ok(manage(dsn, "migrate", "--noinput"))
+    code = (
+        "import json; from orders.tasks import add, fails; "
+        "print(json.dumps([add.enqueue(2, b=3).id, fails.enqueue('bad input').id]))"
+    )
+    (ids,) = shell(dsn, code, 1)
+    with supervise(dsn, "--type", "tasks", *FAST) as running:
+        with jobq.Queue.connect(dsn) as queue:
+            try:
+                for job_id in ids:
+                    queue.wait(int(job_id), timeout=90)
+            except TimeoutError:
+                pytest.fail(f"not every task finished; log:\n{running.log}")
+        stop(running)
+    (records,) = shell(dsn, f"from orders.tasks import monitored; monitored({ids!r})", 1)
+    succeeded, failed = records[ids[0]], records[ids[1]]
+    assert succeeded == {
+        "status": "SUCCESSFUL",
+        "finished": True,
+        "attempts": 1,
+        "exception_class": "",
+        "traceback": "",
+    }
+    assert (failed["status"], failed["finished"], failed["attempts"]) == ("FAILED", True, 2)
+    assert failed["exception_class"] == "builtins.ValueError"
+    assert "ValueError: bad input" in failed["traceback"]

@@ -145,3 +145,24 @@ def report(ids: dict[str, str]) -> None:
 def notes() -> None:
     """Prints what the signal receivers noted, as JSON."""
     print(json.dumps(list(Order.objects.exclude(receipt="").values_list("receipt", flat=True))))
+
+
+def monitored(ids: list[str]) -> None:
+    """Prints, as JSON, what django-tasks-monitor recorded of each task result, by id."""
+    from tasks_monitor.models import TaskRecord
+
+    records = TaskRecord.objects.filter(result_id__in=ids)
+    print(
+        json.dumps(
+            {
+                r.result_id: {
+                    "status": r.status,
+                    "finished": r.finished_at is not None,
+                    "attempts": r.attempts,
+                    "exception_class": r.exception_class,
+                    "traceback": r.traceback,
+                }
+                for r in records
+            }
+        )
+    )
