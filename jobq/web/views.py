@@ -46,6 +46,8 @@ RUNNING_SHOWN = 200
 # on by the time the page is read, a retried job run and failed again; its status says so.
 JOB_NOTICES = {
     "retried": "Job {job} was put back to pending.",
+    "retried-waiting": "Job {job} was put back: it waits for its parents that have not "
+    "completed yet.",
     "cancelled": "Job {job} was cancelled.",
     "cancelling": "Job {job} is being cancelled: its running attempt is stopped, and the job "
     "ends cancelled.",
@@ -218,7 +220,8 @@ def job_notice(page: Page, done: str, record: JobRecord) -> str | None:
 
 def retry(page: Page, job_id: int) -> Response:
     done = "retried" if page.queue.retry(job_id) else "not-retried"
-    existing(page, job_id)
+    if existing(page, job_id).status is Status.WAITING and done == "retried":
+        done = "retried-waiting"  # a dependent: it waits for its parents again
     return page.done("job", done, job_id=job_id)
 
 

@@ -611,3 +611,8 @@ def test_a_dependent_s_page_says_what_its_retry_would_wait_for_or_why_it_is_refu
     html = page(client, f"/jobs/{child}")
     assert f"refused: job {child} waits for job {parent}, which ended failed" in html, html
     assert 'id="retry"' not in html, "no button for a retry that would be refused"
+
+    assert queue.retry(parent)
+    html = text(post(client, f"/jobs/{child}/retry", f"/jobs/{parent}"))
+    assert f"Job {child} was put back: it waits for its parents" in html, html
+    assert 'id="status">waiting</span>' in html
