@@ -38,3 +38,29 @@ class Unacknowledged(JobqError):
         super().__init__(f"could not record how attempt {claim.attempt} of job {claim.id} ended")
         self.claim = claim
         self.error = error  # the job's failure; None for a completion
+
+
+class AttemptEnded(JobqError):
+    """An attempt that ended without an exception of its own: jobq's record of it has only a
+    message. Never raised; the subclasses name what happened where a failure must have an
+    exception class (Django's TaskResult.errors), as outcomes.unraised_class() tells."""
+
+
+class JobTimedOut(AttemptEnded):
+    """The attempt ran past the supervisor's --job-timeout and was stopped."""
+
+
+class LeaseExpired(AttemptEnded):
+    """The attempt's lease ran out, or could not be renewed in time: jobq took the job back."""
+
+
+class WorkerDied(AttemptEnded):
+    """The worker running the attempt died (killed, crashed) before it could record it."""
+
+
+class WorkerStopped(AttemptEnded):
+    """The worker was stopped while the attempt ran: a shutdown, or another attempt's stop."""
+
+
+class JobCancelled(AttemptEnded):
+    """An operator cancelled the job while the attempt ran."""

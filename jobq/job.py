@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from .limits import Concurrency
@@ -107,9 +108,22 @@ def registered(name: str) -> type[Job] | None:
     return _registry.get(name)
 
 
+# Types served though no class has them as its own: the queues of a Django Tasks backend,
+# whose one job class takes each task's queue as its type (see declare_types).
+_declared_types: set[str] = set()
+
+
+def declare_types(names: Iterable[str]) -> None:
+    """Make these job types known as a class's are (registered_types): for an application
+    whose jobs take their type at enqueue, what it will enqueue."""
+    for name in names:
+        check_type_name(name)
+        _declared_types.add(name)
+
+
 def registered_types() -> set[str]:
-    """The job types of every registered class."""
-    return {cls.type for cls in _registry.values()}
+    """The job types of every registered class, and those declared (declare_types)."""
+    return {cls.type for cls in _registry.values()} | _declared_types
 
 
 def check_type_name(name: object) -> None:

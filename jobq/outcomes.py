@@ -6,6 +6,14 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+from .errors import (
+    AttemptEnded,
+    JobCancelled,
+    JobTimedOut,
+    LeaseExpired,
+    WorkerDied,
+    WorkerStopped,
+)
 from .records import ClaimedJob, Outcome, Status
 from .retry import RetryPolicy
 
@@ -15,6 +23,28 @@ MAX_ERROR_LENGTH = 8000
 LEASE_EXPIRED_BEFORE_START = "Lease expired before execution started"
 LEASE_EXPIRED = "Lease expired: the attempt was abandoned without an acknowledgement"
 CANCELLED_WHILE_RUNNING = "Cancelled by an operator while it ran; the attempt ended: {}"
+
+
+# A failure recorded as a message, not an exception, by how that message starts (written
+# here, in the supervisor's STOP_CAUSES and stop_cause(), and by a worker's cancel): the
+# class that names it. tests/unit/test_unraised.py holds every such message to this table.
+UNRAISED: tuple[tuple[str, type[AttemptEnded]], ...] = (
+    ("Job timed out", JobTimedOut),
+    ("Lease expired", LeaseExpired),
+    ("Stopped: its lease", LeaseExpired),
+    ("The worker died", WorkerDied),
+    ("Interrupted", WorkerStopped),
+    ("Its worker was stopped", WorkerStopped),
+    ("its worker was stopped", WorkerStopped),
+    ("Cancelled", JobCancelled),
+)
+
+
+def unraised_class(message: str) -> str:
+    """The class path that names a failure recorded as `message` alone (see UNRAISED);
+    jobq.errors.AttemptEnded for a message no entry knows."""
+    kind = next((kind for start, kind in UNRAISED if message.startswith(start)), AttemptEnded)
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def printable(error: BaseException) -> str:

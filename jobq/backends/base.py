@@ -81,6 +81,15 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         except Exception:
             log.debug("rollback after a failed statement failed too", exc_info=True)
 
+    def open_application_transaction(self) -> Any:
+        """The application's connection, when this backend was made on it and a transaction
+        is open there: statements that must land together join that transaction, as opening
+        one of jobq's own would commit the application's (MySQL) or fail (SQLite). Else
+        None."""
+        if not self.owns_connection and self.transaction_problem():
+            return self.connection
+        return None
+
     def retrying(self, what: str, operation: Callable[[], T]) -> T:
         """Run a consumer operation, rerunning it when the database aborted it transiently.
 

@@ -315,13 +315,11 @@ class Controls(ABC):
         row = self.run(one(self.sql_cancel_requested, {"id": job_id, "token": token}))
         return row is not None and bool(row[0])
 
-    def retry(self, job_id: int) -> bool:
-        return self.run(self.retry_steps(job_id))
-
     def retry_steps(self, job_id: int) -> Steps[bool]:
         """A failed, expired or cancelled job whose deadline has not passed, and whose
         unique_key no active job holds, is made pending now, with at least one attempt left;
-        False for any other."""
+        False for any other. Only as part of Workflows.retry_after_parents_steps, which puts
+        a job of a workflow back to waiting for its parents, in the same transaction."""
         return (yield from count(self.sql_retry, {"id": job_id, **self.wake_params})) == 1
 
     def pause(self, job_type: str) -> bool:

@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, NamedTuple
 
-from ..records import ClaimedJob
+from ..records import ClaimedJob, Status
 from ..retry import RetryPolicy
 
 # The insert parameters every backend's insert statement takes, in insert_values' order.
@@ -118,3 +118,12 @@ class ExpiredLease:
     retry: RetryPolicy
     type: str
     cancelled: bool  # an operator asked to cancel it: it ends cancelled, not retried
+
+
+class ParentsLeft(NamedTuple):
+    """What a job of a workflow still waits for: the parents it was enqueued after that have
+    not completed (for a batch's `then` job, the members that have not ended), and of those
+    the ones that ended badly, which no longer can, with how they ended."""
+
+    unfinished: tuple[int, ...]
+    ended_badly: tuple[tuple[int, Status], ...]

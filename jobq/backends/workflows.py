@@ -10,8 +10,8 @@ from contextlib import AbstractContextManager
 from typing import Any, ClassVar, TypeVar
 
 from ..records import JobRecord, Status
-from .rows import NewJob
-from .steps import Steps, count, every
+from .rows import NewJob, ParentsLeft
+from .steps import Steps, count, every, value
 
 T = TypeVar("T")
 
@@ -215,6 +215,58 @@ class Workflows:
             return self.run_together(steps, connection)
         with self.transaction():
             return self.run(steps)
+
+    # -- a retry of a job that waits for others ---------------------------------------------
+
+    @abstractmethod
+    def retry_steps(self, job_id: int) -> Steps[bool]: ...
+
+    def retry_after_parents_steps(self, job_id: int) -> Steps[bool]:
+        """Controls.retry_steps, for a job that may wait for others; in one transaction. It
+        waits again for the parents that have not completed (a `then` job, for the members
+        that have not ended), and is refused while a parent it was enqueued after has ended
+        badly: that parent's retry brings it back. The parents are locked as an enqueue after
+        them locks them, so that none ends between this count and the commit."""
+        left = yield from self.parents_left_steps(job_id, lock=True)
+        if left.ended_badly or not (yield from self.retry_steps(job_id)):
+            return False
+        mark = self.placeholder.format
+        params = {"id": job_id}
+        # The count the triggers kept is the larger where it holds what the parents do not
+        # show: an open batch's own count, or (MySQL) an ending recorded but not yet applied.
+        kept = yield from value(
+            f"SELECT waiting_for FROM jobq_jobs WHERE id = {mark('id')}", params
+        )
+        waits = max(int(kept or 0), len(left.unfinished))
+        if waits:
+            yield from count(
+                f"UPDATE jobq_jobs SET status = 'waiting', waiting_for = {mark('waits')} "
+                f"WHERE id = {mark('id')} AND status = 'pending'",
+                params | {"waits": waits},
+            )
+        return True
+
+    def parents_left(self, job_id: int) -> ParentsLeft:
+        return self.run(self.parents_left_steps(job_id))
+
+    def parents_left_steps(self, job_id: int, lock: bool = False) -> Steps[ParentsLeft]:
+        """The parents the job would wait for now, and those of them that ended badly."""
+        mark = self.placeholder.format
+        rows = yield from every(
+            "SELECT p.id, p.status, d.any_ending FROM jobq_dependencies d "
+            f"JOIN jobq_jobs p ON p.id = d.parent WHERE d.child = {mark('id')} ORDER BY p.id"
+            + (self.lock_rows if lock else ""),
+            {"id": job_id},
+        )
+        unfinished, ended_badly = [], []
+        for parent, status, any_ending in rows:
+            ended = Status(status)
+            if ended is Status.COMPLETED or (any_ending and ended in BAD):
+                continue  # a batch's member counts whatever its ending
+            unfinished.append(int(parent))
+            if ended in BAD:
+                ended_badly.append((int(parent), ended))
+        return ParentsLeft(tuple(unfinished), tuple(ended_badly))
 
     def parents(self, job_id: int) -> tuple[int, ...]:
         """The ids of the jobs `job_id` was enqueued after, in id order."""

@@ -23,7 +23,7 @@ from ..errors import CommandError
 from ..job import check_type_name
 from ..options import Option
 from ..queue import Queue
-from ..queue.controls import is_id, why_not_retried
+from ..queue.controls import is_id, on_retry, why_not_retried
 from ..records import JobRecord, Status
 
 # The keys of a job in --json output, in this order. New keys may be added at the end.
@@ -59,7 +59,7 @@ RECORD_KEYS = (
 # `jobq show --json` adds the job's concurrency key and the limit it waits on (both null
 # when none), and the jobs it was enqueued after and those enqueued after it: reading them
 # is more queries, worth it for one job, not for a listing.
-SHOW_KEYS = (*RECORD_KEYS, "concurrency_key", "waits_on", "parents", "dependents")
+SHOW_KEYS = (*RECORD_KEYS, "concurrency_key", "waits_on", "parents", "dependents", "on_retry")
 STATUS = Option(
     "status",
     None,
@@ -236,6 +236,7 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     shown["concurrency_key"], shown["waits_on"] = queue.waits_on(record.id)
     shown["parents"] = list(queue.parents(record.id))
     shown["dependents"] = list(queue.dependents(record.id))
+    shown["on_retry"] = on_retry(record, queue.parents_left(record.id))
     if args.json:
         print(json.dumps(shown, indent=2, default=repr))
         return 0

@@ -159,10 +159,10 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         the error propagates as the driver raised it: the transaction it aborted is the
         application's to roll back and retry (see the README's Transactions section).
         """
-        target = application_connection(connection)
         backend = self.backend
-        if target is None and not backend.owns_connection and backend.transaction_problem():
-            target = backend.connection
+        target = application_connection(connection)
+        if target is None:
+            target = backend.open_application_transaction()
         if target is not None:
             return write(target)
         return backend.retrying(what, lambda: write(None))

@@ -173,7 +173,9 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
 
     async def retry(self, job_id: int) -> bool:
         """As Queue.retry()."""
-        return await self._run("retry", lambda: controls.retry_steps(self.backend, job_id))
+        return await self.driver.own(
+            "retry", lambda: controls.retry_steps(self.backend, job_id), together=True
+        )
 
     async def unique_holder(self, key: str) -> int | None:
         return await self._run("unique_holder", lambda: self.backend.unique_holder_steps(key))

@@ -75,6 +75,12 @@ class Batch(Producing[int, list[int]]):
     def _add_many(self, rows: list[NewJob], connection: Any, parents: tuple[int, ...]) -> list[int]:
         if parents:
             raise ValueError("a batch member cannot also wait for other jobs (after=)")
+        if any(row.unique_key is not None for row in rows):
+            # As after= refuses it: the batch counts each member it writes.
+            raise ValueError(
+                "a batch member cannot have a unique_key: a key another job holds would give "
+                "that job's id, which is not this batch's; leave unique_key out"
+            )
         if connection is not OWN_CONNECTION and connection is not self.connection:
             raise ValueError("a batch's members are written on the batch's connection=")
         backend, batch_id = self.queue.backend, self.id

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from ..backends.base import Backend
 from ..backends.controls import RETRYABLE
+from ..backends.rows import ParentsLeft
 from ..backends.steps import Steps, done
 from ..job import check_type_name, registered_types
 from ..records import JobRecord, Status
@@ -82,17 +83,25 @@ def cancel_steps(backend: Backend, job_id: int) -> Steps[bool]:
 
 
 def retry(backend: Backend, job_id: int) -> bool:
-    return backend.retrying("retry", lambda: backend.run(retry_steps(backend, job_id)))
+    if (target := backend.open_application_transaction()) is not None:
+        return backend.run(retry_steps(backend, job_id), target)
+    return backend.retrying(
+        "retry", lambda: backend.in_one(retry_steps(backend, job_id), connection=None)
+    )
 
 
 def retry_steps(backend: Backend, job_id: int) -> Steps[bool]:
-    return backend.retry_steps(job_id) if is_id(job_id) else done(False)
+    """The retry's statements, to run in one transaction (a job of a workflow waits again
+    for its parents: see Workflows.retry_after_parents_steps)."""
+    return backend.retry_after_parents_steps(job_id) if is_id(job_id) else done(False)
 
 
 class Holders(Protocol):
-    """What why_not_retried() asks of a queue to name the job holding a unique key."""
+    """What why_not_retried() asks of a queue to name the job holding a unique key, or the
+    parent that ended badly."""
 
     def unique_holder(self, key: str) -> int | None: ...
+    def parents_left(self, job_id: int) -> ParentsLeft: ...
 
 
 def why_not_retried(job_id: object, record: JobRecord | None, queue: Holders | None = None) -> str:
@@ -108,6 +117,8 @@ def why_not_retried(job_id: object, record: JobRecord | None, queue: Holders | N
             f"job {record.id}'s deadline passed at {record.deadline.isoformat()}: "
             "it could never run again"
         )
+    if queue is not None and (bad := queue.parents_left(record.id).ended_badly):
+        return parent_ended_badly(record.id, *bad[0])
     key = record.unique_key
     if key is not None:
         holder = None if queue is None else queue.unique_holder(key)
@@ -115,6 +126,23 @@ def why_not_retried(job_id: object, record: JobRecord | None, queue: Holders | N
             who = "another active job" if holder is None else f"job {holder}"
             return f"{who} holds its unique key {key!r}; retry it once that job has ended"
     return f"job {record.id} changed meanwhile; it is now {record.status}"
+
+
+def parent_ended_badly(job_id: int, parent: int, ended: Status) -> str:
+    return (
+        f"job {job_id} waits for job {parent}, which ended {ended}; retry job {parent} first "
+        "(the dependents its ending cancelled come back with it)"
+    )
+
+
+def on_retry(record: JobRecord, left: ParentsLeft) -> str | None:
+    """What a retry of this job would do, told where it may be retried (`jobq show`, the
+    status page): None for a job that cannot be retried or waits for no other."""
+    if record.status not in RETRYABLE or not (left.unfinished or left.ended_badly):
+        return None
+    if left.ended_badly:
+        return "refused: " + parent_ended_badly(record.id, *left.ended_badly[0])
+    return "waits again for job(s) " + ", ".join(map(str, left.unfinished))
 
 
 def pause(backend: Backend, job_type: str) -> bool:

@@ -96,8 +96,11 @@ class Operating:
 
     def retry(self, job_id: int) -> bool:
         """Make a failed, expired or cancelled job pending now, with one more attempt
-        allowed. False for an unknown id, another status, a deadline that has passed, or a
-        unique_key that another active job holds now (controls.why_not_retried says which)."""
+        allowed; a job enqueued after others waits again for those not yet completed (a
+        batch's `then` job, for the members not yet ended). False for an unknown id, another
+        status, a deadline that has passed, a parent that ended badly (retry that one: it
+        brings its dependents back), or a unique_key that another active job holds now
+        (controls.why_not_retried says which)."""
         return controls.retry(self.backend, job_id)
 
     def unique_holder(self, key: str) -> int | None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..backends.base import Backend
+from ..backends.rows import ParentsLeft
 
 
 def parents_of(after: Iterable[int] | None, unique_key: Any) -> tuple[int, ...]:
@@ -41,3 +42,9 @@ class WorkflowReads:
     def dependents(self, job_id: int) -> tuple[int, ...]:
         """The ids of the jobs enqueued after `job_id`."""
         return self.backend.dependents(job_id)
+
+    def parents_left(self, job_id: int) -> ParentsLeft:
+        """The parents the job would wait for if it were retried now (a `then` job: the
+        members not yet ended), and those of them that ended badly, which refuse its retry
+        until they are retried themselves."""
+        return self.backend.parents_left(job_id)

@@ -20,7 +20,7 @@ from ..backends.controls import RETRYABLE
 from ..job import check_type_name
 from ..limits import count_from_text, rate_from_text
 from ..queue import Queue
-from ..queue.controls import why_not_retried
+from ..queue.controls import on_retry, why_not_retried
 from ..records import JobRecord, Status
 from .auth import CSRF_FIELD
 
@@ -46,6 +46,8 @@ RUNNING_SHOWN = 200
 # on by the time the page is read, a retried job run and failed again; its status says so.
 JOB_NOTICES = {
     "retried": "Job {job} was put back to pending.",
+    "retried-waiting": "Job {job} was put back: it waits for its parents that have not "
+    "completed yet.",
     "cancelled": "Job {job} was cancelled.",
     "cancelling": "Job {job} is being cancelled: its running attempt is stopped, and the job "
     "ends cancelled.",
@@ -188,6 +190,7 @@ def jobs(page: Page) -> Response:
 
 def job(page: Page, job_id: int) -> Response:
     record = existing(page, job_id)
+    left = page.queue.parents_left(record.id)
     return page.render(
         "job.html",
         notice=job_notice(page, page.request.args.get("done", ""), record),
@@ -197,8 +200,10 @@ def job(page: Page, job_id: int) -> Response:
         checkpoint=shown_value(record.checkpoint),
         refresh=REFRESH,
         lease_left=lease_left(record),
-        can_retry=record.status in RETRYABLE,
+        # A parent that ended badly refuses the retry: on_retry names it.
+        can_retry=record.status in RETRYABLE and not left.ended_badly,
         can_cancel=record.status in UNFINISHED and record.cancel_requested_at is None,
+        on_retry=on_retry(record, left),
         parents=page.queue.parents(record.id),
         children=page.queue.dependents(record.id),
         batch={status: n for status, n in page.queue.batch_status(record.id).items() if n},
@@ -215,7 +220,8 @@ def job_notice(page: Page, done: str, record: JobRecord) -> str | None:
 
 def retry(page: Page, job_id: int) -> Response:
     done = "retried" if page.queue.retry(job_id) else "not-retried"
-    existing(page, job_id)
+    if existing(page, job_id).status is Status.WAITING and done == "retried":
+        done = "retried-waiting"  # a dependent: it waits for its parents again
     return page.done("job", done, job_id=job_id)
 
 

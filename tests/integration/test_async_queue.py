@@ -207,6 +207,22 @@ def test_reads_and_controls_answer_as_the_sync_queues(queue: jobq.Queue, dsn: st
     assert statuses == {failed: "pending", waiting[1]: "cancelled"}
 
 
+def test_a_dependent_retried_by_the_async_queue_waits_for_its_parent(
+    queue: jobq.Queue, dsn: str
+) -> None:
+    parent = queue.enqueue(Noop())
+    child = queue.enqueue(Noop(), after=[parent])
+    assert queue.cancel(child)
+
+    async def scenario(aqueue: jobq.AsyncQueue) -> None:
+        assert await aqueue.retry(child) is True
+
+    run(dsn, scenario)
+    record = queue.get(child)
+    assert record is not None
+    assert record.status == "waiting"
+
+
 # Runs the job in a process of its own, as a worker would: its completion stores the result
 # and, on PostgreSQL, announces the job's end to the waiters the trigger knows of.
 FINISHER = """

@@ -89,3 +89,26 @@ def test_the_last_two_members_ending_at_once_release_then_once(dsn: str) -> None
             )
             assert tuple(row) == ("pending", 0)
             assert claim_of(one, batch.id)
+
+
+def test_a_member_with_a_unique_key_is_refused_and_nothing_is_written(
+    queue: jobq.Queue,
+) -> None:
+    """A key another job holds would give that job's id, maybe another batch's member, and
+    `then` would count a member it never sees end; a key repeated in the batch, one row for
+    two members."""
+    held = queue.enqueue(Noop(), unique_key="k")
+    before = queue.counts()
+    with queue.batch(then=Record("ours")) as batch:
+        with pytest.raises(ValueError, match="unique_key") as refused:
+            batch.enqueue(Noop(), unique_key="k")
+        assert str(refused.value) == (
+            "a batch member cannot have a unique_key: a key another job holds would give "
+            "that job's id, which is not this batch's; leave unique_key out"
+        )
+        with pytest.raises(ValueError, match="cannot have a unique_key"):
+            batch.enqueue_many([Noop(), Noop()], unique_key=["x", "x"])
+    assert queue.batch_jobs(batch.id) == []
+    assert status(queue, batch.id) == "pending", "the empty batch's `then` runs at once"
+    assert queue.counts() == {"pending": before["pending"] + 1}
+    assert queue.unique_holder("k") == held

@@ -303,6 +303,26 @@ def test_show_lists_parents_and_dependents(queue: jobq.Queue, jobq_) -> None:  #
 
 
 @pytest.mark.databases("sqlite")
+def test_show_and_retry_tell_what_a_dependent_s_retry_waits_for(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
+    parent = queue.enqueue(Boom(), retry=jobq.RetryPolicy(max_attempts=1))
+    child = queue.enqueue(Noop(), after=[parent])
+    assert queue.cancel(child)
+    code, out, _ = jobq_("show", str(child), "--json")
+    assert json.loads(out)["on_retry"] == f"waits again for job(s) {parent}"
+
+    assert queue.process_jobs(1) == 1
+    code, out, _ = jobq_("show", str(child))
+    assert f"on_retry             refused: job {child} waits for job {parent}" in out, out
+    code, _, err = jobq_("retry", str(child))
+    assert (code, err) == (
+        1,
+        f"jobq: job {child} not retried: job {child} waits for job {parent}, which ended "
+        f"failed; retry job {parent} first (the dependents its ending cancelled come back "
+        "with it)\n",
+    )
+
+
+@pytest.mark.databases("sqlite")
 def test_jobs_and_cancel_take_a_batch(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
     with queue.batch(then=Noop()) as batch:
         members = batch.enqueue_many([Noop(), Noop()])

@@ -594,3 +594,25 @@ def test_a_job_page_links_parents_and_children_and_shows_a_batch(
     assert f'href="/jobs/{members[0]}"' in page(client, f"/jobs/{child}")
     listed = page(client, f"/jobs?batch={batch.id}")
     assert [int(n) for n in re.findall(r'href="/jobs/(\d+)"', listed)] == members[::-1]
+
+
+@pytest.mark.databases("sqlite")
+def test_a_dependent_s_page_says_what_its_retry_would_wait_for_or_why_it_is_refused(
+    queue: jobq.Queue, client: Client
+) -> None:
+    parent = queue.enqueue(Boom(), retry=NO_RETRY)
+    child = queue.enqueue(Noop(), after=[parent])
+    assert queue.cancel(child)
+    html = page(client, f"/jobs/{child}")
+    assert f'<dd id="on-retry">waits again for job(s) {parent}</dd>' in html, html
+    assert 'id="retry"' in html
+
+    assert queue.process_jobs(1) == 1
+    html = page(client, f"/jobs/{child}")
+    assert f"refused: job {child} waits for job {parent}, which ended failed" in html, html
+    assert 'id="retry"' not in html, "no button for a retry that would be refused"
+
+    assert queue.retry(parent)
+    html = text(post(client, f"/jobs/{child}/retry", f"/jobs/{parent}"))
+    assert f"Job {child} was put back: it waits for its parents" in html, html
+    assert 'id="status">waiting</span>' in html

@@ -15,6 +15,8 @@ import pytest
 import jobq
 from jobq.backends.mysql import MysqlBackend
 from jobq.backends.postgresql.workflows import FLAGGED_PARENTS
+from jobq.backends.rows import ParentsLeft
+from jobq.queue.controls import why_not_retried
 from tests.integration.test_schema_upgrade import install_up_to
 from tests.support.jobs import Noop
 from tests.support.waiting import wait_for
@@ -283,3 +285,59 @@ def write_edge_as_earlier_releases_do(queue: jobq.Queue, parent: int, child: int
             "UPDATE jobq_jobs SET status = 'waiting', waiting_for = 1 WHERE id = %(id)s",
             {"id": child},
         )
+
+
+def test_a_retried_dependent_waits_again_for_the_parents_not_yet_completed(
+    queue: jobq.Queue,
+) -> None:
+    done, running = queue.enqueue(Noop()), queue.enqueue(Noop())
+    child = queue.enqueue(Noop(), after=[done, running])
+    assert queue.complete(claim_of(queue, done))
+    claim = claim_of(queue, running)
+    assert queue.cancel(child)
+
+    assert queue.retry(child)
+    assert status(queue, child) == "waiting"
+    assert queue.claim() is None
+    assert queue.parents_left(child) == ParentsLeft(unfinished=(running,), ended_badly=())
+    assert queue.complete(claim)
+    assert status(queue, child) == "pending"
+    assert claim_of(queue, child)
+
+
+def test_a_dependent_is_not_retried_while_a_parent_ended_badly(queue: jobq.Queue) -> None:
+    parent = queue.enqueue(Noop(), retry=NO_RETRY)
+    child = queue.enqueue(Noop(), after=[parent])
+    cancelled = queue.enqueue(Noop(), after=[parent])
+    assert queue.cancel(cancelled)  # by the operator: a parent's retry leaves it cancelled
+    assert queue.fail(claim_of(queue, parent), "boom")
+    assert status(queue, child) == "cancelled"
+
+    for each in (child, cancelled):
+        assert not queue.retry(each)
+        why = why_not_retried(each, queue.get(each), queue)
+        assert why == (
+            f"job {each} waits for job {parent}, which ended failed; retry job {parent} "
+            "first (the dependents its ending cancelled come back with it)"
+        )
+    assert queue.retry(parent)
+    assert [status(queue, child), status(queue, cancelled)] == ["waiting", "cancelled"]
+    assert queue.retry(cancelled)
+    assert status(queue, cancelled) == "waiting"
+    assert queue.complete(claim_of(queue, parent))
+    assert [status(queue, child), status(queue, cancelled)] == ["pending", "pending"]
+
+
+def test_a_retried_then_job_waits_again_for_the_members_not_yet_ended(
+    queue: jobq.Queue,
+) -> None:
+    with queue.batch(then=Noop()) as batch:
+        failed, left = batch.enqueue_many([Noop(), Noop()], retry=NO_RETRY)
+    assert queue.fail(claim_of(queue, failed), "boom")
+    assert queue.cancel(batch.id)
+
+    assert queue.retry(batch.id)
+    assert status(queue, batch.id) == "waiting"
+    assert queue.parents_left(batch.id) == ParentsLeft(unfinished=(left,), ended_badly=())
+    assert queue.complete(claim_of(queue, left))
+    assert status(queue, batch.id) == "pending"

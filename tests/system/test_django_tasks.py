@@ -74,12 +74,19 @@ def test_tasks_run_under_supervise_and_read_back_as_djangos_results(dsn: str) ->
 
     assert after["tomorrow"]["status"] == "READY"  # run_after
 
-    # The signal receivers note each signal as an order's receipt.
+    # The signal receivers note each signal as an order's receipt: task_finished carries
+    # each attempt's outcome as recorded, the async task's too (sent off the event loop).
     for name in ids:
         attempts = after[name]["attempts"]
         assert notes.count(f"enqueued {ids[name]} READY") == 1
         assert notes.count(f"started {ids[name]} RUNNING") == attempts, name
-        assert len([n for n in notes if n.startswith(f"finished {ids[name]} ")]) == attempts
+        finished = [n.split()[-1] for n in notes if n.startswith(f"finished {ids[name]} ")]
+        last = "FAILED" if name == "fails" else "SUCCESSFUL"
+        # Each attempt's, whichever of the worker's threads sent it first.
+        assert sorted(finished) == sorted(["READY"] * (attempts - 1) + [last]), (name, finished)
+    # The start line lists the queues the backend declares, which its one job class serves.
+    (line,) = [n for n in running.log.splitlines() if "job types defined: " in n]
+    assert "tasks" in line.split("job types defined: ")[1].split(", "), line
 
 
 @pytest.mark.databases("postgresql", "sqlite", "mariadb")
@@ -89,3 +96,47 @@ def test_the_backend_under_djangos_test_runner(dsn: str) -> None:
     output = ok(manage(dsn, "test", "orders.test_tasks", "--noinput"))
     assert "Ran 8 tests" in output, output
     assert "\nOK" in output, output
+
+
+@pytest.mark.databases("postgresql", "sqlite", "mariadb")
+def test_task_results_read_as_djangos_own_backends_give_them(dsn: str) -> None:
+    """tests/support/djangoproject/orders/test_task_results.py (issue 54): result ids, the
+    run_after and enqueue time given, each task's own keys, queue names, every failed
+    attempt in errors, task_finished once the outcome is recorded."""
+    output = ok(manage(dsn, "test", "orders.test_task_results", "--noinput"))
+    assert "Ran 9 tests" in output, output
+    assert "\nOK" in output, output
+
+
+@pytest.mark.databases("postgresql", "sqlite", "mariadb")
+def test_django_tasks_monitor_records_how_each_task_ended(dsn: str) -> None:
+    """django-tasks-monitor (pinned in the test extra, for Django 6), a dashboard for any
+    django.tasks backend, keeps a record per task from the task signals alone: through a
+    real worker, it reads SUCCESSFUL, and FAILED with the error (issue 54)."""
+    pytest.importorskip("tasks_monitor", reason="Django 6 only: scripts/test-django6")
+    ok(manage(dsn, "migrate", "--noinput"))
+    code = (
+        "import json; from orders.tasks import add, fails; "
+        "print(json.dumps([add.enqueue(2, b=3).id, fails.enqueue('bad input').id]))"
+    )
+    (ids,) = shell(dsn, code, 1)
+    with supervise(dsn, "--type", "tasks", *FAST) as running:
+        with jobq.Queue.connect(dsn) as queue:
+            try:
+                for job_id in ids:
+                    queue.wait(int(job_id), timeout=90)
+            except TimeoutError:
+                pytest.fail(f"not every task finished; log:\n{running.log}")
+        stop(running)
+    (records,) = shell(dsn, f"from orders.tasks import monitored; monitored({ids!r})", 1)
+    succeeded, failed = records[ids[0]], records[ids[1]]
+    assert succeeded == {
+        "status": "SUCCESSFUL",
+        "finished": True,
+        "attempts": 1,
+        "exception_class": "",
+        "traceback": "",
+    }
+    assert (failed["status"], failed["finished"], failed["attempts"]) == ("FAILED", True, 2)
+    assert failed["exception_class"] == "builtins.ValueError"
+    assert "ValueError: bad input" in failed["traceback"]

@@ -11,7 +11,9 @@ from django.db import close_old_connections
 from django.utils.module_loading import autodiscover_modules
 
 from ... import hooks
+from ...job import check_type_name, declare_types
 from ...records import ClaimedJob, Outcome
+from . import producer
 
 
 def before(claim: ClaimedJob) -> None:
@@ -35,9 +37,28 @@ class JobqConfig(AppConfig):
     def ready(self) -> None:
         autodiscover_modules("jobs")
         tasks = getattr(settings, "TASKS", {})
-        if any(b.get("BACKEND") == TASKS_BACKEND for b in tasks.values()):
-            import_module(TASKS_BACKEND.rpartition(".")[0])  # its job class, for the workers
+        ours = [b for b in tasks.values() if b.get("BACKEND") == TASKS_BACKEND]
         # Registered once, however often ready() runs (it can, in tests).
         if before not in hooks.REGISTERED.before:
             hooks.before_job(before)
+            if ours:
+                # Its job class, for the workers; task_finished once an attempt is recorded,
+                # in the workers and in queue_for().process_jobs(), before the connections
+                # the receivers may use are closed.
+                module = import_module(TASKS_BACKEND.rpartition(".")[0])
+                hooks.after_job(module.send_task_finished)
+                producer.HOOKS.after.append(module.send_task_finished)
             hooks.after_job(after)
+        # The queues the backends serve, which their one job class takes as its type: the
+        # supervisor's start line lists them. A name jobq cannot serve is the checks' to tell.
+        declare_types(
+            name for backend in ours for name in backend.get("QUEUES", ["default"]) if usable(name)
+        )
+
+
+def usable(name: object) -> bool:
+    try:
+        check_type_name(name)
+    except ValueError:
+        return False
+    return True

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
+from ...hooks import JobHooks
 from ...job import Job
 from ...queue import Queue
 from . import settings
@@ -14,6 +15,10 @@ from . import settings
 # A Queue per thread and alias, reused while Django keeps the same driver connection:
 # making one costs a query on MySQL (the binary log check).
 local = threading.local()
+# What the attempts a queue made here runs itself (process_jobs()) are followed by: the
+# Tasks backend's task_finished (see apps.py), as in jobq's workers; not the application's
+# own hooks, which run in jobq's workers only.
+HOOKS = JobHooks()
 
 
 def queue_for(alias: str | None = None) -> Queue:
@@ -25,7 +30,9 @@ def queue_for(alias: str | None = None) -> Queue:
     cached: dict[str, tuple[Any, Queue]] = local.__dict__.setdefault("queues", {})
     held = cached.get(name)
     if held is None or held[0] is not wrapper.connection:
-        held = (wrapper.connection, Queue.from_connection(wrapper))
+        queue = Queue.from_connection(wrapper)
+        queue.hooks = HOOKS if HOOKS.after else None
+        held = (wrapper.connection, queue)
         cached[name] = held
     return held[1]
 

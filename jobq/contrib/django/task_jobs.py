@@ -1,8 +1,9 @@
 """A Django task as jobq runs it: the job that JobqBackend stores, which imports the task's
-function by its module path in the worker and calls it, as Django's own backends do, between
-task_started and task_finished. A plain function runs as a plain job; an `async def` one as
-a coroutine job, on the worker's event loop under --concurrency (and on an event loop of its
-own for the attempt in a worker that runs one attempt at a time)."""
+function by its module path in the worker and calls it, as Django's own backends do, after
+task_started; task_finished follows once the attempt's outcome is recorded (an after_job
+hook: tasks.send_task_finished). A plain function runs as a plain job; an `async def` one
+as a coroutine job, on the worker's event loop under --concurrency (and on an event loop of
+its own for the attempt in a worker that runs one attempt at a time)."""
 
 from __future__ import annotations
 
@@ -14,27 +15,38 @@ from django.utils.module_loading import import_string
 
 from ...job import Job
 from ...queue.running import current_claim
-from .task_api import Task, TaskContext, normalize_json, task_backends, task_finished, task_started
+from .task_api import Task, TaskContext, normalize_json, task_backends, task_started
 
 
 class TaskJob(Job):
     """A task whose function is a plain `def`."""
 
     job_name = "jobq.contrib.django.tasks.TaskJob"
+    # What the enqueue asked for and when it was made, as ISO 8601 (the result reads them
+    # back); None in the payloads of jobs stored before they were kept.
+    run_after: str | None = None
+    enqueued_at: str | None = None
 
-    def __init__(self, module_path: str, args: list[Any], kwargs: dict[str, Any], backend: str):
+    def __init__(
+        self,
+        module_path: str,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        backend: str,
+        run_after: str | None = None,
+        enqueued_at: str | None = None,
+    ):
         self.module_path = module_path
         self.args = args
         self.kwargs = kwargs
         self.backend = backend
+        self.run_after = run_after
+        self.enqueued_at = enqueued_at
 
     def handle(self) -> Any:
         task, args = self.started()
-        try:
-            # Task.call: a coroutine function stored as a plain job still runs to its end.
-            return normalize_json(task.call(*args, **self.kwargs))
-        finally:
-            self.finished()
+        # Task.call: a coroutine function stored as a plain job still runs to its end.
+        return normalize_json(task.call(*args, **self.kwargs))
 
     def started(self) -> tuple[Task[Any, Any], list[Any]]:
         """Send task_started with this attempt's result (RUNNING, this attempt counted); the
@@ -45,10 +57,6 @@ class TaskJob(Job):
         task_started.send(type(backend), task_result=result)
         context = [TaskContext(task_result=result)] if task.takes_context else []
         return task, [*context, *self.args]
-
-    def finished(self) -> None:
-        backend = task_backends[self.backend]
-        task_finished.send(type(backend), task_result=backend.get_result(self.result_id()))
 
     @staticmethod
     def result_id() -> str:
@@ -68,7 +76,7 @@ class AsyncTaskJob(TaskJob):
         try:
             return normalize_json(await task.acall(*args, **self.kwargs))
         finally:
-            await sync_to_async(self.finished_in_thread)()
+            await sync_to_async(close_old_connections)()
 
     # The ORM calls of async code run in sync_to_async's thread, whose connections jobq's
     # hooks never see (they run where the attempt runs): as Django's ASGI handler does around
@@ -77,12 +85,6 @@ class AsyncTaskJob(TaskJob):
     def started_in_thread(self) -> tuple[Task[Any, Any], list[Any]]:
         close_old_connections()
         return self.started()
-
-    def finished_in_thread(self) -> None:
-        try:
-            self.finished()
-        finally:
-            close_old_connections()
 
 
 TASK_JOBS = {TaskJob.job_name, AsyncTaskJob.job_name}

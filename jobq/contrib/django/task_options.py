@@ -61,8 +61,16 @@ def options_of(
 ) -> tuple[RetryPolicy | None, float | timedelta | None, str | None]:
     """The task's own retry, deadline and unique key for an enqueue with these arguments;
     None for each it leaves to the backend (all of them, for a plain Task: one made without
-    the backend's task_class, as on Django 6.0)."""
+    the backend's task_class, as on Django 6.0).
+
+    The key is the task's own: stored after its module path, so that another task's job
+    holding the same text never answers this task's enqueue (its result would be another
+    task's). A key that is no text goes on as it is, for jobq's check to refuse."""
     if not isinstance(task, JobqTask):
         return None, None, None
     key = task.unique_key
-    return task.retry, task.deadline, key(*args, **kwargs) if callable(key) else key
+    if callable(key):
+        key = key(*args, **kwargs)
+    if isinstance(key, str) and key:
+        key = f"{task.module_path}:{key}"
+    return task.retry, task.deadline, key

@@ -76,6 +76,12 @@ def receipt(order_id: int) -> None:
     pass
 
 
+# Another task whose keys are made the same way: each task's keys are its own.
+@task(queue_name="tasks", unique_key=receipt_key)
+def invoice(order_id: int) -> None:
+    pass
+
+
 def noted(name: str) -> Any:
     def receiver(sender: Any, task_result: Any, **kwargs: Any) -> None:
         Order.objects.create(number=0, receipt=f"{name} {task_result.id} {task_result.status}")
@@ -139,3 +145,24 @@ def report(ids: dict[str, str]) -> None:
 def notes() -> None:
     """Prints what the signal receivers noted, as JSON."""
     print(json.dumps(list(Order.objects.exclude(receipt="").values_list("receipt", flat=True))))
+
+
+def monitored(ids: list[str]) -> None:
+    """Prints, as JSON, what django-tasks-monitor recorded of each task result, by id."""
+    from tasks_monitor.models import TaskRecord
+
+    records = TaskRecord.objects.filter(result_id__in=ids)
+    print(
+        json.dumps(
+            {
+                r.result_id: {
+                    "status": r.status,
+                    "finished": r.finished_at is not None,
+                    "attempts": r.attempts,
+                    "exception_class": r.exception_class,
+                    "traceback": r.traceback,
+                }
+                for r in records
+            }
+        )
+    )

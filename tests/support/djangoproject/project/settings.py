@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -15,6 +16,10 @@ INSTALLED_APPS = ["jobq.contrib.django", "orders"]
 if django.VERSION < (6,):
     # The backport's app registers the check that runs each task backend's check().
     INSTALLED_APPS.append("django_tasks")
+elif importlib.util.find_spec("tasks_monitor") is not None:
+    # django-tasks-monitor, a dashboard for any django.tasks backend, fed by the task
+    # signals (Django 6 only; the test extra installs it there).
+    INSTALLED_APPS.append("tasks_monitor")
 JOBQ = {"DATABASE": "default"}
 TASKS = {
     "default": {
