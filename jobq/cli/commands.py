@@ -21,6 +21,7 @@ from . import controls as cli_controls
 from . import limits as cli_limits
 from . import reports
 from .closed_stdout import quiet_on_closed_stdout
+from .title import hide_secrets
 
 # The database drivers whose errors are reported as one clean line rather than a traceback.
 DRIVERS = ("sqlite3", "psycopg", "pymysql")
@@ -326,6 +327,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
 
 @quiet_on_closed_stdout
 def main(argv: Sequence[str] | None = None) -> int:
+    hide_secrets("jobq", argv)
     args = parse(build_parser(), argv)
     try:
         return int(args.run(args))
