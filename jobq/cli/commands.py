@@ -143,6 +143,7 @@ def cmd_web(args: argparse.Namespace) -> int:
         from ..web import Credentials
         from ..web.app import StatusPage
         from ..web.auth import Csrf
+        from ..web.hosts import AllowedHosts
         from ..web.serve import check_exposure, parse_bind, serve
     except ImportError as error:
         raise CommandError(
@@ -160,6 +161,7 @@ def cmd_web(args: argparse.Namespace) -> int:
             Csrf(),
             reopen=lambda: open_queue(args),
             app=args.app,
+            hosts=AllowedHosts.served_on(host, args.allowed_hosts),
         )
         serve(app, host, port)
     return 0

@@ -19,8 +19,10 @@ from werkzeug.routing import Map, RequestRedirect, Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
+from ..options import ALLOWED_HOSTS
 from . import views
 from .auth import CSRF_COOKIE, CSRF_FIELD, Credentials, Csrf
+from .hosts import AllowedHosts
 from .views import Page
 
 if TYPE_CHECKING:
@@ -61,7 +63,8 @@ class StatusPage:
     """The WSGI application. A Queue is not thread-safe, and a threaded server calls this
     from several threads: each request holds the queue alone while it uses it. `app` names
     the module whose schedules the schedules page shows, as `jobq web --app` gives it; None
-    for the application the page is mounted in."""
+    for the application the page is mounted in. `hosts`: the hosts a request may name in
+    its Host header; None where the application the page is mounted in checks them."""
 
     queue: Queue
     read_only: bool
@@ -69,6 +72,7 @@ class StatusPage:
     csrf: Csrf
     reopen: Callable[[], Queue] | None = None
     app: str | None = None
+    hosts: AllowedHosts | None = None
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, init=False)
     templates: Environment = dataclasses.field(init=False)
 
@@ -83,6 +87,17 @@ class StatusPage:
         return response(environ, start_response)
 
     def respond(self, request: Request) -> Response:
+        if self.hosts is not None and not self.hosts.admit(request.headers.get("Host")):
+            # Before anything else: after a DNS rebinding, the browser would let the page
+            # that named this host read the answer and post forms that pass the Origin check.
+            response = Response(
+                "The Host header names a host this page is not served on: add the name "
+                f"browsers use to --allowed-host ({ALLOWED_HOSTS.variable}).\n",
+                400,
+                mimetype="text/plain",
+            )
+            response.headers.update(SECURITY_HEADERS)
+            return response
         if not self.credentials.admit(request.headers.get("Authorization")):
             response = Response("Authentication required\n", 401, mimetype="text/plain")
             response.headers["WWW-Authenticate"] = self.credentials.challenge
@@ -175,6 +190,7 @@ def make_app(
     credentials: Credentials | None = None,
     csrf_key: bytes | None = None,
     reopen: Callable[[], Queue] | None = None,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> StatusPage:
     """The status page as a WSGI application on `queue`.
 
@@ -182,7 +198,10 @@ def make_app(
     (HTTP basic) or JOBQ_WEB_TOKEN (bearer), and open to all when none is set. csrf_key signs
     the forms; by default JOBQ_WEB_SECRET, else a random key of this app's own. reopen: how
     to open a fresh queue once a query has failed (`jobq web` reconnects so); without it, an
-    application that mounts the page keeps its connection healthy itself.
+    application that mounts the page keeps its connection healthy itself. allowed_hosts:
+    the host names a request's Host header may give, beside loopback names ("*" for any);
+    by default every one, for the application the page is mounted in checks them (Django's
+    ALLOWED_HOSTS).
     """
     return StatusPage(
         queue,
@@ -190,4 +209,5 @@ def make_app(
         Credentials.from_environment() if credentials is None else credentials,
         Csrf(csrf_key),
         reopen,
+        hosts=None if allowed_hosts is None else AllowedHosts.served_on("localhost", allowed_hosts),
     )
