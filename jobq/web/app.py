@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -21,7 +22,7 @@ from werkzeug.wrappers import Request, Response
 
 from ..options import ALLOWED_HOSTS
 from . import views
-from .auth import CSRF_COOKIE, CSRF_FIELD, Credentials, Csrf
+from .auth import CSRF_COOKIE, CSRF_FIELD, NOTICE_COOKIE, Credentials, Csrf, set_cookie
 from .hosts import AllowedHosts
 from .views import Page
 
@@ -112,9 +113,14 @@ class StatusPage:
             read_only=self.read_only,
             csrf_token=self.csrf.token(nonce),
             app=self.app,
+            seal=functools.partial(self.csrf.seal, nonce),
         )
         try:
             endpoint, arguments = adapter.match()
+            # The notice an action left for this page, if this is the page it was left for.
+            address = adapter.build(endpoint, arguments)
+            notice = self.csrf.unseal(nonce, address, request.cookies.get(NOTICE_COOKIE))
+            page = dataclasses.replace(page, notice=notice)
             if request.method == "POST":
                 self.check_post(request)
             with self.lock:
@@ -128,14 +134,10 @@ class StatusPage:
             log.exception("the status page failed on %s %s", request.method, request.path)
             response = page.failure()
         if request.cookies.get(CSRF_COOKIE) != nonce:
-            response.set_cookie(
-                CSRF_COOKIE,
-                nonce,
-                path=request.script_root or "/",
-                httponly=True,
-                samesite="Strict",
-                secure=request.is_secure,
-            )
+            set_cookie(response, request, CSRF_COOKIE, nonce)
+        if NOTICE_COOKIE in request.cookies and "Location" not in response.headers:
+            # Said once, by the page it was left for, or dropped by whichever came instead.
+            response.delete_cookie(NOTICE_COOKIE, path=request.script_root or "/")
         response.headers.update(SECURITY_HEADERS)
         return response
 

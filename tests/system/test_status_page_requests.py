@@ -1,6 +1,9 @@
-"""A real `jobq web` after a DNS rebinding: a page on another site whose name now points at
-loopback sends its requests with its own name in the Host header (and, posting, in the
-Origin). None may read a job or act on one; the names the page is served on still may."""
+"""What a real `jobq web` takes from a request it did not ask for.
+
+After a DNS rebinding, a page on another site whose name now points at loopback sends its
+requests with its own name in the Host header (and, posting, in the Origin): none may read a
+job or act on one, while the names the page is served on still may. And a link anyone can
+write cannot make the page say, in its own words, that an action was taken."""
 
 from __future__ import annotations
 
@@ -111,3 +114,18 @@ def test_a_listed_name_is_served_and_only_it(dsn: str, queue: jobq.Queue, failed
             assert request(served, "GET", f"/jobs/{failed}", host).status == 200
         assert request(served, "GET", f"/jobs/{failed}", ATTACKER).status == 400
         assert request(served, "GET", f"/jobs/{failed}", "sub.jobs.example").status == 400
+
+
+@pytest.mark.databases("sqlite")
+def test_no_address_puts_words_in_the_page_s_notice(failed: int, address: str) -> None:
+    words = "Call 0800 555 0100 to keep your account"
+    for path in (
+        f"/?done=limit-set&type={words}",
+        f"/?done=not-paused&type={words}",
+        f"/jobs/{failed}?done=retried",
+        f"/jobs/{failed}?done=cancelled",
+    ):
+        answer = request(address, "GET", path.replace(" ", "+"), "127.0.0.1")
+        assert answer.status == 200, answer
+        assert 'class="notice"' not in answer.body, path
+        assert "0800" not in answer.body, path
