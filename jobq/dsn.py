@@ -9,11 +9,26 @@ from urllib.parse import unquote, urlsplit
 from .errors import ConfigurationError
 
 DEFAULT_DSN = "sqlite:///jobq.sqlite3"
+# jobq's variables that hold secrets: the database's password, the status page's credentials
+# and key. Every program a job starts inherits its worker's environment.
+SECRET_VARIABLES = ("JOBQ_DSN", "JOBQ_LISTEN_DSN")
+SECRET_PREFIX = "JOBQ_WEB_"
+# Those taken out of this process's environment, kept where jobq's own code reads them.
+withheld: dict[str, str] = {}
 
 
 def default_dsn() -> str:
     """JOBQ_DSN, or an SQLite file in the working directory."""
-    return os.environ.get("JOBQ_DSN") or DEFAULT_DSN
+    return os.environ.get("JOBQ_DSN") or withheld.get("JOBQ_DSN") or DEFAULT_DSN
+
+
+def withhold_secrets() -> None:
+    """Take jobq's secrets out of the environment, which the programs a job starts inherit.
+    Called in a worker once it has read them (and the application and its on_worker_start
+    hooks have too): a job's Queue.connect() still finds the DSN, its subprocesses do not."""
+    for name in list(os.environ):
+        if name in SECRET_VARIABLES or name.startswith(SECRET_PREFIX):
+            withheld[name] = os.environ.pop(name)
 
 
 def scheme_of(dsn: str) -> str:
