@@ -9,6 +9,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ...dsn import scrub
 from ...errors import ConfigurationError
 
+# The only character set that carries all of Unicode, as jobq's tables store it.
+CHARSET = "utf8mb4"
+
 
 def connect_args(dsn: str) -> dict[str, Any]:
     """mysql://user:password@host:port/database?unix_socket=/path&charset=utf8mb4."""
@@ -34,13 +37,22 @@ def connect_args(dsn: str) -> dict[str, Any]:
         timeout = float(query.get("connect_timeout", 10))
     except ValueError as error:
         raise ConfigurationError(f"bad MySQL DSN {scrub(dsn, dsn)!r}: {error}") from None
+    charset = query.get("charset", CHARSET)
+    if charset.lower() != CHARSET:
+        # utf8 (utf8mb3) cannot carry a 4-byte character: an error message holding one could
+        # not be written, so the attempt's end was lost and its job waited out its lease.
+        raise ConfigurationError(
+            f"MySQL DSN {scrub(dsn, dsn)!r} asks for charset={charset}, which cannot carry "
+            f"every character a job's error or payload may hold: drop charset from the DSN, "
+            f"or give charset={CHARSET}"
+        )
     args: dict[str, Any] = {
         "host": parts.hostname or "localhost",
         "port": port,
         "user": unquote(parts.username or "root"),
         "password": unquote(parts.password or ""),
         "database": database,
-        "charset": query.get("charset", "utf8mb4"),
+        "charset": CHARSET,
         "connect_timeout": timeout,
     }
     if "unix_socket" in query:
