@@ -1,5 +1,6 @@
-"""The Django app: imports every installed app's `jobs` module and installs the per-job
-connection hygiene, in every process that sets Django up."""
+"""The Django app: imports every installed app's `jobs` module (and, with a JobqBackend in
+TASKS, its `tasks` module: a worker runs only the tasks defined there or by --app) and
+installs the per-job connection hygiene, in every process that sets Django up."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class JobqConfig(AppConfig):
         tasks = getattr(settings, "TASKS", {})
         if any(b.get("BACKEND") == TASKS_BACKEND for b in tasks.values()):
             import_module(TASKS_BACKEND.rpartition(".")[0])  # its job class, for the workers
+            autodiscover_modules("tasks")  # the tasks a worker may run
         # Registered once, however often ready() runs (it can, in tests).
         if before not in hooks.REGISTERED.before:
             hooks.before_job(before)

@@ -9,7 +9,6 @@ from typing import Any, cast
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
 
 from ...records import JobRecord, Status
 from ...retry import RetryPolicy
@@ -25,7 +24,7 @@ from .task_api import (
     task_enqueued,
 )
 from .task_checks import setting_errors
-from .task_jobs import TASK_JOBS, AsyncTaskJob, TaskJob
+from .task_jobs import TASK_JOBS, AsyncTaskJob, TaskJob, define, defined
 from .task_options import JobqTask, check_options, options_of
 
 __all__ = ["AsyncTaskJob", "JobqBackend", "JobqTask", "TaskJob", "TaskResultDoesNotExist"]
@@ -67,6 +66,7 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
         super().validate_task(task)
         if isinstance(task, JobqTask):
             check_options(task)
+        define(task)
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         return [*super().check(**kwargs), *setting_errors(self.alias, self.database, self.queues)]
@@ -105,7 +105,7 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
     def result_of(self, record: JobRecord) -> TaskResult[Any, Any]:
         payload = producer.queue_for(self.database).codec.decode(record.class_name, record.payload)
         assert isinstance(payload, TaskJob)
-        task: Task[Any, Any] = import_string(payload.module_path)
+        task = defined(payload.module_path)
         failed = [entry for entry in record.history if entry.error_class is not None]
         # The attempt under way has no history entry yet, but counts as an attempt.
         running = [record.worker or ""] if record.status is Status.IN_PROGRESS else []
