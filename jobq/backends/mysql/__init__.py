@@ -30,7 +30,7 @@ from .dsn import connect_args
 from .limits import LIMITS
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
-from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
+from .schema import BINARY_IDENTIFIERS, MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, MysqlWorkflows
@@ -84,6 +84,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         LIMITS,
         WORKFLOWS,
         RATES,
+        BINARY_IDENTIFIERS,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

@@ -76,3 +76,79 @@ TRACE_CONTEXT: tuple[str, ...] = (
         ADD COLUMN tracestate TEXT CHARACTER SET ascii NULL
     """,
 )
+
+# Types, keys and the other identifiers compare byte for byte, as on PostgreSQL and SQLite:
+# under utf8mb4_general_ci, claim(type="email") took the EMAIL and "email " jobs, pausing
+# email paused EMAIL, and counts merged them. utf8mb4_bin is not enough: on MariaDB it still
+# pads with spaces ('email' = 'email '). The binary collation without padding is
+# utf8mb4_nopad_bin on MariaDB and utf8mb4_0900_bin on MySQL 8, so each ALTER below is run as
+# a prepared statement with the server's own in place of {bin}. One ALTER a table (MySQL
+# commits each DDL statement on its own), which keeps every row and rebuilds the indexes;
+# each table's default changes too, for the columns later versions add. Payloads, errors,
+# results and specs keep theirs: nothing compares them.
+BINARY_IDENTIFIERS_SQL = (
+    """
+    ALTER TABLE jobq_jobs DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
+        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
+        MODIFY class_name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
+        MODIFY status VARCHAR(16) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL DEFAULT 'pending',
+        MODIFY token VARCHAR(64) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
+        MODIFY host VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
+        MODIFY worker VARCHAR(32) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
+        MODIFY blocked_on VARCHAR(32) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
+        MODIFY error_class VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
+        MODIFY unique_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
+        MODIFY limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
+        MODIFY rate_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE {bin} NULL
+    """,
+    """
+    ALTER TABLE jobq_paused DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
+        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
+    """,
+    """
+    ALTER TABLE jobq_limits DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
+        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
+        MODIFY name VARCHAR(32) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
+    """,
+    """
+    ALTER TABLE jobq_limit_keys DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
+        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
+        MODIFY limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
+    """,
+    """
+    ALTER TABLE jobq_limit_wakes DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
+        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
+        MODIFY limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
+    """,
+    """
+    ALTER TABLE jobq_rate_starts DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
+        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
+        MODIFY rate_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
+    """,
+    """
+    ALTER TABLE jobq_schedules DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
+        MODIFY name VARCHAR(200) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
+    """,
+    """
+    ALTER TABLE jobq_workflow_endings DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
+        MODIFY status VARCHAR(16) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
+    """,
+    "ALTER TABLE jobq_dependencies DEFAULT CHARACTER SET utf8mb4 COLLATE {bin}",
+)
+
+
+def with_server_collation(alter: str) -> tuple[str, ...]:
+    """`alter` run with the server's binary, unpadded collation in place of {bin}."""
+    quoted = alter.replace("'", "''")
+    return (
+        f"SET @jobq_alter = REPLACE('{quoted}', '{{bin}}', @jobq_bin)",
+        "PREPARE jobq_alter FROM @jobq_alter",
+        "EXECUTE jobq_alter",
+        "DEALLOCATE PREPARE jobq_alter",
+    )
+
+
+BINARY_IDENTIFIERS: tuple[str, ...] = (
+    "SET @jobq_bin = IF(VERSION() LIKE '%MariaDB%', 'utf8mb4_nopad_bin', 'utf8mb4_0900_bin')",
+    *(statement for alter in BINARY_IDENTIFIERS_SQL for statement in with_server_collation(alter)),
+)
