@@ -77,6 +77,21 @@ TRACE_CONTEXT: tuple[str, ...] = (
     """,
 )
 
+# A column as (its name and type, the rest of its definition), to be given {bin}.
+Column = tuple[str, str]
+TYPE: Column = ("type VARCHAR(255)", "NOT NULL")
+
+
+def binary(table: str, *columns: Column) -> str:
+    """The ALTER that gives `table`'s default and each of `columns` the collation {bin}."""
+    changes = [
+        f"MODIFY {name} CHARACTER SET utf8mb4 COLLATE {{bin}} {rest}" for name, rest in columns
+    ]
+    return ", ".join(
+        [f"ALTER TABLE {table} DEFAULT CHARACTER SET utf8mb4 COLLATE {{bin}}", *changes]
+    )
+
+
 # Types, keys and the other identifiers compare byte for byte, as on PostgreSQL and SQLite:
 # under utf8mb4_general_ci, claim(type="email") took the EMAIL and "email " jobs, pausing
 # email paused EMAIL, and counts merged them. utf8mb4_bin is not enough: on MariaDB it still
@@ -87,53 +102,28 @@ TRACE_CONTEXT: tuple[str, ...] = (
 # each table's default changes too, for the columns later versions add. Payloads, errors,
 # results and specs keep theirs: nothing compares them.
 BINARY_IDENTIFIERS_SQL = (
-    """
-    ALTER TABLE jobq_jobs DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
-        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
-        MODIFY class_name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
-        MODIFY status VARCHAR(16) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL DEFAULT 'pending',
-        MODIFY token VARCHAR(64) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
-        MODIFY host VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
-        MODIFY worker VARCHAR(32) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
-        MODIFY blocked_on VARCHAR(32) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
-        MODIFY error_class VARCHAR(1000) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
-        MODIFY unique_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
-        MODIFY limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE {bin} NULL,
-        MODIFY rate_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE {bin} NULL
-    """,
-    """
-    ALTER TABLE jobq_paused DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
-        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
-    """,
-    """
-    ALTER TABLE jobq_limits DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
-        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
-        MODIFY name VARCHAR(32) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
-    """,
-    """
-    ALTER TABLE jobq_limit_keys DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
-        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
-        MODIFY limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
-    """,
-    """
-    ALTER TABLE jobq_limit_wakes DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
-        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
-        MODIFY limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
-    """,
-    """
-    ALTER TABLE jobq_rate_starts DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
-        MODIFY type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL,
-        MODIFY rate_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
-    """,
-    """
-    ALTER TABLE jobq_schedules DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
-        MODIFY name VARCHAR(200) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
-    """,
-    """
-    ALTER TABLE jobq_workflow_endings DEFAULT CHARACTER SET utf8mb4 COLLATE {bin},
-        MODIFY status VARCHAR(16) CHARACTER SET utf8mb4 COLLATE {bin} NOT NULL
-    """,
-    "ALTER TABLE jobq_dependencies DEFAULT CHARACTER SET utf8mb4 COLLATE {bin}",
+    binary(
+        "jobq_jobs",
+        TYPE,
+        ("class_name VARCHAR(255)", "NOT NULL"),
+        ("status VARCHAR(16)", "NOT NULL DEFAULT 'pending'"),
+        ("token VARCHAR(64)", "NULL"),
+        ("host VARCHAR(255)", "NULL"),
+        ("worker VARCHAR(32)", "NULL"),
+        ("blocked_on VARCHAR(32)", "NULL"),
+        ("error_class VARCHAR(1000)", "NULL"),
+        ("unique_key VARCHAR(255)", "NULL"),
+        ("limit_key VARCHAR(191)", "NULL"),
+        ("rate_key VARCHAR(191)", "NULL"),
+    ),
+    binary("jobq_paused", TYPE),
+    binary("jobq_limits", TYPE, ("name VARCHAR(32)", "NOT NULL")),
+    binary("jobq_limit_keys", TYPE, ("limit_key VARCHAR(191)", "NOT NULL")),
+    binary("jobq_limit_wakes", TYPE, ("limit_key VARCHAR(191)", "NOT NULL")),
+    binary("jobq_rate_starts", TYPE, ("rate_key VARCHAR(191)", "NOT NULL")),
+    binary("jobq_schedules", ("name VARCHAR(200)", "NOT NULL")),
+    binary("jobq_workflow_endings", ("status VARCHAR(16)", "NOT NULL")),
+    binary("jobq_dependencies"),
 )
 
 
