@@ -13,6 +13,7 @@ import os
 import sys
 
 from . import hooks
+from .dsn import withhold_secrets
 from .errors import ConfigurationError
 
 # A Django project names its settings here; its modules cannot be imported before setup().
@@ -64,10 +65,12 @@ def load_app(module: str | None) -> None:
 
 
 def start_worker(module: str | None) -> None:
-    """In a process about to run jobs: load the application, then run its on_worker_start
-    hooks. Raises what they raise: such a worker cannot start."""
+    """In a process about to run jobs: load the application, run its on_worker_start hooks,
+    then withhold jobq's secrets from the jobs' subprocesses. Raises what the hooks raise:
+    such a worker cannot start."""
     load_app(module)
     hooks.worker_started()
+    withhold_secrets()
 
 
 def setup_django() -> None:

@@ -342,6 +342,19 @@ MASTER = Option(
     "master", None, "the master's pid", unit="count", metavar="PID", shown_default="the only one"
 )
 
+# `jobq web`: the names its page may be reached by, against DNS rebinding (web/hosts.py).
+ALLOWED_HOSTS = Option(
+    "allowed_hosts",
+    (),
+    "a host name browsers reach the status page by, beside loopback names and the --bind "
+    "address (any IP address when bound to 0.0.0.0 or ::), e.g. a proxy's; `*` for any; "
+    "repeatable, comma-separated in the environment variable",
+    unit="text",
+    repeatable=True,
+    called="allowed_host",
+    metavar="HOST",
+    shown_default="none",
+)
 # `jobq web`, beside the DSN and the logging options every command takes.
 WEB = (
     Option(
@@ -359,6 +372,7 @@ WEB = (
         unit="switch",
         shown_default="off",
     ),
+    ALLOWED_HOSTS,
 )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..dsn import redact, refuse_bare_at, scheme_of
+from ..dsn import refuse_unencoded, scheme_of, scrub
 from ..errors import ConfigurationError
 from .asynchronous import AsyncDriver
 from .base import Backend
@@ -61,10 +61,10 @@ def for_dsn(dsn: str) -> type[Backend]:
     kind = SCHEMES.get(scheme_of(dsn))
     if kind is None:
         raise ConfigurationError(
-            f"unsupported DSN {redact(dsn)!r}: the scheme must be one of "
+            f"unsupported DSN {scrub(dsn, dsn)!r}: the scheme must be one of "
             f"{', '.join(sorted(SCHEMES))}"
         )
-    refuse_bare_at(dsn)
+    refuse_unencoded(dsn)
     return backend_class(kind)
 
 

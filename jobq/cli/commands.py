@@ -21,6 +21,7 @@ from . import controls as cli_controls
 from . import limits as cli_limits
 from . import reports
 from .closed_stdout import quiet_on_closed_stdout
+from .title import hide_secrets
 
 # The database drivers whose errors are reported as one clean line rather than a traceback.
 DRIVERS = ("sqlite3", "psycopg", "pymysql")
@@ -142,6 +143,7 @@ def cmd_web(args: argparse.Namespace) -> int:
         from ..web import Credentials
         from ..web.app import StatusPage
         from ..web.auth import Csrf
+        from ..web.hosts import AllowedHosts
         from ..web.serve import check_exposure, parse_bind, serve
     except ImportError as error:
         raise CommandError(
@@ -159,6 +161,7 @@ def cmd_web(args: argparse.Namespace) -> int:
             Csrf(),
             reopen=lambda: open_queue(args),
             app=args.app,
+            hosts=AllowedHosts.served_on(host, args.allowed_hosts),
         )
         serve(app, host, port)
     return 0
@@ -326,6 +329,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
 
 @quiet_on_closed_stdout
 def main(argv: Sequence[str] | None = None) -> int:
+    hide_secrets("jobq", argv)
     args = parse(build_parser(), argv)
     try:
         return int(args.run(args))

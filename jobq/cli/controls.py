@@ -25,6 +25,7 @@ from ..options import Option
 from ..queue import Queue
 from ..queue.controls import is_id, on_retry, why_not_retried
 from ..records import JobRecord, Status
+from .terminal import escaped
 
 # The keys of a job in --json output, in this order. New keys may be added at the end.
 RECORD_KEYS = (
@@ -221,6 +222,7 @@ def cmd_jobs(queue: Queue, args: argparse.Namespace) -> int:
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """Columns as wide as their widest cell, two spaces apart."""
+    rows = [[escaped(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print(
@@ -249,7 +251,7 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
         shown[key] = ", ".join(map(str, shown[key])) or None
     width = max(map(len, shown))
     for key, value in shown.items():
-        text = "" if value is None else str(value)
+        text = "" if value is None else escaped(str(value), lines=key == "last_error")
         print(f"{key:<{width}}  {text}".rstrip())
     return 0
 
@@ -316,7 +318,7 @@ def cmd_retry(queue: Queue, args: argparse.Namespace) -> int:
             continue
         refused += 1
         why = why_not_retried(number, queue.get(number), queue)
-        print(f"jobq: job {number} not retried: {why}", file=sys.stderr)
+        print(f"jobq: job {number} not retried: {escaped(why)}", file=sys.stderr)
     print(f"jobq: retried {retried} job(s)")
     return 1 if refused else 0
 

@@ -8,6 +8,7 @@ import json
 from ..queue import Queue
 from ..records import Status
 from ..schedules.scheduler import State
+from .terminal import escaped
 
 
 def cmd_stats(queue: Queue, args: argparse.Namespace) -> int:
@@ -18,10 +19,12 @@ def cmd_stats(queue: Queue, args: argparse.Namespace) -> int:
         print(json.dumps(table, indent=2, sort_keys=True))
         return 0
     columns = [str(status) for status in Status]
-    width = max([len("type"), *map(len, table)])
+    names = {escaped(name): name for name in table}
+    width = max([len("type"), *map(len, names)])
     print(f"{'type':<{width}}  " + "  ".join(f"{c:>11}" for c in columns))
-    for name in sorted(table):
-        print(f"{name:<{width}}  " + "  ".join(f"{table[name].get(c, 0):>11}" for c in columns))
+    for shown, name in sorted(names.items()):
+        counts = "  ".join(f"{table[name].get(c, 0):>11}" for c in columns)
+        print(f"{shown:<{width}}  {counts}")
     return 0
 
 
@@ -47,7 +50,7 @@ def print_schedules(found: list[State], as_json: bool, app: str | None) -> int:
         )
         return 0
     columns = list(rows[0])
-    table = [[("-" if row[c] is None else str(row[c])) for c in columns] for row in rows]
+    table = [[("-" if row[c] is None else escaped(str(row[c]))) for c in columns] for row in rows]
     widths = [max(len(c), *(len(line[i]) for line in table)) for i, c in enumerate(columns)]
     for line in [columns, *table]:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))

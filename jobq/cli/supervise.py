@@ -18,6 +18,7 @@ from ..supervisor.master import Master
 from . import ctl
 from .closed_stdout import quiet_on_closed_stdout
 from .commands import Parser, parse
+from .title import hide_secrets
 
 # The one-pool form's options, which --pool replaces.
 ONE_POOL = {"types", "workers", "concurrency"}
@@ -74,6 +75,7 @@ def check_pools(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 @quiet_on_closed_stdout
 def main(argv: Sequence[str] | None = None) -> int:
+    hide_secrets("jobq-supervise", argv)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["ctl"]:
         return ctl.main(argv[1:])

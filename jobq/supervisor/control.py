@@ -14,7 +14,9 @@ import os
 import selectors
 import socket
 import struct
+from collections.abc import Callable
 
+from .listening import Listener
 from .pools import Pools
 
 log = logging.getLogger("jobq")
@@ -33,31 +35,34 @@ def address(pid: int) -> str:
     return f"\0jobq-supervise-{pid}"
 
 
-def open_control(selector: selectors.BaseSelector, pools: Pools) -> Control | None:
+def open_control(
+    selector: selectors.BaseSelector, pools: Pools, accept_failed: Callable[[], None]
+) -> Control | None:
     """The control socket, or None (said in the log) if it cannot be had: the pools then
-    answer only signals."""
+    answer only signals. `accept_failed` counts each connection that could not be accepted."""
     try:
-        return Control(selector, pools)
+        return Control(selector, pools, accept_failed)
     except OSError as error:
         log.warning("No control socket (%s): jobq-supervise ctl cannot reach this master", error)
         return None
 
 
 class Control:
-    def __init__(self, selector: selectors.BaseSelector, pools: Pools) -> None:
+    def __init__(
+        self, selector: selectors.BaseSelector, pools: Pools, accept_failed: Callable[[], None]
+    ) -> None:
         self.selector = selector
         self.pools = pools
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(address(os.getpid()))
-        self.listener.listen(MAX_CONNECTIONS)
-        self.listener.setblocking(False)
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening.bind(address(os.getpid()))
+        listening.listen(MAX_CONNECTIONS)
+        listening.setblocking(False)
         self.connections: dict[socket.socket, bytes] = {}  # what each said so far
-        selector.register(self.listener, selectors.EVENT_READ, self)
+        self.listener = Listener(selector, listening, self, "control", accept_failed)
 
     def on_event(self, mask: int) -> None:
-        try:
-            sock, _ = self.listener.accept()
-        except BlockingIOError:
+        sock = self.listener.accept()
+        if sock is None:
             return
         if not self.trusted(sock):
             sock.close()
@@ -108,10 +113,15 @@ class Control:
             self.selector.unregister(sock)
         sock.close()
 
+    def due(self) -> float:
+        return self.listener.due()
+
+    def tend(self, now: float) -> None:
+        self.listener.tend(now)
+
     def close(self) -> None:
         for sock in list(self.connections):
             self.drop(sock)
-        self.selector.unregister(self.listener)
         self.listener.close()
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import resource
 import selectors
 import socket
 import time
 from collections.abc import Callable
 
 from ..errors import ConfigurationError
+from .listening import Listener
 
 log = logging.getLogger("jobq")
 
@@ -35,6 +37,17 @@ STALL_LIMIT = 5.0
 # The longest a held request waits; Prometheus's scrape timeout is commonly 1 s at the least.
 HOLD_LIMIT = 0.5
 REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+# The most connections open at once: a scrape holds one for milliseconds, so this is plenty,
+# and no more than a quarter of the file limit, which the master's pipes and sockets need.
+MAX_CONNECTIONS = 64
+FILE_LIMIT_SHARE = 4
+
+
+def most_connections() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(1, min(MAX_CONNECTIONS, soft // FILE_LIMIT_SHARE))
 
 
 class Connection:
@@ -86,6 +99,7 @@ class Connection:
         with contextlib.suppress(KeyError, ValueError):
             self.endpoint.selector.unregister(self.sock)
         self.sock.close()
+        self.endpoint.counted_connections()
 
 
 class Endpoint:
@@ -96,20 +110,23 @@ class Endpoint:
         port: int,
         handlers: dict[str, Handler],
         holds: dict[str, Hold],
+        accept_failed: Callable[[], None],
     ) -> None:
+        """`accept_failed` counts each connection that could not be accepted."""
         self.selector = selector
         self.handlers = handlers
         self.holds = holds
         self.held: set[Connection] = set()
         try:
-            self.listener = socket.create_server((address, port), reuse_port=False)
+            listening = socket.create_server((address, port), reuse_port=False)
         except OSError as error:  # before any fork: a port that cannot be bound stops the start
             raise ConfigurationError(
                 f"cannot serve metrics on {address}:{port}: {error.strerror or error}"
             ) from None
-        self.listener.setblocking(False)
+        listening.setblocking(False)
         self.connections: set[Connection] = set()
-        selector.register(self.listener, selectors.EVENT_READ, self)
+        self.most = most_connections()
+        self.listener = Listener(selector, listening, self, "metrics", accept_failed)
         log.info(
             "Serving /metrics, /healthz and /readyz on %s:%d",
             address,
@@ -119,17 +136,21 @@ class Endpoint:
 
     @property
     def port(self) -> int:
-        return int(self.listener.getsockname()[1])
+        return int(self.listener.sock.getsockname()[1])
 
     def on_event(self, mask: int) -> None:
-        try:
-            sock, _ = self.listener.accept()
-        except BlockingIOError:
+        sock = self.listener.accept()
+        if sock is None:
             return
         sock.setblocking(False)
         connection = Connection(self, sock)
         self.connections.add(connection)
         self.selector.register(sock, selectors.EVENT_READ, connection)
+        self.counted_connections()
+
+    def counted_connections(self) -> None:
+        """At the most connections, the rest wait in the backlog, or time out there."""
+        self.listener.set_full(len(self.connections) >= self.most)
 
     def respond(self, request: bytes) -> bytes:
         parts = request.split(b"\r\n", 1)[0].split()
@@ -152,20 +173,23 @@ class Endpoint:
             connection.answer()
 
     def due(self) -> float:
-        """When the next held request must be answered, waited for or not."""
-        return min((c.held_until for c in self.held), default=float("inf"))
+        """When the next held request must be answered, waited for or not, or the
+        listener's pause after an error ends."""
+        held = min((c.held_until for c in self.held), default=float("inf"))
+        return min(held, self.listener.due())
 
     def tend(self, now: float) -> None:
-        """Answer held requests whose wait is over, and drop clients that stall."""
+        """Answer held requests whose wait is over, drop clients that stall, and listen again
+        after a pause."""
         for connection in [c for c in self.held if now >= c.held_until]:
             connection.answer()
         for connection in [c for c in self.connections if now - c.opened > STALL_LIMIT]:
             connection.close()
+        self.listener.tend(now)
 
     def close(self) -> None:
         for connection in list(self.connections):
             connection.close()
-        self.selector.unregister(self.listener)
         self.listener.close()
 
 

@@ -94,7 +94,8 @@ class Master:
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
         adopt_orphans()
-        self.control = open_control(self.selector, self.pools)
+        failed = self.shared.metrics.accept_errors.labels("control").inc
+        self.control = open_control(self.selector, self.pools, failed)
         self.helpers.start(Helper.KEEPER)
         # Before any process is forked: a port that cannot be bound stops the start cleanly.
         if self.config.metrics_port is not None:
@@ -116,9 +117,8 @@ class Master:
             self.shared.phase = Phase.STOPPED
             self.helpers.stop()
             self.reap()
-            for opened in (self.endpoint, self.control):
-                if opened is not None:
-                    opened.close()
+            for opened in self.served():
+                opened.close()
         log.info("jobq-supervise stopped", extra={"event": "stopped"})
         return self.exit_code
 
@@ -153,16 +153,20 @@ class Master:
         self.sending = self.helpers.flush() | self.pools.flush()
         if self.shared.phase is Phase.RUNNING:
             self.pools.manage(now, patient=self.helpers.database_seen)
-        if self.endpoint is not None:
-            self.endpoint.tend(now)
+        for served in self.served():
+            served.tend(now)
         self.show_title()
+
+    def served(self) -> list[Endpoint | Control]:
+        """The sockets the master serves: the metrics endpoint and the control socket."""
+        return [each for each in (self.endpoint, self.control) if each is not None]
 
     def next_event(self) -> float:
         """The next moment the loop has something to do, unless woken earlier."""
         if self.sending:
             return self.last_pass + PACE  # a message waits for its socket: the next pass sends on
         running = self.shared.phase is Phase.RUNNING
-        held = self.endpoint.due() if self.endpoint is not None else float("inf")
+        held = min((served.due() for served in self.served()), default=float("inf"))
         due = (self.drain_deadline, self.helpers.due(), self.renewals.due())
         following = self.last_pass + max(PACE, self.pools.follow_every())
         return min(*due, held, following, self.pools.next_due(running))

@@ -256,6 +256,16 @@ class Metrics:
             ["schedule", "outcome"],
             registry=registry,
         )
+        self.accept_errors = Counter(
+            "jobq_accept_errors",
+            "Connections the master could not accept, by listener: metrics (the --metrics-port "
+            "endpoint) or control (jobq-supervise ctl's socket); each error, such as EMFILE at "
+            "the file limit, pauses that listener briefly",
+            ["listener"],
+            registry=registry,
+        )
+        for listener in ("metrics", "control"):
+            self.accept_errors.labels(listener)
         self.depth = QueueDepth()
         registry.register(self.depth)
         Info("jobq_supervisor", "This supervisor's version and settings", registry=registry).info(

@@ -37,8 +37,9 @@ class Probes:
         assert config.metrics_port is not None
         routes = {"/metrics": self.scrape, "/healthz": self.health, "/readyz": self.readiness}
         holds = {"/metrics": self.measure_depth}
+        failed = self.shared.metrics.accept_errors.labels("metrics").inc
         return Endpoint(
-            self.shared.selector, config.metrics_address, config.metrics_port, routes, holds
+            self.shared.selector, config.metrics_address, config.metrics_port, routes, holds, failed
         )
 
     def measure_depth(self) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -19,8 +20,10 @@ from werkzeug.routing import Map, RequestRedirect, Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
+from ..options import ALLOWED_HOSTS
 from . import views
-from .auth import CSRF_COOKIE, CSRF_FIELD, Credentials, Csrf
+from .auth import CSRF_COOKIE, CSRF_FIELD, NOTICE_COOKIE, Credentials, Csrf, set_cookie
+from .hosts import AllowedHosts
 from .views import Page
 
 if TYPE_CHECKING:
@@ -61,7 +64,8 @@ class StatusPage:
     """The WSGI application. A Queue is not thread-safe, and a threaded server calls this
     from several threads: each request holds the queue alone while it uses it. `app` names
     the module whose schedules the schedules page shows, as `jobq web --app` gives it; None
-    for the application the page is mounted in."""
+    for the application the page is mounted in. `hosts`: the hosts a request may name in
+    its Host header; None where the application the page is mounted in checks them."""
 
     queue: Queue
     read_only: bool
@@ -69,6 +73,7 @@ class StatusPage:
     csrf: Csrf
     reopen: Callable[[], Queue] | None = None
     app: str | None = None
+    hosts: AllowedHosts | None = None
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, init=False)
     templates: Environment = dataclasses.field(init=False)
 
@@ -83,6 +88,17 @@ class StatusPage:
         return response(environ, start_response)
 
     def respond(self, request: Request) -> Response:
+        if self.hosts is not None and not self.hosts.admit(request.headers.get("Host")):
+            # Before anything else: after a DNS rebinding, the browser would let the page
+            # that named this host read the answer and post forms that pass the Origin check.
+            response = Response(
+                "The Host header names a host this page is not served on: add the name "
+                f"browsers use to --allowed-host ({ALLOWED_HOSTS.variable}).\n",
+                400,
+                mimetype="text/plain",
+            )
+            response.headers.update(SECURITY_HEADERS)
+            return response
         if not self.credentials.admit(request.headers.get("Authorization")):
             response = Response("Authentication required\n", 401, mimetype="text/plain")
             response.headers["WWW-Authenticate"] = self.credentials.challenge
@@ -97,9 +113,14 @@ class StatusPage:
             read_only=self.read_only,
             csrf_token=self.csrf.token(nonce),
             app=self.app,
+            seal=functools.partial(self.csrf.seal, nonce),
         )
         try:
             endpoint, arguments = adapter.match()
+            # The notice an action left for this page, if this is the page it was left for.
+            address = adapter.build(endpoint, arguments)
+            notice = self.csrf.unseal(nonce, address, request.cookies.get(NOTICE_COOKIE))
+            page = dataclasses.replace(page, notice=notice)
             if request.method == "POST":
                 self.check_post(request)
             with self.lock:
@@ -113,14 +134,10 @@ class StatusPage:
             log.exception("the status page failed on %s %s", request.method, request.path)
             response = page.failure()
         if request.cookies.get(CSRF_COOKIE) != nonce:
-            response.set_cookie(
-                CSRF_COOKIE,
-                nonce,
-                path=request.script_root or "/",
-                httponly=True,
-                samesite="Strict",
-                secure=request.is_secure,
-            )
+            set_cookie(response, request, CSRF_COOKIE, nonce)
+        if NOTICE_COOKIE in request.cookies and "Location" not in response.headers:
+            # Said once, by the page it was left for, or dropped by whichever came instead.
+            response.delete_cookie(NOTICE_COOKIE, path=request.script_root or "/")
         response.headers.update(SECURITY_HEADERS)
         return response
 
@@ -175,6 +192,7 @@ def make_app(
     credentials: Credentials | None = None,
     csrf_key: bytes | None = None,
     reopen: Callable[[], Queue] | None = None,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> StatusPage:
     """The status page as a WSGI application on `queue`.
 
@@ -182,7 +200,10 @@ def make_app(
     (HTTP basic) or JOBQ_WEB_TOKEN (bearer), and open to all when none is set. csrf_key signs
     the forms; by default JOBQ_WEB_SECRET, else a random key of this app's own. reopen: how
     to open a fresh queue once a query has failed (`jobq web` reconnects so); without it, an
-    application that mounts the page keeps its connection healthy itself.
+    application that mounts the page keeps its connection healthy itself. allowed_hosts:
+    the host names a request's Host header may give, beside loopback names ("*" for any);
+    by default every one, for the application the page is mounted in checks them (Django's
+    ALLOWED_HOSTS).
     """
     return StatusPage(
         queue,
@@ -190,4 +211,5 @@ def make_app(
         Credentials.from_environment() if credentials is None else credentials,
         Csrf(csrf_key),
         reopen,
+        hosts=None if allowed_hosts is None else AllowedHosts.served_on("localhost", allowed_hosts),
     )

@@ -7,6 +7,10 @@ may leave both unset.
 CSRF protection is a signed double-submit token: a random value in a SameSite=Strict cookie,
 and its HMAC under the app's key in every form. A forged cross-site POST carries no cookie, and
 a page elsewhere cannot read the cookie to compute the form's half.
+
+What an action did is said by the page its redirect leads to, in a notice the action wrote:
+sealed under the same key, for this browser's cookie and that one page, and carried in a
+cookie of its own. Nothing in an address can put words in it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from werkzeug.wrappers import Request, Response
+
 from ..errors import ConfigurationError
 
 USER_VARIABLE = "JOBQ_WEB_USER"
@@ -31,6 +37,7 @@ SECRET_VARIABLE = "JOBQ_WEB_SECRET"
 
 CSRF_COOKIE = "jobq_csrf"
 CSRF_FIELD = "csrf"
+NOTICE_COOKIE = "jobq_notice"
 
 
 @dataclass(frozen=True)
@@ -102,3 +109,36 @@ class Csrf:
         if not nonce or not token:
             return False
         return same(token, self.token(nonce))
+
+    def seal(self, nonce: str, page: str, notice: str) -> str:
+        """A notice for the page at address `page`, as a cookie's value that only this key
+        makes for this browser's nonce."""
+        body = base64.urlsafe_b64encode(notice.encode("utf-8")).decode("ascii")
+        return f"{body}.{self.notice_mac(nonce, page, body)}"
+
+    def unseal(self, nonce: str, page: str, sealed: str | None) -> str | None:
+        """The notice sealed for this nonce and page; None for any other value."""
+        body, _, mac = (sealed or "").partition(".")
+        if not body or not same(mac, self.notice_mac(nonce, page, body)):
+            return None
+        try:
+            return base64.urlsafe_b64decode(body).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+
+    def notice_mac(self, nonce: str, page: str, body: str) -> str:
+        # Prefixed, so that no notice's MAC is ever a form's token.
+        message = "\0".join(("notice", nonce, page, body)).encode("utf-8", "replace")
+        return hmac.new(self.key, message, hashlib.sha256).hexdigest()
+
+
+def set_cookie(response: Response, request: Request, name: str, value: str) -> None:
+    """A cookie for the page's own path, out of scripts' and other sites' reach."""
+    response.set_cookie(
+        name,
+        value,
+        path=request.script_root or "/",
+        httponly=True,
+        samesite="Strict",
+        secure=request.is_secure,
+    )

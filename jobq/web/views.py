@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -22,7 +22,7 @@ from ..limits import count_from_text, rate_from_text
 from ..queue import Queue
 from ..queue.controls import on_retry, why_not_retried
 from ..records import JobRecord, Status
-from .auth import CSRF_FIELD
+from .auth import CSRF_FIELD, NOTICE_COOKIE, set_cookie
 
 T = TypeVar("T")
 
@@ -41,28 +41,6 @@ UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS), str(Status.WAITING))
 # The overview lists at most this many running jobs under their workers (the newest claimed).
 RUNNING_SHOWN = 200
 
-# What the page a redirect after an action leads to says, by the `done` code it carries (no
-# words come from the address): what the action did when it was taken. The job may have moved
-# on by the time the page is read, a retried job run and failed again; its status says so.
-JOB_NOTICES = {
-    "retried": "Job {job} was put back to pending.",
-    "retried-waiting": "Job {job} was put back: it waits for its parents that have not "
-    "completed yet.",
-    "cancelled": "Job {job} was cancelled.",
-    "cancelling": "Job {job} is being cancelled: its running attempt is stopped, and the job "
-    "ends cancelled.",
-    "not-cancelled": "Job {job} was not cancelled: it is {status}.",
-}
-TYPE_NOTICES = {
-    "paused": "Jobs of type {type} are paused: workers claim none until they are resumed.",
-    "resumed": "Jobs of type {type} are resumed.",
-    "not-paused": "No job has type {type}: it was not paused.",
-    "limit-set": "The concurrency limit of type {type} is changed on every node.",
-    "limit-cleared": "Type {type} is back to the concurrency limit its job class declares.",
-    "rate-set": "The rate limit of type {type} is changed on every node.",
-    "rate-cleared": "Type {type} is back to the rate limit its job class declares.",
-}
-
 
 @dataclass(frozen=True)
 class Page:
@@ -75,25 +53,31 @@ class Page:
     read_only: bool
     csrf_token: str
     app: str | None = None  # the module `jobq web --app` imported, if any
+    # The notice an action left for this page (auth.py), and how an action leaves one.
+    notice: str | None = None
+    seal: Callable[[str, str], str] | None = None
 
-    def render(
-        self, template: str, code: int = 200, notice: str | None = None, **context: Any
-    ) -> Response:
+    def render(self, template: str, code: int = 200, **context: Any) -> Response:
         html = self.templates.get_template(template).render(
             url=self.urls.build,
             read_only=self.read_only,
             csrf_field=CSRF_FIELD,
             csrf_token=self.csrf_token,
             statuses=[str(each) for each in Status],
-            notice=notice,
+            notice=self.notice,
             **context,
         )
         return Response(html, code, mimetype="text/html")
 
-    def done(self, endpoint: str, done: str, **values: Any) -> Response:
-        """The redirect that ends an action, to a page that says how it went."""
-        target = self.urls.build(endpoint, {**values, "done": done})
-        return redirect(target, 303)
+    def done(self, endpoint: str, notice: str, **values: Any) -> Response:
+        """The redirect that ends an action, to a page that says what it did when it was
+        taken, in words of its own: the job may have moved on by the time the page is read, a
+        retried job run and failed again, and its status says so."""
+        target = self.urls.build(endpoint, values)
+        response = redirect(target, 303)
+        if self.seal is not None:
+            set_cookie(response, self.request, NOTICE_COOKIE, self.seal(target, notice))
+        return response
 
     def error(self, error: HTTPException) -> Response:
         response = self.render(
@@ -119,7 +103,6 @@ def overview(page: Page) -> Response:
     per_minute = queue.completions_per_minute(RECENT_MINUTES)
     return page.render(
         "overview.html",
-        notice=type_notice(page.request.args, paused),
         types=sorted(set(table) | paused),
         table=table,
         oldest=queue.oldest_ready(),
@@ -147,16 +130,6 @@ def schedules(page: Page) -> Response:
     # The schedules are those declared in this process: by the application the page is
     # mounted in, or the one `jobq web --app` imported.
     return page.render("schedules.html", schedules=page.queue.schedule_states(), app=page.app)
-
-
-def type_notice(args: Mapping[str, str], paused: set[str]) -> str | None:
-    """What a pause or resume did, if the type is now as it left it."""
-    done, job_type = args.get("done", ""), args.get("type", "")
-    if done not in TYPE_NOTICES:
-        return None
-    if done in ("paused", "resumed") and (job_type in paused) != (done == "paused"):
-        return None
-    return TYPE_NOTICES[done].format(type=job_type)
 
 
 def jobs(page: Page) -> Response:
@@ -193,7 +166,6 @@ def job(page: Page, job_id: int) -> Response:
     left = page.queue.parents_left(record.id)
     return page.render(
         "job.html",
-        notice=job_notice(page, page.request.args.get("done", ""), record),
         job=record,
         payload=pretty(record.payload),
         result=shown_value(record.result),
@@ -210,31 +182,31 @@ def job(page: Page, job_id: int) -> Response:
     )
 
 
-def job_notice(page: Page, done: str, record: JobRecord) -> str | None:
-    if done == "not-retried":
-        return f"Not retried: {why_not_retried(record.id, record, page.queue)}."
-    if done not in JOB_NOTICES:
-        return None
-    return JOB_NOTICES[done].format(job=record.id, status=record.status)
-
-
 def retry(page: Page, job_id: int) -> Response:
-    done = "retried" if page.queue.retry(job_id) else "not-retried"
-    if existing(page, job_id).status is Status.WAITING and done == "retried":
-        done = "retried-waiting"  # a dependent: it waits for its parents again
-    return page.done("job", done, job_id=job_id)
+    retried = page.queue.retry(job_id)
+    record = existing(page, job_id)
+    if not retried:
+        notice = f"Not retried: {why_not_retried(job_id, record, page.queue)}."
+    elif record.status is Status.WAITING:  # a dependent: it waits for its parents again
+        notice = f"Job {job_id} was put back: it waits for its parents that have not completed."
+    else:
+        notice = f"Job {job_id} was put back to pending."
+    return page.done("job", notice, job_id=job_id)
 
 
 def cancel(page: Page, job_id: int) -> Response:
     cancelled = page.queue.cancel(job_id)
     record = existing(page, job_id)
     if not cancelled:
-        done = "not-cancelled"
+        notice = f"Job {job_id} was not cancelled: it is {record.status}."
     elif record.status == Status.CANCELLED:
-        done = "cancelled"
+        notice = f"Job {job_id} was cancelled."
     else:  # it runs: its attempt is stopped first, and the job ends cancelled after it
-        done = "cancelling"
-    return page.done("job", done, job_id=job_id)
+        notice = (
+            f"Job {job_id} is being cancelled: its running attempt is stopped, and the job "
+            "ends cancelled."
+        )
+    return page.done("job", notice, job_id=job_id)
 
 
 def existing(page: Page, job_id: int) -> JobRecord:
@@ -248,26 +220,29 @@ def pause(page: Page) -> Response:
     job_type = form_type(page)
     # The page offers only the types it lists; a name from elsewhere may be misspelt.
     if not page.queue.knows_type(job_type):
-        return page.done("overview", "not-paused", type=job_type)
+        return page.done("overview", f"No job has type {job_type}: it was not paused.")
     page.queue.pause(job_type)
-    return page.done("overview", "paused", type=job_type)
+    return page.done(
+        "overview",
+        f"Jobs of type {job_type} are paused: workers claim none until they are resumed.",
+    )
 
 
 def resume(page: Page) -> Response:
     job_type = form_type(page)
     page.queue.resume(job_type)
-    return page.done("overview", "resumed", type=job_type)
+    return page.done("overview", f"Jobs of type {job_type} are resumed.")
 
 
 def limit(page: Page) -> Response:
     """An operator's concurrency limit for a type; an empty count drops the override."""
     parse = partial(count_from_text, what="concurrency")
-    return override(page, "concurrency", parse, page.queue.set_limit, "limit")
+    return override(page, "concurrency", parse, page.queue.set_limit, "concurrency limit")
 
 
 def rate(page: Page) -> Response:
     """An operator's rate limit for a type, as N/SECONDS; an empty field drops the override."""
-    return override(page, "rate", rate_from_text, page.queue.set_rate, "rate")
+    return override(page, "rate", rate_from_text, page.queue.set_rate, "rate limit")
 
 
 def override(
@@ -275,10 +250,10 @@ def override(
     field: str,
     parse: Callable[[str], T],
     apply: Callable[[str, T | None], None],
-    notice: str,
+    what: str,
 ) -> Response:
     """Set the override the form's `field` gives (empty: drop it), refusing a bad value in
-    one line that names the field."""
+    one line that names the field; `what` names the limit in the notice."""
     job_type = form_type(page)
     text = page.request.form.get(field, "").strip()
     try:
@@ -286,7 +261,11 @@ def override(
     except ValueError as error:
         raise BadRequest(f"{field}: {error}") from None
     apply(job_type, given)
-    return page.done("overview", f"{notice}-{'cleared' if given is None else 'set'}", type=job_type)
+    if given is None:
+        return page.done(
+            "overview", f"Type {job_type} is back to the {what} its job class declares."
+        )
+    return page.done("overview", f"The {what} of type {job_type} is changed on every node.")
 
 
 def form_type(page: Page) -> str:

@@ -339,3 +339,26 @@ def test_jobs_and_cancel_take_a_batch(queue: jobq.Queue, jobq_) -> None:  # type
     assert record is not None
     assert record.status is jobq.Status.PENDING
     assert jobq_("cancel", "--batch", str(batch.id), "1")[0] == 1
+
+
+# Clear the screen, set the window's title, ring the bell; and an 8-bit CSI, a DEL and a CR.
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x9b31m\x7f\r"
+CONTROLS = {"\x1b", "\x07", "\x9b", "\x7f", "\r"}
+
+
+def test_control_characters_from_the_database_are_printed_escaped(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
+    evil = f"mail{ESCAPES}"
+    job_id = queue.enqueue(Boom(f"line one{ESCAPES}\nline two"), type=evil, retry=ONCE)
+    assert queue.process_jobs(1, type=evil) == 1
+    commands = {"show": ["show", str(job_id)], "jobs": ["jobs"], "stats": ["stats"]}
+    written = {name: jobq_(*argv)[1] for name, argv in commands.items()}
+    for name, out in written.items():
+        assert not CONTROLS & set(out), (name, out)
+        assert "mail\\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\x7f\\x0d" in out, (name, out)
+    # A traceback keeps its lines.
+    assert "line one\\x1b[2J" in written["show"]
+    assert "\nline two" in written["show"]
+    for name, argv in commands.items():
+        out = jobq_(*argv, "--json")[1]
+        assert not CONTROLS & set(out), (name, out)
+        assert json.dumps(evil) in out  # as JSON escapes, read back as they were

@@ -285,6 +285,46 @@ def test_the_retry_notice_says_what_the_retry_did_whatever_came_after(
     assert 'id="status">failed</span>' in html
 
 
+def test_a_notice_is_said_once_by_the_page_its_action_left_it_for(
+    queue: jobq.Queue, client: Client
+) -> None:
+    job_id = failed_job(queue)
+    other = failed_job(queue)
+    fields = {"csrf": csrf_token(client, f"/jobs/{job_id}")}
+    assert client.post(f"/jobs/{job_id}/retry", data=fields).status_code == 303
+
+    # Not on another page, which drops it; nor by its own page after that.
+    assert 'class="notice"' not in page(client, f"/jobs/{other}")
+    assert 'class="notice"' not in page(client, f"/jobs/{job_id}")
+
+
+def test_a_notice_is_not_shown_to_another_browser(queue: jobq.Queue, client: Client) -> None:
+    job_id = failed_job(queue)
+    fields = {"csrf": csrf_token(client, f"/jobs/{job_id}")}
+    posted = client.post(f"/jobs/{job_id}/retry", data=fields)
+    sealed = posted.headers.getlist("Set-Cookie")
+    notice = next(c for c in sealed if c.startswith("jobq_notice="))
+    other = Client(client.application)
+    page(other, "/")  # a cookie of its own
+    other.set_cookie("jobq_notice", notice.split(";")[0].partition("=")[2])
+
+    assert "was put back" not in page(other, f"/jobs/{job_id}")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "done=limit-set&type=Call+0800+555+0100+now",
+        "done=rate-cleared&type=Call+0800+555+0100+now",
+        "done=not-paused&type=Call+0800+555+0100+now",
+    ],
+)
+def test_no_address_puts_words_in_a_notice(client: Client, query: str) -> None:
+    html = page(client, f"/?{query}")
+    assert "0800" not in html
+    assert 'class="notice"' not in html
+
+
 def test_a_retry_that_does_not_apply_says_why(queue: jobq.Queue, client: Client) -> None:
     job_id = queue.enqueue(Noop())
     queue.process_jobs(1)

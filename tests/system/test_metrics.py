@@ -292,7 +292,7 @@ def test_a_single_scrape_shows_the_queue_as_it_was_at_most_depth_fresh_before(
 MARKER = "LEAKMARKER7f3a"
 ALLOWED_LABELS = {
     "type", "outcome", "result", "reason", "state", "stat", "status", "le", "helper", "pool",
-    "version", "database", "lease_seconds", "renew_interval_seconds",
+    "version", "database", "lease_seconds", "renew_interval_seconds", "listener",
 }  # fmt: skip
 # Job ids far from any number a label holds (lease seconds, bucket bounds), so that finding
 # one in a label value means a job id leaked.

@@ -30,7 +30,7 @@ def told(control: Control, line: str, end: bytes = b"\n") -> str:
     """What the master answers `line`, its loop's events played by hand; without `end`, the
     client closes its side instead."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-        client.connect(control.listener.getsockname())
+        client.connect(control.listener.sock.getsockname())
         client.sendall(line.encode() + end)
         if not end:
             client.shutdown(socket.SHUT_WR)
@@ -46,7 +46,7 @@ def told(control: Control, line: str, end: bytes = b"\n") -> str:
 
 
 def test_a_named_pool_grows_and_shrinks_and_keeps_one_worker(master: Master) -> None:
-    control = Control(master.selector, master.pools)
+    control = Control(master.selector, master.pools, lambda: None)
     try:
         assert told(control, "ttin email,sms") == "Pool size now 2 (pool email,sms)"
         assert told(control, "ttou *") == (

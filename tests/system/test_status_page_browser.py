@@ -26,6 +26,8 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 PAGE_TIMEOUT = 15.0
 
 ROOT = REPO
+# A name of another site, resolved by the browser to loopback: a DNS rebinding, played out.
+REBOUND = "attacker.example"
 
 
 def artifacts() -> Path:
@@ -48,7 +50,8 @@ def browser() -> Iterator[webdriver.Chrome]:
     options.binary_location = CHROMIUM
     # No sandbox: the tests may run as root, where chromium's sandbox refuses to start.
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--window-size=1100,900"):  # fmt: skip
+                     "--window-size=1100,900",
+                     f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1"):  # fmt: skip
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(PAGE_TIMEOUT)
@@ -94,3 +97,19 @@ def test_an_operator_retries_a_failed_job_from_the_browser(
     record = queue.get(failed)
     assert record is not None
     assert record.status == "pending"
+
+
+@pytest.mark.databases("sqlite")
+def test_a_page_on_a_rebound_name_sees_no_job(
+    queue: jobq.Queue, server: str, browser: webdriver.Chrome
+) -> None:
+    failed = queue.enqueue(Boom("card 4111-1111"), retry=jobq.RetryPolicy(max_attempts=1))
+    queue.process_jobs(1, type="boom")
+
+    browser.get(server.replace("127.0.0.1", REBOUND) + f"jobs/{failed}")
+
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "not served on" in body, body
+    assert "4111" not in browser.page_source
+    browser.get(f"{server}jobs/{failed}")
+    assert "4111" in browser.find_element(By.ID, "last-error").text

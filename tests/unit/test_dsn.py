@@ -115,3 +115,28 @@ def test_an_at_in_the_query_or_a_key_value_password_is_not_refused() -> None:
     for_dsn("postgresql://u@h1,h2/db?password=p@ss")
     dsn = "host=h1,h2 password=p@ss dbname=db"
     assert scrub(dsn, dsn) == "host=h1,h2 password=*** dbname=db"
+
+
+# Every character a generated password may hold: printable ASCII, a space, and beyond ASCII.
+PASSWORD_CHARACTERS = [chr(code) for code in range(0x20, 0x7F)] + ["é", "€"]
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "mysql"])
+@pytest.mark.parametrize("character", PASSWORD_CHARACTERS)
+def test_no_character_in_a_password_lets_any_of_it_show(scheme: str, character: str) -> None:
+    dsn = f"{scheme}://jobq:Zx9{character}k+Qa8w==@127.0.0.1:1/db"
+    shown = f"{scheme}://jobq:***@127.0.0.1:1/db"
+    assert scrub(dsn, dsn) == shown
+    record = logging.makeLogRecord({"msg": "cannot start: %s", "args": (f"{dsn} refused",)})
+    assert logs.ScrubDsn(dsn).filter(record)
+    assert record.getMessage() == f"cannot start: {shown} refused"
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "mysql"])
+def test_a_bare_slash_in_the_password_is_refused_with_its_fix(scheme: str) -> None:
+    # libpq would take "postgres" for the host and "Zx9" for the port, and quote them.
+    with pytest.raises(jobq.ConfigurationError) as refused:
+        for_dsn(f"{scheme}://postgres:Zx9/k+Qa8w==@h/db")
+    message = str(refused.value)
+    assert f"'{scheme}://postgres:***@h/db'" in message
+    assert "percent-encode a '/' in the user name or password as %2F" in message

@@ -30,12 +30,15 @@ from .dsn import connect_args
 from .limits import LIMITS
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
-from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
+from .schema import BINARY_IDENTIFIERS, MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, MysqlWorkflows
 
 BY_ID = "FROM jobq_jobs WHERE id = %(id)s"
+# How every transaction begins, here and on the async driver: REPEATABLE READ, MySQL's
+# default, would take gap locks on the status index and make concurrent claims deadlock.
+BEGIN = ("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "BEGIN")
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
 TRANSIENT_ERRORS = {1213, 1205}
 
@@ -81,6 +84,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         LIMITS,
         WORKFLOWS,
         RATES,
+        BINARY_IDENTIFIERS,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -185,8 +189,10 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        self.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-        self.connection.begin()
+        """Every transaction jobq opens on MySQL, and the only place that opens one: each is
+        READ COMMITTED (see the module's docstring), and nothing else sets that."""
+        for statement in BEGIN:
+            self.execute(statement)
         try:
             yield
             self.connection.commit()
@@ -307,18 +313,13 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         params = self.settle_params(
             job_id, token, status, error, delay, lease_ended_only, error_class
         )
-        self.connection.begin()
-        try:
-            row = None
+        row = None
+        with self.transaction():
             if self.execute(self.sql_settle, params) == 1:
                 row = self.fetchone(f"SELECT status, type, limit_key {BY_ID}", params)
                 self.apply_endings()
                 if row[2] is not None:
                     self.wake_key({"type": row[1], "key": row[2]})
-            self.connection.commit()
-        except BaseException:
-            self.rollback_quietly()
-            raise
         return None if row is None else Status(row[0])
 
     sql_complete = f"""

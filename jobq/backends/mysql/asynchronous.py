@@ -11,7 +11,7 @@ from pymysql.constants import CLIENT
 
 from ..asynchronous import AsyncDriver
 from ..steps import Statement, Step
-from . import MysqlBackend
+from . import BEGIN, MysqlBackend
 from .dsn import connect_args
 
 
@@ -25,7 +25,7 @@ async def connect(dsn: str) -> MysqlAsyncDriver:
 
 
 class MysqlAsyncDriver(AsyncDriver):
-    begin = ("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "BEGIN")
+    begin = BEGIN
 
     async def perform(self, step: Step, connection: Any) -> Any:
         # aiomysql 0.3.2 escapes bytes with a helper that PyMySQL 1.2.3 replaced by a string,

@@ -76,3 +76,69 @@ TRACE_CONTEXT: tuple[str, ...] = (
         ADD COLUMN tracestate TEXT CHARACTER SET ascii NULL
     """,
 )
+
+# A column as (its name and type, the rest of its definition), to be given {bin}.
+Column = tuple[str, str]
+TYPE: Column = ("type VARCHAR(255)", "NOT NULL")
+
+
+def binary(table: str, *columns: Column) -> str:
+    """The ALTER that gives `table`'s default and each of `columns` the collation {bin}."""
+    changes = [
+        f"MODIFY {name} CHARACTER SET utf8mb4 COLLATE {{bin}} {rest}" for name, rest in columns
+    ]
+    return ", ".join(
+        [f"ALTER TABLE {table} DEFAULT CHARACTER SET utf8mb4 COLLATE {{bin}}", *changes]
+    )
+
+
+# Types, keys and the other identifiers compare byte for byte, as on PostgreSQL and SQLite:
+# under utf8mb4_general_ci, claim(type="email") took the EMAIL and "email " jobs, pausing
+# email paused EMAIL, and counts merged them. utf8mb4_bin is not enough: on MariaDB it still
+# pads with spaces ('email' = 'email '). The binary collation without padding is
+# utf8mb4_nopad_bin on MariaDB and utf8mb4_0900_bin on MySQL 8, so each ALTER below is run as
+# a prepared statement with the server's own in place of {bin}. One ALTER a table (MySQL
+# commits each DDL statement on its own), which keeps every row and rebuilds the indexes;
+# each table's default changes too, for the columns later versions add. Payloads, errors,
+# results and specs keep theirs: nothing compares them.
+BINARY_IDENTIFIERS_SQL = (
+    binary(
+        "jobq_jobs",
+        TYPE,
+        ("class_name VARCHAR(255)", "NOT NULL"),
+        ("status VARCHAR(16)", "NOT NULL DEFAULT 'pending'"),
+        ("token VARCHAR(64)", "NULL"),
+        ("host VARCHAR(255)", "NULL"),
+        ("worker VARCHAR(32)", "NULL"),
+        ("blocked_on VARCHAR(32)", "NULL"),
+        ("error_class VARCHAR(1000)", "NULL"),
+        ("unique_key VARCHAR(255)", "NULL"),
+        ("limit_key VARCHAR(191)", "NULL"),
+        ("rate_key VARCHAR(191)", "NULL"),
+    ),
+    binary("jobq_paused", TYPE),
+    binary("jobq_limits", TYPE, ("name VARCHAR(32)", "NOT NULL")),
+    binary("jobq_limit_keys", TYPE, ("limit_key VARCHAR(191)", "NOT NULL")),
+    binary("jobq_limit_wakes", TYPE, ("limit_key VARCHAR(191)", "NOT NULL")),
+    binary("jobq_rate_starts", TYPE, ("rate_key VARCHAR(191)", "NOT NULL")),
+    binary("jobq_schedules", ("name VARCHAR(200)", "NOT NULL")),
+    binary("jobq_workflow_endings", ("status VARCHAR(16)", "NOT NULL")),
+    binary("jobq_dependencies"),
+)
+
+
+def with_server_collation(alter: str) -> tuple[str, ...]:
+    """`alter` run with the server's binary, unpadded collation in place of {bin}."""
+    quoted = alter.replace("'", "''")
+    return (
+        f"SET @jobq_alter = REPLACE('{quoted}', '{{bin}}', @jobq_bin)",
+        "PREPARE jobq_alter FROM @jobq_alter",
+        "EXECUTE jobq_alter",
+        "DEALLOCATE PREPARE jobq_alter",
+    )
+
+
+BINARY_IDENTIFIERS: tuple[str, ...] = (
+    "SET @jobq_bin = IF(VERSION() LIKE '%MariaDB%', 'utf8mb4_nopad_bin', 'utf8mb4_0900_bin')",
+    *(statement for alter in BINARY_IDENTIFIERS_SQL for statement in with_server_collation(alter)),
+)

@@ -1,5 +1,6 @@
-"""The Django app: imports every installed app's `jobs` module and installs the per-job
-connection hygiene, in every process that sets Django up."""
+"""The Django app: imports every installed app's `jobs` module (and, with a JobqBackend in
+TASKS, its `tasks` module: a worker runs only the tasks defined there or by --app) and
+installs the per-job connection hygiene, in every process that sets Django up."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ class JobqConfig(AppConfig):
         autodiscover_modules("jobs")
         tasks = getattr(settings, "TASKS", {})
         ours = [b for b in tasks.values() if b.get("BACKEND") == TASKS_BACKEND]
+        if ours:
+            autodiscover_modules("tasks")  # the tasks a worker may run
         # Registered once, however often ready() runs (it can, in tests).
         if before not in hooks.REGISTERED.before:
             hooks.before_job(before)

@@ -1,9 +1,16 @@
-"""A Django task as jobq runs it: the job that JobqBackend stores, which imports the task's
-function by its module path in the worker and calls it, as Django's own backends do, after
-task_started; task_finished follows once the attempt's outcome is recorded (an after_job
-hook: tasks.send_task_finished). A plain function runs as a plain job; an `async def` one
-as a coroutine job, on the worker's event loop under --concurrency (and on an event loop of
-its own for the attempt in a worker that runs one attempt at a time)."""
+"""A Django task as jobq runs it: the job that JobqBackend stores, which finds the task's
+function by its module path among the tasks the application defines and calls it, as
+Django's own backends do, after task_started; task_finished follows once the attempt's
+outcome is recorded (an after_job hook: tasks.send_task_finished). A plain function runs as a
+plain job; an `async def` one as a coroutine job, on the worker's event loop under
+--concurrency (and on an event loop of its own for the attempt in a worker that runs one
+attempt at a time).
+
+A task's module path is never imported: the row that names it may have been written by
+anyone with INSERT rights on jobq's table, and importing a module runs its code. As JsonCodec
+builds only registered Job classes, a worker runs only the tasks its application defined
+with @task on a JobqBackend, which registers each as it validates it (every installed app's
+`tasks` module is imported as Django starts, as its `jobs` module is)."""
 
 from __future__ import annotations
 
@@ -11,11 +18,31 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
-from django.utils.module_loading import import_string
 
+from ...errors import DecodeError
 from ...job import Job
 from ...queue.running import current_claim
 from .task_api import Task, TaskContext, normalize_json, task_backends, task_started
+
+# The tasks this process's application defines, by module path.
+DEFINED: dict[str, Task[Any, Any]] = {}
+
+
+def define(task: Task[Any, Any]) -> None:
+    """Called as a JobqBackend validates a task: its @task, or a .using() copy of it."""
+    DEFINED.setdefault(task.module_path, task)
+
+
+def defined(module_path: str) -> Task[Any, Any]:
+    """The task the application defined at this module path; DecodeError for any other."""
+    task = DEFINED.get(module_path)
+    if task is None:
+        raise DecodeError(
+            f"unknown task {module_path!r}: no @task on a JobqBackend defines it in this "
+            "process (define it in an installed app's tasks module, or in a module --app "
+            "imports)"
+        )
+    return task
 
 
 class TaskJob(Job):
@@ -51,7 +78,7 @@ class TaskJob(Job):
     def started(self) -> tuple[Task[Any, Any], list[Any]]:
         """Send task_started with this attempt's result (RUNNING, this attempt counted); the
         task, and its arguments, led by its TaskContext if it takes one."""
-        task: Task[Any, Any] = import_string(self.module_path)
+        task = defined(self.module_path)
         backend = task_backends[self.backend]
         result = backend.get_result(self.result_id())
         task_started.send(type(backend), task_result=result)

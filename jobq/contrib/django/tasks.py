@@ -16,7 +16,6 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
 from ...codec import JsonCodec
 from ...job import check_type_name
@@ -39,7 +38,7 @@ from .task_api import (
     task_finished,
 )
 from .task_checks import setting_errors
-from .task_jobs import TASK_JOBS, AsyncTaskJob, TaskJob
+from .task_jobs import TASK_JOBS, AsyncTaskJob, TaskJob, define, defined
 from .task_options import JobqTask, check_options, options_of
 
 __all__ = [
@@ -92,6 +91,7 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
             raise InvalidTask(f"queue_name is no jobq job type: {error}") from None
         if isinstance(task, JobqTask):
             check_options(task)
+        define(task)
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         return [*super().check(**kwargs), *setting_errors(self.alias, self.database, self.queues)]
@@ -156,7 +156,7 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
     def result_of(self, record: JobRecord) -> TaskResult[Any, Any]:
         payload = producer.queue_for(self.database).codec.decode(record.class_name, record.payload)
         assert isinstance(payload, TaskJob)
-        task: Task[Any, Any] = import_string(payload.module_path)
+        task: Task[Any, Any] = defined(payload.module_path)
         # The attempt under way has no history entry yet, but counts as an attempt.
         running = [record.worker or ""] if record.status is Status.IN_PROGRESS else []
         result: TaskResult[Any, Any] = TaskResult(

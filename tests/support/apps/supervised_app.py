@@ -304,3 +304,21 @@ class CutConnection(jobq.Job):
                 ):
                     backend.execute("KILL CONNECTION %(id)s", {"id": session})
         journal(self.journal, "end", cut=len(ports))
+
+
+class Environment(jobq.Job):
+    """Returns the JOBQ_* variables a program it starts sees, and whether the job itself
+    still reaches its queue by Queue.connect() alone, its DSN from where jobq keeps it."""
+
+    job_name = "Environment"
+    type = "environment"
+
+    def handle(self) -> dict[str, Any]:
+        listed = subprocess.run(["env", "-0"], capture_output=True, check=True, timeout=30)
+        entries = listed.stdout.decode().split("\0")
+        seen = dict(entry.split("=", 1) for entry in entries if entry.startswith("JOBQ_"))
+        claim = jobq.current_claim()
+        assert claim is not None
+        with jobq.Queue.connect() as queue:
+            reached = queue.get(claim.id) is not None
+        return {"variables": seen, "reached": reached}

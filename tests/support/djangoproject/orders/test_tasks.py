@@ -4,6 +4,7 @@ transaction, the async API, priority order, the system checks and jobq's per-tas
 
 from __future__ import annotations
 
+import sys
 from datetime import timedelta
 
 from django.core.checks import run_checks
@@ -18,6 +19,7 @@ except ImportError:
 import jobq
 from jobq.contrib.django import dsn, queue_for
 from jobq.contrib.django.task_api import InvalidTask, TaskResultDoesNotExist
+from jobq.contrib.django.tasks import TaskJob
 from orders.locks import key_held
 from orders.models import Order
 from orders.tasks import add, ordered, ordered_async, receipt
@@ -109,6 +111,17 @@ class Claims(TransactionTestCase):
         self.assertEqual(queue_for().counts(), {"completed": 5})
         ran = Order.objects.filter(receipt="ordered").order_by("pk")
         self.assertEqual(list(ran.values_list("number", flat=True)), [100, 75, 50, 0, -100])
+
+    def test_a_row_naming_a_function_no_task_defines_imports_nothing(self) -> None:
+        # The row as anyone with INSERT rights on jobq's table could write it.
+        intruder = TaskJob("orders.intruder.run", [], {}, "default")
+        job_id = queue_for().enqueue(intruder, type="tasks", retry=jobq.RetryPolicy(max_attempts=1))
+        self.assertEqual(queue_for().process_jobs(1), 1)
+        self.assertFalse("orders.intruder" in sys.modules, "the row's module was imported")
+        record = queue_for().get(job_id)
+        assert record is not None
+        self.assertEqual(record.status, "failed")
+        self.assertIn("unknown task 'orders.intruder.run'", record.last_error or "")
 
     def test_a_lock_wait_for_a_tasks_unique_key_ends_as_djangos_error(self) -> None:
         if connection.vendor == "sqlite":
