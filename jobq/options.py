@@ -306,6 +306,12 @@ SUPERVISOR = (
     Option("poll_interval", 1.0, "longest idle wait between polls"),
     Option("maintenance_interval", 10.0, "time between maintenance runs"),
     Option(
+        "horizon_warning",
+        600.0,
+        "warn, naming it, of what has held back the database's cleanup of dead rows this "
+        "long (an open transaction, a replication slot): every claim pays for it",
+    ),
+    Option(
         "metrics_port",
         None,
         "serve /metrics, /healthz and /readyz on this port (0: any free one)",

@@ -13,7 +13,7 @@ master -> worker: drain, stop (a concurrent worker's one attempt).
 attempt's start reaches the master the same way.)
 master -> renewer: renew.                         renewer -> master: renewed.
 master -> housekeeper: fail_attempt, left_behind, measure_depth, drain.
-housekeeper -> master: maintained, depth, settled, released.
+housekeeper -> master: maintained, horizon, depth, settled, released.
 
 A worker holds up to --prefetch attempts at once (see worker/prefetch.py). Each claim it makes
 is reported in one message, `claimed` or a `finished`'s `then`: its first attempt starts at
@@ -302,6 +302,18 @@ class Depth:
 
 
 @dataclass(frozen=True)
+class HorizonRead:
+    """What holds back the database's cleanup of dead rows, read after a maintenance run
+    (see records.Horizon), or why it could not be read."""
+
+    kind: ClassVar[str] = "horizon"
+    age: float | None
+    backlog: int | None
+    holder: str | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Maintained:
     """A maintenance run's counts (requeued, failed, expired), or why it failed."""
 
@@ -355,6 +367,7 @@ Message = (
     | MeasureDepth
     | Depth
     | Maintained
+    | HorizonRead
     | Settled
     | Scheduled
     | Done
@@ -378,6 +391,7 @@ KINDS: dict[str, type[Message]] = {
         MeasureDepth,
         Depth,
         Maintained,
+        HorizonRead,
         Settled,
         Scheduled,
         Done,

@@ -143,3 +143,21 @@ class JobRecord:
     @property
     def error_traceback(self) -> str | None:
         return None if self.error_class is None else self.last_error
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """What holds back the database's cleanup of the rows that jobs left dead, and so the
+    cost of every claim that must step over them (docs/production.md): the oldest holder
+    and how far behind it keeps cleanup.
+
+    `age`: how long the holder has held it, in seconds (None: the database cannot tell, as
+    for a PostgreSQL replication slot or any SQLite reader). `backlog`: what waits for the
+    cleanup meanwhile, in the database's own unit: transactions since the horizon on
+    PostgreSQL, undo log records (the history list length) on MariaDB, WAL frames not yet
+    checkpointed on SQLite. `holder`: who, as the database names it (a pid or thread id, its
+    application and state, a replication slot), without its query or credentials."""
+
+    age: float | None
+    backlog: int | None
+    holder: str | None

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
 from ..attempt_log import Progress, history, loaded
-from ..records import JobRecord, Status
+from ..records import Horizon, JobRecord, Status
 from ..retry import RetryPolicy, stored_policy
 from .steps import Steps, count, every, one, value
 
@@ -135,6 +135,9 @@ class Controls(ABC):
     sql_pause: ClassVar[str]
     sql_resume: ClassVar[str]
     sql_paused: ClassVar[str]
+    # The oldest holder of the cleanup horizon as one row, (holder, age in seconds, backlog),
+    # or none (see rows.Horizon).
+    sql_horizon: ClassVar[str]
     # Completed jobs by whole minutes ago (0: the last minute), over the last %(minutes)s
     # minutes: a range scan of the finished_at index.
     sql_completions: ClassVar[str]
@@ -350,6 +353,22 @@ class Controls(ABC):
         """{minutes ago: jobs completed then}, over the last `minutes` minutes."""
         rows = yield from every(self.sql_completions, {"minutes": minutes})
         return {int(ago): int(n) for ago, n in rows}
+
+    def horizon(self) -> Horizon:
+        return self.run(self.horizon_steps())
+
+    def horizon_steps(self) -> Steps[Horizon]:
+        """The oldest holder of the cleanup horizon (see Horizon): sql_horizon's one row,
+        (holder, age, backlog), or none when nothing holds it."""
+        row = yield from one(self.sql_horizon)
+        if row is None:
+            return Horizon(0.0, 0, None)
+        holder, age, backlog = row
+        return Horizon(
+            None if age is None else float(age),
+            None if backlog is None else int(backlog),
+            None if holder is None else str(holder),
+        )
 
     def oldest_ready(self) -> dict[str, float]:
         return self.run(self.oldest_ready_steps())

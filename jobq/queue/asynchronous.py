@@ -19,7 +19,7 @@ from ..backends.steps import Steps, listed
 from ..codec import Codec, JsonCodec
 from ..dsn import default_dsn
 from ..job import Job
-from ..records import JobRecord, Status
+from ..records import Horizon, JobRecord, Status
 from . import async_waiting, controls
 from .limits import undeclared
 from .new_jobs import traced
@@ -204,6 +204,10 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
 
     async def oldest_ready(self) -> dict[str, float]:
         return await self._run("oldest_ready", self.backend.oldest_ready_steps)
+
+    async def horizon(self) -> Horizon:
+        """As Queue.horizon()."""
+        return await self._run("horizon", self.backend.horizon_steps)
 
     async def completions_per_minute(self, minutes: int = 60) -> list[int]:
         """As Queue.completions_per_minute()."""

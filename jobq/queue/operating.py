@@ -7,7 +7,7 @@ import dataclasses
 
 from ..backends.base import Backend
 from ..codec import Codec
-from ..records import JobRecord, Status
+from ..records import Horizon, JobRecord, Status
 from ..results import decode_result
 from . import controls
 
@@ -132,6 +132,11 @@ class Operating:
     def oldest_ready(self) -> dict[str, float]:
         """{type: seconds the oldest ready job of that type has been waiting}."""
         return self.backend.oldest_ready()
+
+    def horizon(self) -> Horizon:
+        """What holds back the database's cleanup of dead rows (see Horizon), which every
+        claim pays for while it lasts."""
+        return self.backend.horizon()
 
     def completions_per_minute(self, minutes: int = 60) -> list[int]:
         """Jobs completed in each of the last `minutes` minutes by the database's clock,

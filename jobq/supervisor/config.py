@@ -67,6 +67,7 @@ class SupervisorConfig:
     concurrency: int = declared("concurrency")
     poll_interval: float = declared("poll_interval")
     maintenance_interval: float = declared("maintenance_interval")
+    horizon_warning: float = declared("horizon_warning")
     metrics_address: str = declared("metrics_address")
     metrics_port: int | None = declared("metrics_port")
     migrate: bool = declared("migrate")

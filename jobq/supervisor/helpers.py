@@ -25,6 +25,7 @@ from .. import protocol, wire
 from ..worker.fence import FenceTable
 from . import housekeeper, keeper, renewer
 from .forking import Forked, fork
+from .horizon import HorizonWatch
 from .shared import Shared
 from .states import Helper
 
@@ -67,6 +68,7 @@ class Helpers:
         self.retiring: list[Forked] = []
         self.database_problem: str | None = "not checked yet"
         self.database_seen = False  # it answered once: later failures are outages
+        self.horizon = HorizonWatch(shared.metrics, shared.config.horizon_warning)
         # Called when the housekeeper's queue-depth figures arrive (the endpoint's release).
         self.depth_read: Callable[[], None] = lambda: None
 
@@ -302,6 +304,8 @@ class Helpers:
             self.saw_database(message.error)
             if message.counts is not None:
                 metrics.on_maintained(message.counts)
+        elif isinstance(message, protocol.HorizonRead):
+            self.horizon.saw(message)
         elif isinstance(message, protocol.Depth):
             metrics.on_depth(
                 message.counts, message.oldest, time.monotonic(), message.paused, message.limits

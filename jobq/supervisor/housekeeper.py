@@ -120,8 +120,19 @@ def maintain(connection: Queue, sock: socket.socket, metrics: bool) -> None:
     /metrics."""
     counts = connection.run_maintenance()
     wire.send(sock, protocol.Maintained(counts))
+    wire.send(sock, horizon(connection))
     if metrics:
         wire.send(sock, depth(connection))
+
+
+def horizon(connection: Queue) -> protocol.HorizonRead:
+    """The cleanup horizon's holder. A database that will not tell (MariaDB without the
+    PROCESS privilege) costs the watch, not the maintenance."""
+    try:
+        held = connection.horizon()
+    except Exception as error:
+        return protocol.HorizonRead(None, None, None, f"{type(error).__name__}: {error}")
+    return protocol.HorizonRead(held.age, held.backlog, held.holder)
 
 
 def answer(connection: Queue, sock: socket.socket, message: object) -> None:

@@ -196,6 +196,19 @@ class Metrics:
             ["pool", "reason"],
             registry=registry,
         )
+        self.horizon_age = Gauge(
+            "jobq_database_horizon_age_seconds",
+            "How long the oldest holder of the database's cleanup horizon (an open "
+            "transaction's snapshot, a prepared transaction) has held it; NaN where the "
+            "database cannot tell (SQLite, a PostgreSQL replication slot)",
+            registry=registry,
+        )
+        self.horizon_backlog = Gauge(
+            "jobq_database_horizon_backlog",
+            "What waits for cleanup behind that horizon: transactions on PostgreSQL, the "
+            "history list length on MariaDB, WAL frames not checkpointed on SQLite",
+            registry=registry,
+        )
         self.unconfirmed = Counter(
             "jobq_attempt_kills_unconfirmed",
             "Attempts whose processes were still running after SIGKILL, when the master "

@@ -21,7 +21,7 @@ from ..job import check_type_name
 from ..limits import count_from_text, rate_from_text
 from ..queue import Queue
 from ..queue.controls import on_retry, why_not_retried
-from ..records import JobRecord, Status
+from ..records import Horizon, JobRecord, Status
 from .auth import CSRF_FIELD, NOTICE_COOKIE, set_cookie
 
 T = TypeVar("T")
@@ -40,6 +40,8 @@ RECENT_MINUTES = 60
 UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS), str(Status.WAITING))
 # The overview lists at most this many running jobs under their workers (the newest claimed).
 RUNNING_SHOWN = 200
+# The overview names what holds back the database's cleanup once it has for this long.
+HORIZON_SHOWN = 60.0
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,20 @@ def overview(page: Page) -> Response:
         unfinished=list(UNFINISHED),
         finished=[str(each) for each in Status if each not in UNFINISHED],
         workers=by_worker(queue.jobs(Status.IN_PROGRESS, limit=RUNNING_SHOWN)),
+        horizon=held_horizon(queue),
     )
+
+
+def held_horizon(queue: Queue) -> Horizon | None:
+    """What has held back the database's cleanup for HORIZON_SHOWN or longer, if anything
+    (see docs/production.md); None too where the database will not tell (MariaDB without
+    PROCESS): the page shows what it can."""
+    try:
+        horizon = queue.horizon()
+    except Exception:
+        return None
+    held = horizon.age is not None and horizon.age >= HORIZON_SHOWN
+    return horizon if held else None
 
 
 def by_worker(running: list[JobRecord]) -> list[tuple[str, list[JobRecord]]]:

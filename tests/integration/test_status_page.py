@@ -21,6 +21,7 @@ from jobq.cli import commands as cli
 from jobq.schedules import periodic
 from jobq.web import Credentials, make_app
 from jobq.web import views as web_views
+from tests.support import drivers
 from tests.support.jobs import Boom, Limited, Noop, Rated, Record
 
 NO_RETRY = jobq.RetryPolicy(max_attempts=1)
@@ -656,3 +657,29 @@ def test_a_dependent_s_page_says_what_its_retry_would_wait_for_or_why_it_is_refu
     html = text(post(client, f"/jobs/{child}/retry", f"/jobs/{parent}"))
     assert f"Job {child} was put back: it waits for its parents" in html, html
     assert 'id="status">waiting</span>' in html
+
+
+@pytest.mark.databases("postgresql", "mariadb")
+def test_the_overview_names_what_holds_back_the_database_s_cleanup(
+    client: Client, dsn: str, db_kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(web_views, "HORIZON_SHOWN", 0.0)  # a snapshot held for a minute, now
+    reader = drivers.connect(dsn, db_kind, autocommit=True)
+    try:
+        cursor = reader.cursor()
+        if db_kind == "postgresql":
+            cursor.execute("SELECT pg_backend_pid()")
+            holder = f"pid {cursor.fetchone()[0]} "
+            cursor.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        else:
+            cursor.execute("SELECT CONNECTION_ID()")
+            holder = f"thread {cursor.fetchone()[0]} "
+            cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        cursor.execute("SELECT count(*) FROM jobq_jobs")
+        cursor.fetchone()
+        html = client.get("/").text
+    finally:
+        reader.rollback()
+        reader.close()
+    assert 'id="horizon"' in html, html
+    assert holder in html

@@ -18,6 +18,24 @@ READY_HINT = " FORCE INDEX (jobq_jobs_ready_by_type)"
 
 
 class MysqlControls(Controls):
+    # The oldest InnoDB transaction, whose read view keeps purge from removing what later
+    # ones deleted, and the history list length purge is behind by. Both need the PROCESS
+    # privilege.
+    sql_horizon = """
+        SELECT h.holder, h.age,
+               (SELECT `count` FROM information_schema.INNODB_METRICS
+                WHERE name = 'trx_rseg_history_len')
+        FROM (SELECT 1) AS one
+        LEFT JOIN (
+            SELECT concat('thread ', t.trx_mysql_thread_id, ' (',
+                          coalesce(p.COMMAND, 'no command'), ', ', t.trx_state, ')') AS holder,
+                   TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)) / 1e6 AS age
+            FROM information_schema.INNODB_TRX AS t
+            LEFT JOIN information_schema.PROCESSLIST AS p ON p.ID = t.trx_mysql_thread_id
+            WHERE t.trx_mysql_thread_id <> CONNECTION_ID()
+            ORDER BY t.trx_started LIMIT 1
+        ) AS h ON 1 = 1
+    """
     # The planner would as soon read the typed ready index, same first columns, and sort.
     jobs_index_hint = " FORCE INDEX (jobq_jobs_by_status)"
     sql_get = f"SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE id = %(id)s"

@@ -137,6 +137,29 @@ RETRY = f"""
 
 class PostgresControls(Controls):
     wake_params: ClassVar[Mapping[str, str]] = {"channel": NOTIFY_CHANNEL}
+    # A session's snapshot, a replication slot or a prepared transaction: whichever is the
+    # most transactions behind. pg_stat_activity shows another role's sessions' snapshots
+    # only to roles with pg_read_all_stats (pg_monitor grants it).
+    sql_horizon = """
+        SELECT holder, age, backlog FROM (
+            SELECT 'pid ' || pid || ' (' || coalesce(nullif(application_name, ''), backend_type)
+                   || ', ' || coalesce(state, 'no state') || ')' AS holder,
+                   extract(epoch FROM clock_timestamp() - coalesce(xact_start, backend_start))
+                   AS age,
+                   age(backend_xmin) AS backlog
+            FROM pg_stat_activity
+            WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+            UNION ALL
+            SELECT 'replication slot ' || slot_name, NULL,
+                   greatest(age(xmin), age(catalog_xmin))
+            FROM pg_replication_slots WHERE coalesce(xmin, catalog_xmin) IS NOT NULL
+            UNION ALL
+            SELECT 'prepared transaction ' || gid,
+                   extract(epoch FROM clock_timestamp() - prepared), age(transaction)
+            FROM pg_prepared_xacts
+        ) AS holders
+        ORDER BY backlog DESC LIMIT 1
+    """
     newest_probe = (
         "SELECT id FROM jobq_newest({status}::text, {type}::text, {before_id}::bigint, {limit})"
     )

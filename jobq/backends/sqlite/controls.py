@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...records import Horizon
 from ..controls import (
     LAST_ID,
     NO_ACTIVE_HOLDER,
@@ -10,6 +11,7 @@ from ..controls import (
     Controls,
     oldest_ready_probes,
 )
+from ..steps import Steps, one
 from .results import logged
 from .schema import NOW, READY
 
@@ -21,6 +23,10 @@ MIGRATION: tuple[str, ...] = (
 
 
 class SqliteControls(Controls):
+    # SQLite cannot name a reader or tell how long it has read: what shows is the WAL it
+    # keeps from being checkpointed, (busy, frames in the WAL, frames checkpointed), which a
+    # passive checkpoint (one that waits for no one) reports.
+    sql_horizon = "PRAGMA wal_checkpoint(PASSIVE)"
     # The planner would as soon read the typed ready index, same first columns, and sort.
     jobs_index_hint = " INDEXED BY jobq_jobs_by_status"
     sql_get = f"SELECT {RECORD_COLUMNS} FROM jobq_jobs WHERE id = :id"
@@ -90,3 +96,9 @@ class SqliteControls(Controls):
     sql_next_pending_type, sql_next_pending_priority, sql_ready_age = oldest_ready_probes(
         ":{}", age=f"{NOW} - scheduled_at", ready=READY
     )
+
+    def horizon_steps(self) -> Steps[Horizon]:
+        row = yield from one(self.sql_horizon)
+        # A database not in WAL mode has no WAL to keep: -1 frames.
+        frames = 0 if row is None or row[1] < 0 else int(row[1]) - int(row[2])
+        return Horizon(None, frames, None)
