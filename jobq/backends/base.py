@@ -216,6 +216,7 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
     sql_expire_overdue: ClassVar[str]
     # With {statuses} where the list of statuses goes.
     sql_prune: ClassVar[str]
+    sql_oldest_finished: ClassVar[str]
     sql_counts: ClassVar[str]
 
     def complete(self, job_id: int, token: str, result: str | None = None) -> bool:
@@ -297,14 +298,39 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
 
     placeholder = "%({})s"
 
-    def prune(self, older_than: float, statuses: Sequence[Status], batch: int) -> int:
+    def prune(self, older_than: float, statuses: Sequence[Status], batch: int) -> int | None:
         """Delete up to `batch` jobs with one of `statuses` that finished longer ago than
-        `older_than` seconds, oldest first."""
-        names = [f"status{i}" for i in range(len(statuses))]
-        marks = ", ".join(self.placeholder.format(name) for name in names)
-        params: dict[str, Any] = dict(zip(names, map(str, statuses), strict=True))
+        `older_than` seconds, oldest first, but none that another job still needs (see
+        workflows.KEPT). None, deleting nothing, while another connection is pruning: one
+        pruner at a time across every node, so that two never fight over the same rows."""
+        marks, params = self.marks("status", [str(status) for status in statuses])
         params |= {"older_than": self.seconds(older_than), "batch": batch}
-        return self.execute(self.sql_prune.format(statuses=marks), params)
+        with self.pruning() as alone:
+            return (
+                self.delete_finished(self.sql_prune.format(statuses=marks), params)
+                if alone
+                else None
+            )
+
+    def delete_finished(self, sql: str, params: dict[str, Any]) -> int:
+        """Run sql_prune; how many jobs it deleted."""
+        return self.execute(sql, params)
+
+    @abstractmethod
+    @contextmanager
+    def pruning(self) -> Iterator[bool]:
+        """The pruners' lock around one batch: yields whether this connection holds it (else
+        another does, and the batch is left to it). Held for the batch alone: behind a
+        transaction pooler a lock held between two transactions may stay on a server
+        connection jobq no longer has."""
+        yield True
+
+    def oldest_finished(self) -> float | None:
+        """How many seconds ago the longest-kept finished job finished; None for none. It
+        reads every finished row (no index orders them by their end): asked only for
+        /metrics and `jobq stats`."""
+        age = self.fetchone(self.sql_oldest_finished)[0]
+        return None if age is None else max(0.0, float(age))
 
     def counts(self, job_type: str | None) -> dict[tuple[str, Status], int]:
         return self.run(self.counts_steps(job_type))

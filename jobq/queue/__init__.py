@@ -237,11 +237,14 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
 
         In batches of maintenance.PRUNE_BATCH rows, each its own short transaction: a table
         of millions of finished rows is emptied without holding locks long or growing one
-        transaction.
+        transaction. A job another still needs is kept (see backends/workflows.py's KEPT),
+        and should another process (a supervisor's retention) be pruning at a batch, this
+        stops there and leaves the rest to it.
         """
         backend = self._consumer("prune")
         seconds = seconds_of(older_than, "older_than")
-        return maintenance.prune(backend, seconds, maintenance.finished_statuses(statuses))
+        chosen = maintenance.finished_statuses(statuses)
+        return maintenance.prune(backend, seconds, chosen).deleted
 
     # -- for jobq's own processes -----------------------------------------------------------
 

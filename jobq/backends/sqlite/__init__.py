@@ -22,6 +22,7 @@ from ..limits import REFUSALS
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Fetch, Statement, Step, Steps, every, fetched
+from ..workflows import ENDINGS, KEPT
 from .claims import claim_many_statement, claim_statement, picked_count_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
@@ -346,10 +347,21 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
     sql_prune = f"""
         DELETE FROM jobq_jobs WHERE id IN (
             SELECT id FROM jobq_jobs WHERE status IN ({{statuses}})
-              AND finished_at < {NOW} - :older_than
+              AND finished_at < {NOW} - :older_than AND {KEPT}
             ORDER BY finished_at LIMIT :batch
         )
     """
+
+    sql_oldest_finished = f"""
+        SELECT {NOW} - min(finished_at) FROM jobq_jobs WHERE status IN ({ENDINGS})
+    """
+
+    @contextmanager
+    def pruning(self) -> Iterator[bool]:
+        # The database's own write lock, taken at BEGIN IMMEDIATE, is the pruners' lock: two
+        # connections to one file never write at once.
+        with self.transaction():
+            yield True
 
     placeholder = ":{}"
     sql_counts = """
