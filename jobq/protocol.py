@@ -10,7 +10,7 @@ master -> worker: drain, stop (a concurrent worker's one attempt).
 attempt's start reaches the master the same way.)
 master -> renewer: renew.                         renewer -> master: renewed.
 master -> housekeeper: fail_attempt, left_behind, measure_depth, drain.
-housekeeper -> master: maintained, depth, settled, released.
+housekeeper -> master: maintained, pruned, depth, settled, released.
 
 A worker holds up to --prefetch attempts at once (see worker/prefetch.py). Each claim it makes
 is reported in one message, `claimed` or a `finished`'s `then`: its first attempt starts at
@@ -300,6 +300,17 @@ class Maintained:
 
 
 @dataclass(frozen=True)
+class Pruned:
+    """A cleaner run (queue/retention.py): finished jobs deleted, its duration, and the
+    oldest finished job's age after it (None: none is left, or /metrics is not served)."""
+
+    kind: ClassVar[str] = "pruned"
+    deleted: int
+    seconds: float
+    oldest: float | None = None
+
+
+@dataclass(frozen=True)
 class Settled:
     """The housekeeper failed a dead worker's attempt: what followed, for the metrics."""
 
@@ -344,6 +355,7 @@ Message = (
     | MeasureDepth
     | Depth
     | Maintained
+    | Pruned
     | Settled
     | Scheduled
     | Done
@@ -367,6 +379,7 @@ KINDS: dict[str, type[Message]] = {
         MeasureDepth,
         Depth,
         Maintained,
+        Pruned,
         Settled,
         Scheduled,
         Done,

@@ -20,7 +20,7 @@ from ..listener import Listener
 from ..records import JobRecord, Status
 from ..retry import MAX_DELAY
 from ..schedules import REGISTERED, Periodic, scheduler
-from . import maintenance
+from . import maintenance, retention
 from .batched import BatchConsuming
 from .batches import Batch, then_row
 from .limits import LimitControls
@@ -228,6 +228,15 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         """Recover attempts whose lease ended, with each job's own retry policy, and expire
         pending jobs past their deadline. Returns how many jobs went where."""
         return maintenance.recover_and_expire(self._consumer("maintenance"))
+
+    def run_retention(self, kept: retention.Retention) -> retention.Cleaned:
+        """Delete the finished jobs older than `kept` keeps them, as the supervisor's
+        maintenance does (see retention.py)."""
+        return retention.clean(self._consumer("retention"), kept)
+
+    def oldest_finished(self) -> float | None:
+        """How many seconds ago the longest-kept finished job finished; None for none."""
+        return self.backend.oldest_finished()
 
     def prune(
         self, older_than: float | timedelta, statuses: Iterable[Status | str] | None = None

@@ -67,6 +67,8 @@ class SupervisorConfig:
     concurrency: int = declared("concurrency")
     poll_interval: float = declared("poll_interval")
     maintenance_interval: float = declared("maintenance_interval")
+    retain_completed: float = declared("retain_completed")
+    retain_failed: float = declared("retain_failed")
     metrics_address: str = declared("metrics_address")
     metrics_port: int | None = declared("metrics_port")
     migrate: bool = declared("migrate")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from .. import protocol, wire
+from ..queue.retention import Retention
 from ..worker.fence import FenceTable
 from . import housekeeper, keeper, renewer
 from .forking import Forked, fork
@@ -77,7 +78,13 @@ class Helpers:
         if helper is Helper.HOUSEKEEPER:
             interval, metrics = config.maintenance_interval, config.metrics_port is not None
             return partial(
-                housekeeper.serve, config.dsn, config.lease, interval, config.app, metrics
+                housekeeper.serve,
+                config.dsn,
+                config.lease,
+                interval,
+                config.app,
+                metrics,
+                Retention(config.retain_completed, config.retain_failed),
             )
         # A replacement keeper reads the same table: the fences are the table's, not its.
         return partial(keeper.serve, self.fences, config.safety_margin, os.getpid())
@@ -302,6 +309,8 @@ class Helpers:
             self.saw_database(message.error)
             if message.counts is not None:
                 metrics.on_maintained(message.counts)
+        elif isinstance(message, protocol.Pruned):
+            metrics.on_pruned(message.deleted, message.seconds, message.oldest)
         elif isinstance(message, protocol.Depth):
             metrics.on_depth(
                 message.counts, message.oldest, time.monotonic(), message.paused, message.limits

@@ -1,5 +1,6 @@
 """The housekeeper: a process of the master's with its own connection, for the master's
-other database work. It runs maintenance on an interval, fails the attempts of workers
+other database work. It runs maintenance on an interval (with the job cleaner, retention.py,
+on its own longer one), fails the attempts of workers
 that died holding them (and releases the ones they never started, and acknowledges the ones
 they completed), and enqueues the periodic jobs' due slots. None of this can delay a
 renewal, which has a process of its own.
@@ -22,6 +23,7 @@ from .. import protocol, wire
 from ..app import load_app
 from ..outcomes import FAILURE_OUTCOMES
 from ..queue import Queue
+from ..queue.retention import Retention
 from ..schedules import REGISTERED, Periodic
 from ..schedules.scheduler import Tick, Watch
 from .renewer import close_quietly
@@ -43,6 +45,7 @@ def serve(
     interval: float,
     app: str | None,
     metrics: bool,
+    retention: Retention,
     sock: socket.socket,
 ) -> int:
     """Work until the master says drain (after the failures it sent before) or goes away.
@@ -58,6 +61,7 @@ def serve(
     # Since this process watches the schedules, across its reconnections (see run_schedules).
     watch = Watch()
     next_maintenance = time.monotonic()
+    cleaner = Cleaner(retention, interval)
     retry = FIRST_RETRY
     next_schedule = time.monotonic() if schedules else float("inf")
     while True:
@@ -88,6 +92,7 @@ def serve(
             else:
                 maintain(connection, sock, metrics)
                 retry = FIRST_RETRY
+                cleaner.run_if_due(connection, sock, metrics)
         except Exception as error:
             # Maintenance recovers whatever could not be failed here, after the lease.
             log.error("Supervisor database work failed: %s", error, extra={"event": "db_error"})
@@ -122,6 +127,27 @@ def maintain(connection: Queue, sock: socket.socket, metrics: bool) -> None:
     wire.send(sock, protocol.Maintained(counts))
     if metrics:
         wire.send(sock, depth(connection))
+
+
+class Cleaner:
+    """The job cleaner's runs, each after a maintenance run once its own interval (see
+    Retention.interval) has passed since the last that worked."""
+
+    def __init__(self, retention: Retention, maintenance_interval: float) -> None:
+        self.retention = retention
+        self.interval = retention.interval(maintenance_interval)
+        self.next_run = time.monotonic()
+
+    def run_if_due(self, connection: Queue, sock: socket.socket, metrics: bool) -> None:
+        """Report a run to the master with, for /metrics, the oldest finished job's age
+        after it (which reads every finished row, so only when metrics are served)."""
+        now = time.monotonic()
+        if now < self.next_run:
+            return
+        cleaned = connection.run_retention(self.retention)
+        oldest = connection.oldest_finished() if metrics else None
+        wire.send(sock, protocol.Pruned(cleaned.pruned, cleaned.seconds, oldest))
+        self.next_run = now + self.interval
 
 
 def answer(connection: Queue, sock: socket.socket, message: object) -> None:
