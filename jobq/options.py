@@ -392,6 +392,14 @@ SUPERVISOR = (
         shown_default="off",
     ),
     Option(
+        "exit_when_empty",
+        False,
+        "drain and exit 0 once no job of its types is ready and none runs (jobs scheduled "
+        "later do not count): for Kubernetes Jobs, CI and one-off backfills",
+        unit="switch",
+        shown_default="off",
+    ),
+    Option(
         "termination_grace_period",
         None,
         "the pod's terminationGracePeriodSeconds: refuse to start if a drain cannot fit in it",

@@ -9,8 +9,8 @@ master -> worker: drain, stop (a concurrent worker's one attempt).
 (Extensions reach a worker's fence through the fence table, not as messages, and a queued
 attempt's start reaches the master the same way.)
 master -> renewer: renew.                         renewer -> master: renewed.
-master -> housekeeper: fail_attempt, left_behind, measure_depth, drain.
-housekeeper -> master: maintained, pruned, depth, settled, released.
+master -> housekeeper: fail_attempt, left_behind, measure_depth, measure_work, drain.
+housekeeper -> master: maintained, pruned, depth, work_left, settled, released.
 
 A worker holds up to --prefetch attempts at once (see worker/prefetch.py). Each claim it makes
 is reported in one message, `claimed` or a `finished`'s `then`: its first attempt starts at
@@ -300,6 +300,24 @@ class Maintained:
 
 
 @dataclass(frozen=True)
+class MeasureWork:
+    """Say whether any job of `types` (all when empty) is ready, or in progress on one of
+    `workers` (their ids), for --exit-when-empty."""
+
+    kind: ClassVar[str] = "measure_work"
+    types: list[str]
+    workers: list[str]
+
+
+@dataclass(frozen=True)
+class WorkLeft:
+    """MeasureWork's answer."""
+
+    kind: ClassVar[str] = "work_left"
+    left: bool
+
+
+@dataclass(frozen=True)
 class Pruned:
     """A cleaner run (queue/retention.py): finished jobs deleted, its duration, and the
     oldest finished job's age after it (None: none is left, or /metrics is not served)."""
@@ -355,6 +373,8 @@ Message = (
     | MeasureDepth
     | Depth
     | Maintained
+    | MeasureWork
+    | WorkLeft
     | Pruned
     | Settled
     | Scheduled
@@ -379,6 +399,8 @@ KINDS: dict[str, type[Message]] = {
         MeasureDepth,
         Depth,
         Maintained,
+        MeasureWork,
+        WorkLeft,
         Pruned,
         Settled,
         Scheduled,

@@ -33,6 +33,17 @@ log = logging.getLogger("jobq")
 T = TypeVar("T")
 
 
+def work_left(ready: str) -> str:
+    """Backend.work_left's statement, from the backend's condition of a ready job; {types}
+    and {workers} are filled in per call."""
+    return (
+        f"SELECT EXISTS (SELECT 1 FROM jobq_jobs WHERE {ready} AND blocked_on IS NULL"
+        "{types} AND type NOT IN (SELECT type FROM jobq_paused)) "
+        "OR EXISTS (SELECT 1 FROM jobq_jobs WHERE status = 'in_progress' "
+        "AND worker IN ({workers}))"
+    )
+
+
 class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Workflows):
     kind: ClassVar[str]
 
@@ -217,6 +228,7 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
     # With {statuses} where the list of statuses goes.
     sql_prune: ClassVar[str]
     sql_oldest_finished: ClassVar[str]
+    sql_work_left: ClassVar[str]
     sql_counts: ClassVar[str]
 
     def complete(self, job_id: int, token: str, result: str | None = None) -> bool:
@@ -324,6 +336,16 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         transaction pooler a lock held between two transactions may stay on a server
         connection jobq no longer has."""
         yield True
+
+    def work_left(self, types: Sequence[str], workers: Sequence[str]) -> bool:
+        """Whether a job of `types` (every type when empty) is ready now, paused types and
+        jobs blocked on a limit aside, or one of `workers` holds a job in progress: one
+        statement, so one moment, for a supervisor deciding it has drained everything."""
+        typed, params = self.marks("type", list(types))
+        held, ids = self.marks("worker", list(workers) or [""])
+        of_types = f" AND type IN ({typed})" if types else ""
+        sql = self.sql_work_left.format(types=of_types, workers=held)
+        return bool(self.fetchone(sql, params | ids)[0])
 
     def oldest_finished(self) -> float | None:
         """How many seconds ago the longest-kept finished job finished; None for none. It

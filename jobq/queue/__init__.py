@@ -234,6 +234,11 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         maintenance does (see retention.py)."""
         return retention.clean(self._consumer("retention"), kept)
 
+    def _work_left(self, types: Iterable[str], workers: Iterable[str]) -> bool:
+        """Whether a job of `types` (all when empty) is ready or one of `workers` (their
+        ids) holds one in progress: what `jobq-supervise --exit-when-empty` waits out."""
+        return self.backend.work_left(tuple(types), tuple(workers))
+
     def oldest_finished(self) -> float | None:
         """How many seconds ago the longest-kept finished job finished; None for none."""
         return self.backend.oldest_finished()

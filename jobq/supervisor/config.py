@@ -72,6 +72,7 @@ class SupervisorConfig:
     metrics_address: str = declared("metrics_address")
     metrics_port: int | None = declared("metrics_port")
     migrate: bool = declared("migrate")
+    exit_when_empty: bool = declared("exit_when_empty")
     # Kubernetes' terminationGracePeriodSeconds, when the deployment passes it on: the pod is
     # killed that long after SIGTERM, drain or not.
     termination_grace_period: float | None = None

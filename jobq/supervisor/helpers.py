@@ -70,6 +70,8 @@ class Helpers:
         self.database_seen = False  # it answered once: later failures are outages
         # Called when the housekeeper's queue-depth figures arrive (the endpoint's release).
         self.depth_read: Callable[[], None] = lambda: None
+        # Called with the housekeeper's answer to MeasureWork (see emptying.py).
+        self.work_measured: Callable[[bool], None] = lambda left: None
 
     def body(self, helper: Helper) -> Callable[[socket.socket], int]:
         config = self.shared.config
@@ -309,6 +311,8 @@ class Helpers:
             self.saw_database(message.error)
             if message.counts is not None:
                 metrics.on_maintained(message.counts)
+        elif isinstance(message, protocol.WorkLeft):
+            self.work_measured(message.left)
         elif isinstance(message, protocol.Pruned):
             metrics.on_pruned(message.deleted, message.seconds, message.oldest)
         elif isinstance(message, protocol.Depth):

@@ -31,7 +31,7 @@ from .renewer import close_quietly
 log = logging.getLogger("jobq")
 
 # The master's messages that ask for work; any other one (drain) ends the housekeeper.
-WORK = protocol.FailAttempt | protocol.LeftBehind | protocol.MeasureDepth
+WORK = protocol.FailAttempt | protocol.LeftBehind | protocol.MeasureDepth | protocol.MeasureWork
 # After a failed maintenance run the next comes this soon, doubling up to the interval: the
 # master's /readyz learns from these runs that the database is back (after a failover, a
 # whole interval later was 9 s of a node not ready while its workers already worked).
@@ -161,6 +161,9 @@ def answer(connection: Queue, sock: socket.socket, message: object) -> None:
         wire.send(sock, settle_left_behind(connection, message))
     elif isinstance(message, protocol.MeasureDepth):
         wire.send(sock, depth(connection))
+    elif isinstance(message, protocol.MeasureWork):
+        left = connection._work_left(message.types, message.workers)
+        wire.send(sock, protocol.WorkLeft(left))
 
 
 def settle_left_behind(connection: Queue, message: protocol.LeftBehind) -> protocol.Released:

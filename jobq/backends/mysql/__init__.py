@@ -18,13 +18,13 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 
 from ...errors import ConfigurationError
 from ...records import ClaimedJob, Status
-from ..base import Backend
+from ..base import Backend, work_left
 from ..limits import REFUSALS
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Steps, every, last_id, value
 from ..workflows import ENDINGS, KEPT
-from .claims import MysqlBatching, claim_select, later
+from .claims import READY, MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
 from .dsn import connect_args
@@ -382,6 +382,8 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
                 return 0
             marks, picked = self.marks("id", ids)
             return self.execute(f"DELETE FROM jobq_jobs WHERE id IN ({marks})", picked)
+
+    sql_work_left = work_left(READY)
 
     sql_oldest_finished = f"""
         SELECT TIMESTAMPDIFF(MICROSECOND, min(finished_at), {NOW}) / 1000000 FROM jobq_jobs

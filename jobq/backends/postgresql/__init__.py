@@ -13,7 +13,7 @@ from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
 from ...records import ClaimedJob
-from ..base import Backend
+from ..base import Backend, work_left
 from ..leases import expiry
 from ..limits import REFUSALS
 from ..rows import INSERT_NAMES, REFUSED, NewJob, Refused, Renewal, Runner, claimed_only
@@ -34,7 +34,7 @@ from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepare
 from .rates import RATES
 from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
-from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS, in_progress
+from .schema import MIGRATIONS, NO_JIT, READY, TRACE_CONTEXT, WORKER_IDS, in_progress
 from .successors import SUCCESSOR_CLAIMS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
@@ -385,6 +385,8 @@ class PostgresBackend(
             ORDER BY finished_at LIMIT %(batch)s
         )
     """
+
+    sql_work_left = work_left(READY)
 
     sql_oldest_finished = f"""
         SELECT extract(epoch FROM now() - min(finished_at)) FROM jobq_jobs

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...errors import ConfigurationError, NoSchema
 from ...records import ClaimedJob, Claims
-from ..base import Backend
+from ..base import Backend, work_left
 from ..batching import in_picked_order
 from ..limits import REFUSALS
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
@@ -29,7 +29,7 @@ from .controls import SqliteControls
 from .limits import LIMITS, SqliteLimits
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
-from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
+from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, SqliteWorkflows
@@ -351,6 +351,8 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
             ORDER BY finished_at LIMIT :batch
         )
     """
+
+    sql_work_left = work_left(READY)
 
     sql_oldest_finished = f"""
         SELECT {NOW} - min(finished_at) FROM jobq_jobs WHERE status IN ({ENDINGS})
