@@ -33,6 +33,14 @@ log = logging.getLogger("jobq")
 T = TypeVar("T")
 
 
+def bring_forward(now: str) -> str:
+    """Backend.bring_forward's statement, from the backend's clock; {types} per call."""
+    return (
+        f"UPDATE jobq_jobs SET scheduled_at = {now}, updated_at = {now} "
+        f"WHERE status = 'pending' AND scheduled_at > {now}{{types}}"
+    )
+
+
 def work_left(ready: str) -> str:
     """Backend.work_left's statement, from the backend's condition of a ready job; {types}
     and {workers} are filled in per call."""
@@ -229,6 +237,7 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
     sql_prune: ClassVar[str]
     sql_oldest_finished: ClassVar[str]
     sql_work_left: ClassVar[str]
+    sql_bring_forward: ClassVar[str]
     sql_counts: ClassVar[str]
 
     def complete(self, job_id: int, token: str, result: str | None = None) -> bool:
@@ -346,6 +355,22 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         of_types = f" AND type IN ({typed})" if types else ""
         sql = self.sql_work_left.format(types=of_types, workers=held)
         return bool(self.fetchone(sql, params | ids)[0])
+
+    def bring_forward(self, types: Sequence[str]) -> int:
+        """For tests (jobq.testing.drain): make the pending jobs of `types` (all when empty)
+        scheduled later due now. Returns how many."""
+        typed, params = self.marks("type", list(types))
+        of_types = f" AND type IN ({typed})" if types else ""
+        return self.execute(self.sql_bring_forward.format(types=of_types), params)
+
+    def newest_id(self) -> int:
+        """The highest job id in the table, 0 for none."""
+        return int(self.fetchone("SELECT max(id) FROM jobq_jobs")[0] or 0)
+
+    def delete_after(self, job_id: int) -> int:
+        """For tests (jobq.testing.queue): delete the jobs with ids above `job_id`."""
+        sql = f"DELETE FROM jobq_jobs WHERE id > {self.placeholder.format('after')}"
+        return self.execute(sql, {"after": job_id})
 
     def oldest_finished(self) -> float | None:
         """How many seconds ago the longest-kept finished job finished; None for none. It

@@ -18,7 +18,7 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 
 from ...errors import ConfigurationError
 from ...records import ClaimedJob, Status
-from ..base import Backend, work_left
+from ..base import Backend, bring_forward, work_left
 from ..limits import REFUSALS
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
@@ -384,6 +384,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
             return self.execute(f"DELETE FROM jobq_jobs WHERE id IN ({marks})", picked)
 
     sql_work_left = work_left(READY)
+    sql_bring_forward = bring_forward(NOW)
 
     sql_oldest_finished = f"""
         SELECT TIMESTAMPDIFF(MICROSECOND, min(finished_at), {NOW}) / 1000000 FROM jobq_jobs

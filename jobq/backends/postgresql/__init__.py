@@ -13,7 +13,7 @@ from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
 from ...records import ClaimedJob
-from ..base import Backend, work_left
+from ..base import Backend, bring_forward, work_left
 from ..leases import expiry
 from ..limits import REFUSALS
 from ..rows import INSERT_NAMES, REFUSED, NewJob, Refused, Renewal, Runner, claimed_only
@@ -387,6 +387,7 @@ class PostgresBackend(
     """
 
     sql_work_left = work_left(READY)
+    sql_bring_forward = bring_forward("now()")
 
     sql_oldest_finished = f"""
         SELECT extract(epoch FROM now() - min(finished_at)) FROM jobq_jobs

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...errors import ConfigurationError, NoSchema
 from ...records import ClaimedJob, Claims
-from ..base import Backend, work_left
+from ..base import Backend, bring_forward, work_left
 from ..batching import in_picked_order
 from ..limits import REFUSALS
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
@@ -353,6 +353,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
     """
 
     sql_work_left = work_left(READY)
+    sql_bring_forward = bring_forward(NOW)
 
     sql_oldest_finished = f"""
         SELECT {NOW} - min(finished_at) FROM jobq_jobs WHERE status IN ({ENDINGS})
