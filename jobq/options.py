@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,14 @@ from .pool_specs import SHAPE, parse_pool
 from .retry import MAX_DELAY
 
 LAST_PORT = 65535
+# A duration's text: a number of seconds, or one with its unit (90s, 15m, 12h, 7d), or forever.
+UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", re.IGNORECASE)
+FOREVER = "forever"
+# The shortest retention: a finished job outlives twice the longest pause between a polling
+# Queue.wait's reads (waiting.MAX_POLL, 2 s; tests/unit ties the two), so a wait in progress
+# always reads the job's end before the job is pruned.
+MIN_RETENTION = 4.0
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # The most jobs one claim may take (--prefetch). Past some tens, a batch's round trip is a
 # small share of its time; a claim of thousands would hold as many leases that all run out
@@ -46,6 +55,8 @@ class Option:
       `minimum` is None, above zero);
     - "count": a whole number, at least `minimum`, and at most `maximum` if it is set (with
       `beyond`, the fix the error suggests);
+    - "duration": seconds as "seconds" reads them, or with a unit (90s, 15m, 12h, 7d), or
+      "forever" (math.inf);
     - "MiB": a positive number of mebibytes; "port": a TCP port number, 0 meaning any free one;
     - "text": any non-empty text; "choice": one of `choices`; "type": a job type name;
     - "pool": a pool of workers, TYPES:WORKERS[:CONCURRENCY] (see pool_specs.py);
@@ -112,15 +123,19 @@ class Option:
             return text
         whole = self.unit in ("count", "port")
         try:
-            number = int(text) if whole else float(text)
+            number = (
+                duration(text) if self.unit == "duration" else int(text) if whole else float(text)
+            )
         except ValueError:
+            if self.unit == "duration":
+                raise
             raise ValueError(f"not a {'whole ' if whole else ''}number: {text!r}") from None
         self.complain(number)
         return number
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with a value given in Python (None: nothing, or not set)."""
-        if value is None or self.unit not in ("seconds", "count", "MiB", "port"):
+        if value is None or self.unit not in ("seconds", "duration", "count", "MiB", "port"):
             return None
         try:
             self.complain(value)
@@ -140,12 +155,15 @@ class Option:
             if self.maximum is not None and value > self.maximum:
                 raise ValueError(f"must be at most {self.maximum}, got {value:g}: {self.beyond}")
             return
-        unit = "s" if self.unit == "seconds" else self.unit
+        if self.unit == "duration" and value == math.inf:
+            return
+        unit = "s" if self.unit in ("seconds", "duration") else self.unit
         if not math.isfinite(value) or (self.minimum is None and value <= 0):
-            raise ValueError(f"must be a positive number of {self.unit}, got {value:g}")
+            measure = "seconds" if self.unit == "duration" else self.unit
+            raise ValueError(f"must be a positive number of {measure}, got {value:g}")
         if self.minimum is not None and value < self.minimum:
             raise ValueError(f"must be at least {self.minimum:g} {unit}, got {value:g}")
-        if self.unit == "seconds" and value > MAX_DELAY:
+        if self.unit in ("seconds", "duration") and value > MAX_DELAY:
             raise ValueError(f"must be at most {MAX_DELAY:.0f} s, got {value:g}")
 
     def default_text(self) -> str:
@@ -162,9 +180,12 @@ class Option:
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         """The flag, without a default: `resolve` fills it in from the environment or the
         declaration, so a value from either is checked the same way."""
-        metavar = self.metavar or {"seconds": "SECONDS", "count": "N", "MiB": "MIB"}.get(
-            self.unit, self.unit.upper()
-        )
+        metavar = self.metavar or {
+            "seconds": "SECONDS",
+            "duration": "DURATION",
+            "count": "N",
+            "MiB": "MIB",
+        }.get(self.unit, self.unit.upper())
         extra = f"one of {', '.join(self.choices)}; " if self.choices else ""
         if self.unit == "switch":
             help = f"{self.help} (env {self.variable}=1; default {self.default_text()})"
@@ -191,6 +212,26 @@ class Option:
                 raise argparse.ArgumentTypeError(f"one value per {self.flag}: repeat the flag")
             return value[0]
         return value
+
+
+def duration(text: str) -> float:
+    """Seconds, from "90", "90s", "15m", "12h", "7d" or "forever" (math.inf)."""
+    if text.strip().lower() == FOREVER:
+        return math.inf
+    match = DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not a duration: {text!r}; give one like 90s, 15m, 12h, 7d or forever")
+    return float(match[1]) * UNITS[(match[2] or "s").lower()]
+
+
+def shown_duration(seconds: float) -> str:
+    """A duration as the options read it, in its largest whole unit: 86400 is 1d."""
+    if seconds == math.inf:
+        return FOREVER
+    for suffix, size in sorted(UNITS.items(), key=lambda unit: -unit[1]):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{suffix}"
+    return f"{seconds:g}s"
 
 
 # Shared by every command that reaches the database.
@@ -240,6 +281,28 @@ LOG_FORMAT = Option(
     unit="choice",
     choices=logs.FORMATS,
     metavar="FORMAT",
+)
+
+# How long the supervisor's maintenance keeps finished jobs (jobq/queue/retention.py).
+RETENTION = (
+    Option(
+        "retain_completed",
+        86400.0,
+        "how long completed and cancelled jobs are kept before the supervisor deletes them: "
+        f"seconds, or 90s, 12h, 7d; {FOREVER}: never",
+        unit="duration",
+        minimum=MIN_RETENTION,
+        shown_default="24h",
+    ),
+    Option(
+        "retain_failed",
+        7 * 86400.0,
+        "how long failed and expired jobs are kept before the supervisor deletes them: "
+        f"seconds, or 90s, 12h, 7d; {FOREVER}: never",
+        unit="duration",
+        minimum=MIN_RETENTION,
+        shown_default="7d",
+    ),
 )
 
 # The renewal and fencing options; their lower bounds keep the timing rule meaningful.
@@ -305,6 +368,7 @@ SUPERVISOR = (
     ),
     Option("poll_interval", 1.0, "longest idle wait between polls"),
     Option("maintenance_interval", 10.0, "time between maintenance runs"),
+    *RETENTION,
     Option(
         "horizon_warning",
         600.0,
@@ -330,6 +394,14 @@ SUPERVISOR = (
         False,
         "create or upgrade jobq's tables at start, as `jobq migrate` does; without it, a "
         "database lacking them is refused",
+        unit="switch",
+        shown_default="off",
+    ),
+    Option(
+        "exit_when_empty",
+        False,
+        "drain and exit 0 once no job of its types is ready and none runs (jobs scheduled "
+        "later do not count): for Kubernetes Jobs, CI and one-off backfills",
         unit="switch",
         shown_default="off",
     ),

@@ -12,8 +12,8 @@ master -> worker: drain, stop (a concurrent worker's one attempt).
 (Extensions reach a worker's fence through the fence table, not as messages, and a queued
 attempt's start reaches the master the same way.)
 master -> renewer: renew.                         renewer -> master: renewed.
-master -> housekeeper: fail_attempt, left_behind, measure_depth, drain.
-housekeeper -> master: maintained, horizon, depth, settled, released.
+master -> housekeeper: fail_attempt, left_behind, measure_depth, measure_work, drain.
+housekeeper -> master: maintained, horizon, pruned, depth, work_left, settled, released.
 
 A worker holds up to --prefetch attempts at once (see worker/prefetch.py). Each claim it makes
 is reported in one message, `claimed` or a `finished`'s `then`: its first attempt starts at
@@ -323,6 +323,35 @@ class Maintained:
 
 
 @dataclass(frozen=True)
+class MeasureWork:
+    """Say whether any job of `types` (all when empty) is ready, or in progress on one of
+    `workers` (their ids), for --exit-when-empty."""
+
+    kind: ClassVar[str] = "measure_work"
+    types: list[str]
+    workers: list[str]
+
+
+@dataclass(frozen=True)
+class WorkLeft:
+    """MeasureWork's answer."""
+
+    kind: ClassVar[str] = "work_left"
+    left: bool
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """A cleaner run (queue/retention.py): finished jobs deleted, its duration, and the
+    oldest finished job's age after it (None: none is left, or /metrics is not served)."""
+
+    kind: ClassVar[str] = "pruned"
+    deleted: int
+    seconds: float
+    oldest: float | None = None
+
+
+@dataclass(frozen=True)
 class Settled:
     """The housekeeper failed a dead worker's attempt: what followed, for the metrics."""
 
@@ -368,6 +397,9 @@ Message = (
     | Depth
     | Maintained
     | HorizonRead
+    | MeasureWork
+    | WorkLeft
+    | Pruned
     | Settled
     | Scheduled
     | Done
@@ -392,6 +424,9 @@ KINDS: dict[str, type[Message]] = {
         Depth,
         Maintained,
         HorizonRead,
+        MeasureWork,
+        WorkLeft,
+        Pruned,
         Settled,
         Scheduled,
         Done,

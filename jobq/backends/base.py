@@ -33,6 +33,25 @@ log = logging.getLogger("jobq")
 T = TypeVar("T")
 
 
+def bring_forward(now: str) -> str:
+    """Backend.bring_forward's statement, from the backend's clock; {types} per call."""
+    return (
+        f"UPDATE jobq_jobs SET scheduled_at = {now}, updated_at = {now} "
+        f"WHERE status = 'pending' AND scheduled_at > {now}{{types}}"
+    )
+
+
+def work_left(ready: str) -> str:
+    """Backend.work_left's statement, from the backend's condition of a ready job; {types}
+    and {workers} are filled in per call."""
+    return (
+        f"SELECT EXISTS (SELECT 1 FROM jobq_jobs WHERE {ready} AND blocked_on IS NULL"
+        "{types} AND type NOT IN (SELECT type FROM jobq_paused)) "
+        "OR EXISTS (SELECT 1 FROM jobq_jobs WHERE status = 'in_progress' "
+        "AND worker IN ({workers}))"
+    )
+
+
 class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Workflows):
     kind: ClassVar[str]
 
@@ -225,6 +244,9 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
     sql_expire_overdue: ClassVar[str]
     # With {statuses} where the list of statuses goes.
     sql_prune: ClassVar[str]
+    sql_oldest_finished: ClassVar[str]
+    sql_work_left: ClassVar[str]
+    sql_bring_forward: ClassVar[str]
     sql_counts: ClassVar[str]
 
     def complete(self, job_id: int, token: str, result: str | None = None) -> bool:
@@ -306,14 +328,65 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
 
     placeholder = "%({})s"
 
-    def prune(self, older_than: float, statuses: Sequence[Status], batch: int) -> int:
+    def prune(self, older_than: float, statuses: Sequence[Status], batch: int) -> int | None:
         """Delete up to `batch` jobs with one of `statuses` that finished longer ago than
-        `older_than` seconds, oldest first."""
-        names = [f"status{i}" for i in range(len(statuses))]
-        marks = ", ".join(self.placeholder.format(name) for name in names)
-        params: dict[str, Any] = dict(zip(names, map(str, statuses), strict=True))
+        `older_than` seconds, oldest first, but none that another job still needs (see
+        workflows.KEPT). None, deleting nothing, while another connection is pruning: one
+        pruner at a time across every node, so that two never fight over the same rows."""
+        marks, params = self.marks("status", [str(status) for status in statuses])
         params |= {"older_than": self.seconds(older_than), "batch": batch}
-        return self.execute(self.sql_prune.format(statuses=marks), params)
+        with self.pruning() as alone:
+            return (
+                self.delete_finished(self.sql_prune.format(statuses=marks), params)
+                if alone
+                else None
+            )
+
+    def delete_finished(self, sql: str, params: dict[str, Any]) -> int:
+        """Run sql_prune; how many jobs it deleted."""
+        return self.execute(sql, params)
+
+    @abstractmethod
+    @contextmanager
+    def pruning(self) -> Iterator[bool]:
+        """The pruners' lock around one batch: yields whether this connection holds it (else
+        another does, and the batch is left to it). Held for the batch alone: behind a
+        transaction pooler a lock held between two transactions may stay on a server
+        connection jobq no longer has."""
+        yield True
+
+    def work_left(self, types: Sequence[str], workers: Sequence[str]) -> bool:
+        """Whether a job of `types` (every type when empty) is ready now, paused types and
+        jobs blocked on a limit aside, or one of `workers` holds a job in progress: one
+        statement, so one moment, for a supervisor deciding it has drained everything."""
+        typed, params = self.marks("type", list(types))
+        held, ids = self.marks("worker", list(workers) or [""])
+        of_types = f" AND type IN ({typed})" if types else ""
+        sql = self.sql_work_left.format(types=of_types, workers=held)
+        return bool(self.fetchone(sql, params | ids)[0])
+
+    def bring_forward(self, types: Sequence[str]) -> int:
+        """For tests (jobq.testing.drain): make the pending jobs of `types` (all when empty)
+        scheduled later due now. Returns how many."""
+        typed, params = self.marks("type", list(types))
+        of_types = f" AND type IN ({typed})" if types else ""
+        return self.execute(self.sql_bring_forward.format(types=of_types), params)
+
+    def newest_id(self) -> int:
+        """The highest job id in the table, 0 for none."""
+        return int(self.fetchone("SELECT max(id) FROM jobq_jobs")[0] or 0)
+
+    def delete_after(self, job_id: int) -> int:
+        """For tests (jobq.testing.queue): delete the jobs with ids above `job_id`."""
+        sql = f"DELETE FROM jobq_jobs WHERE id > {self.placeholder.format('after')}"
+        return self.execute(sql, {"after": job_id})
+
+    def oldest_finished(self) -> float | None:
+        """How many seconds ago the longest-kept finished job finished; None for none. It
+        reads every finished row (no index orders them by their end): asked only for
+        /metrics and `jobq stats`."""
+        age = self.fetchone(self.sql_oldest_finished)[0]
+        return None if age is None else max(0.0, float(age))
 
     def counts(self, job_type: str | None) -> dict[tuple[str, Status], int]:
         return self.run(self.counts_steps(job_type))

@@ -17,6 +17,21 @@ T = TypeVar("T")
 
 ENDINGS = "'completed', 'failed', 'expired', 'cancelled'"
 BAD_ENDINGS = "'failed', 'expired', 'cancelled'"
+# What pruning keeps of the finished jobs it would delete (on jobq_jobs, unaliased), for as
+# long as another job needs them:
+# - a parent, until each job enqueued after it (after=) has ended: that job reads its
+#   parents' results while it runs (current_claim().parents);
+# - a batch's member, until the batch's `then` job has ended: `then` reads its members'
+#   counts (Queue.batch_status); members are the `then` job's parents with any_ending;
+# - a job cancelled because a parent ended badly, while that parent is kept: retrying the
+#   parent brings it back (the revive trigger finds it by its edge).
+# Unique keys need nothing kept: a key binds pending and running jobs only, never a finished
+# one, so pruning one changes nothing a key admits.
+KEPT = f"""NOT EXISTS (SELECT 1 FROM jobq_dependencies kept_d
+        JOIN jobq_jobs kept_c ON kept_c.id = kept_d.child
+        WHERE kept_d.parent = jobq_jobs.id AND kept_c.status NOT IN ({ENDINGS}))
+    AND (jobq_jobs.cancelled_by IS NULL
+        OR NOT EXISTS (SELECT 1 FROM jobq_jobs kept_p WHERE kept_p.id = jobq_jobs.cancelled_by))"""
 BAD = frozenset((Status.FAILED, Status.EXPIRED, Status.CANCELLED))
 
 # Dependency edges written by one statement: a bound on its parameters.

@@ -201,7 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
         MAX_JOBS,
     )
     stats = command(
-        "stats", on_queue(reports.cmd_stats), "Count jobs by type and status.", options.TYPES
+        "stats",
+        on_queue(reports.cmd_stats),
+        "Count jobs by type and status, and show the supervisor's retention as this "
+        "environment sets it (--retain-completed, --retain-failed).",
+        options.TYPES,
+        *options.RETENTION,
     )
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
     schedules = command(

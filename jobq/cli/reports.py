@@ -6,6 +6,7 @@ import argparse
 import json
 
 from ..queue import Queue
+from ..queue.retention import Retention
 from ..records import Status
 from ..schedules.scheduler import State
 from .terminal import escaped
@@ -25,7 +26,23 @@ def cmd_stats(queue: Queue, args: argparse.Namespace) -> int:
     for shown, name in sorted(names.items()):
         counts = "  ".join(f"{table[name].get(c, 0):>11}" for c in columns)
         print(f"{shown:<{width}}  {counts}")
+    kept = Retention(args.retain_completed, args.retain_failed)
+    print(f"retention: {kept.describe()}; {oldest_finished(queue.oldest_finished())}")
     return 0
+
+
+def oldest_finished(age: float | None) -> str:
+    if age is None:
+        return "no finished job is kept"
+    return f"the oldest finished job ended {roughly(age)} ago"
+
+
+def roughly(seconds: float) -> str:
+    """An age in the largest unit it holds twice: 90s, 5m, 3h, 2d."""
+    for suffix, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds // size:.0f}{suffix}"
+    return f"{seconds:.0f}s"
 
 
 def print_schedules(found: list[State], as_json: bool, app: str | None) -> int:

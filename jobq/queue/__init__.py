@@ -20,7 +20,7 @@ from ..listener import Listener
 from ..records import JobRecord, Status
 from ..retry import MAX_DELAY
 from ..schedules import REGISTERED, Periodic, scheduler
-from . import maintenance
+from . import maintenance, retention
 from .batched import BatchConsuming
 from .batches import Batch, then_row
 from .limits import LimitControls
@@ -229,6 +229,20 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         pending jobs past their deadline. Returns how many jobs went where."""
         return maintenance.recover_and_expire(self._consumer("maintenance"))
 
+    def run_retention(self, kept: retention.Retention) -> retention.Cleaned:
+        """Delete the finished jobs older than `kept` keeps them, as the supervisor's
+        maintenance does (see retention.py)."""
+        return retention.clean(self._consumer("retention"), kept)
+
+    def _work_left(self, types: Iterable[str], workers: Iterable[str]) -> bool:
+        """Whether a job of `types` (all when empty) is ready or one of `workers` (their
+        ids) holds one in progress: what `jobq-supervise --exit-when-empty` waits out."""
+        return self.backend.work_left(tuple(types), tuple(workers))
+
+    def oldest_finished(self) -> float | None:
+        """How many seconds ago the longest-kept finished job finished; None for none."""
+        return self.backend.oldest_finished()
+
     def prune(
         self, older_than: float | timedelta, statuses: Iterable[Status | str] | None = None
     ) -> int:
@@ -237,11 +251,14 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
 
         In batches of maintenance.PRUNE_BATCH rows, each its own short transaction: a table
         of millions of finished rows is emptied without holding locks long or growing one
-        transaction.
+        transaction. A job another still needs is kept (see backends/workflows.py's KEPT),
+        and should another process (a supervisor's retention) be pruning at a batch, this
+        stops there and leaves the rest to it.
         """
         backend = self._consumer("prune")
         seconds = seconds_of(older_than, "older_than")
-        return maintenance.prune(backend, seconds, maintenance.finished_statuses(statuses))
+        chosen = maintenance.finished_statuses(statuses)
+        return maintenance.prune(backend, seconds, chosen).deleted
 
     # -- for jobq's own processes -----------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from ..backends.base import Backend
 from ..backends.rows import ExpiredLease
@@ -96,12 +97,22 @@ def recover(backend: Backend, lease: ExpiredLease) -> Status | None:
     return settled
 
 
-def prune(backend: Backend, seconds: float, statuses: tuple[Status, ...]) -> int:
+class Pruned(NamedTuple):
+    deleted: int
+    # Whether another process was pruning at a batch: this run stopped there, leaving the
+    # rest to that one.
+    left_to_another: bool = False
+
+
+def prune(backend: Backend, seconds: float, statuses: tuple[Status, ...]) -> Pruned:
     """Delete finished jobs of `statuses` older than `seconds`, PRUNE_BATCH rows per
-    statement, each its own short transaction; returns how many."""
+    statement, each its own short transaction, until none is left or another process is
+    found pruning (Backend.prune)."""
     deleted = 0
     while True:
         batch = backend.retrying("prune", lambda: backend.prune(seconds, statuses, PRUNE_BATCH))
+        if batch is None:
+            return Pruned(deleted, left_to_another=True)
         deleted += batch
         if batch < PRUNE_BATCH:
-            return deleted
+            return Pruned(deleted)

@@ -68,9 +68,12 @@ class SupervisorConfig:
     poll_interval: float = declared("poll_interval")
     maintenance_interval: float = declared("maintenance_interval")
     horizon_warning: float = declared("horizon_warning")
+    retain_completed: float = declared("retain_completed")
+    retain_failed: float = declared("retain_failed")
     metrics_address: str = declared("metrics_address")
     metrics_port: int | None = declared("metrics_port")
     migrate: bool = declared("migrate")
+    exit_when_empty: bool = declared("exit_when_empty")
     # Kubernetes' terminationGracePeriodSeconds, when the deployment passes it on: the pod is
     # killed that long after SIGTERM, drain or not.
     termination_grace_period: float | None = None

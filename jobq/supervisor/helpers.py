@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from .. import protocol, wire
+from ..queue.retention import Retention
 from ..worker.fence import FenceTable
 from . import housekeeper, keeper, renewer
 from .forking import Forked, fork
@@ -71,6 +72,8 @@ class Helpers:
         self.horizon = HorizonWatch(shared.metrics, shared.config.horizon_warning)
         # Called when the housekeeper's queue-depth figures arrive (the endpoint's release).
         self.depth_read: Callable[[], None] = lambda: None
+        # Called with the housekeeper's answer to MeasureWork (see emptying.py).
+        self.work_measured: Callable[[bool], None] = lambda left: None
 
     def body(self, helper: Helper) -> Callable[[socket.socket], int]:
         config = self.shared.config
@@ -79,7 +82,13 @@ class Helpers:
         if helper is Helper.HOUSEKEEPER:
             interval, metrics = config.maintenance_interval, config.metrics_port is not None
             return partial(
-                housekeeper.serve, config.dsn, config.lease, interval, config.app, metrics
+                housekeeper.serve,
+                config.dsn,
+                config.lease,
+                interval,
+                config.app,
+                metrics,
+                Retention(config.retain_completed, config.retain_failed),
             )
         # A replacement keeper reads the same table: the fences are the table's, not its.
         return partial(keeper.serve, self.fences, config.safety_margin, os.getpid())
@@ -306,6 +315,10 @@ class Helpers:
                 metrics.on_maintained(message.counts)
         elif isinstance(message, protocol.HorizonRead):
             self.horizon.saw(message)
+        elif isinstance(message, protocol.WorkLeft):
+            self.work_measured(message.left)
+        elif isinstance(message, protocol.Pruned):
+            metrics.on_pruned(message.deleted, message.seconds, message.oldest)
         elif isinstance(message, protocol.Depth):
             metrics.on_depth(
                 message.counts, message.oldest, time.monotonic(), message.paused, message.limits

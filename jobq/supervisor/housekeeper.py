@@ -1,5 +1,6 @@
 """The housekeeper: a process of the master's with its own connection, for the master's
-other database work. It runs maintenance on an interval, fails the attempts of workers
+other database work. It runs maintenance on an interval (with the job cleaner, retention.py,
+on its own longer one), fails the attempts of workers
 that died holding them (and releases the ones they never started, and acknowledges the ones
 they completed), and enqueues the periodic jobs' due slots. None of this can delay a
 renewal, which has a process of its own.
@@ -22,6 +23,7 @@ from .. import protocol, wire
 from ..app import load_app
 from ..outcomes import FAILURE_OUTCOMES
 from ..queue import Queue
+from ..queue.retention import Retention
 from ..schedules import REGISTERED, Periodic
 from ..schedules.scheduler import Tick, Watch
 from .renewer import close_quietly
@@ -29,7 +31,7 @@ from .renewer import close_quietly
 log = logging.getLogger("jobq")
 
 # The master's messages that ask for work; any other one (drain) ends the housekeeper.
-WORK = protocol.FailAttempt | protocol.LeftBehind | protocol.MeasureDepth
+WORK = protocol.FailAttempt | protocol.LeftBehind | protocol.MeasureDepth | protocol.MeasureWork
 # After a failed maintenance run the next comes this soon, doubling up to the interval: the
 # master's /readyz learns from these runs that the database is back (after a failover, a
 # whole interval later was 9 s of a node not ready while its workers already worked).
@@ -43,6 +45,7 @@ def serve(
     interval: float,
     app: str | None,
     metrics: bool,
+    retention: Retention,
     sock: socket.socket,
 ) -> int:
     """Work until the master says drain (after the failures it sent before) or goes away.
@@ -58,6 +61,7 @@ def serve(
     # Since this process watches the schedules, across its reconnections (see run_schedules).
     watch = Watch()
     next_maintenance = time.monotonic()
+    cleaner = Cleaner(retention, interval)
     retry = FIRST_RETRY
     next_schedule = time.monotonic() if schedules else float("inf")
     while True:
@@ -88,6 +92,7 @@ def serve(
             else:
                 maintain(connection, sock, metrics)
                 retry = FIRST_RETRY
+                cleaner.run_if_due(connection, sock, metrics)
         except Exception as error:
             # Maintenance recovers whatever could not be failed here, after the lease.
             log.error("Supervisor database work failed: %s", error, extra={"event": "db_error"})
@@ -135,6 +140,27 @@ def horizon(connection: Queue) -> protocol.HorizonRead:
     return protocol.HorizonRead(held.age, held.backlog, held.holder)
 
 
+class Cleaner:
+    """The job cleaner's runs, each after a maintenance run once its own interval (see
+    Retention.interval) has passed since the last that worked."""
+
+    def __init__(self, retention: Retention, maintenance_interval: float) -> None:
+        self.retention = retention
+        self.interval = retention.interval(maintenance_interval)
+        self.next_run = time.monotonic()
+
+    def run_if_due(self, connection: Queue, sock: socket.socket, metrics: bool) -> None:
+        """Report a run to the master with, for /metrics, the oldest finished job's age
+        after it (which reads every finished row, so only when metrics are served)."""
+        now = time.monotonic()
+        if now < self.next_run:
+            return
+        cleaned = connection.run_retention(self.retention)
+        oldest = connection.oldest_finished() if metrics else None
+        wire.send(sock, protocol.Pruned(cleaned.pruned, cleaned.seconds, oldest))
+        self.next_run = now + self.interval
+
+
 def answer(connection: Queue, sock: socket.socket, message: object) -> None:
     """Do what one of the master's WORK messages asks."""
     if isinstance(message, protocol.FailAttempt):
@@ -146,6 +172,9 @@ def answer(connection: Queue, sock: socket.socket, message: object) -> None:
         wire.send(sock, settle_left_behind(connection, message))
     elif isinstance(message, protocol.MeasureDepth):
         wire.send(sock, depth(connection))
+    elif isinstance(message, protocol.MeasureWork):
+        left = connection._work_left(message.types, message.workers)
+        wire.send(sock, protocol.WorkLeft(left))
 
 
 def settle_left_behind(connection: Queue, message: protocol.LeftBehind) -> protocol.Released:

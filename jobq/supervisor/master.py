@@ -26,6 +26,7 @@ from ..outcomes import job_extra
 from . import appcheck, settlement
 from .config import SupervisorConfig
 from .control import Control, open_control
+from .emptying import Emptying
 from .endpoint import Endpoint
 from .forking import adopt_orphans
 from .helpers import Helpers
@@ -67,6 +68,8 @@ class Master:
         self.helpers = Helpers(self.shared, self.pools.fences)
         self.renewals = Renewals(config, self.metrics)
         self.probes = Probes(self.shared, self.pools, self.helpers)
+        self.emptying = Emptying(self.shared, self.pools, self.helpers)
+        self.helpers.work_measured = self.on_work_measured
         self.endpoint: Endpoint | None = None
         self.control: Control | None = None
         self.exit_code = 0
@@ -153,6 +156,7 @@ class Master:
         self.sending = self.helpers.flush() | self.pools.flush()
         if self.shared.phase is Phase.RUNNING:
             self.pools.manage(now, patient=self.helpers.database_seen)
+            self.emptying.tend(now)
         for served in self.served():
             served.tend(now)
         self.show_title()
@@ -176,6 +180,10 @@ class Master:
             log.warning("Graceful timeout reached: stopping the remaining workers")
             self.stop_now()
         self.pools.fence(now)
+
+    def on_work_measured(self, left: bool) -> None:
+        if self.emptying.done(left):
+            self.handle_term()
 
     # -- workers' messages -----------------------------------------------------------------
 

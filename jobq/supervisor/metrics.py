@@ -33,6 +33,8 @@ RUN_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 
 # A scrape shows queue-depth figures read at most this long before it.
 DEPTH_FRESH = 2.0
 ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+# A cleaner run: milliseconds when little is due, minutes when a backlog of millions is.
+PRUNE_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)
 SLOT_OUTCOMES = tuple(str(outcome) for outcome in Slot)
 HELPER_RESTART_REASONS = ("exited", "unresponsive", "fork_failed")
 # jobq_workers' states: a worker that is still starting is neither.
@@ -261,6 +263,24 @@ class Metrics:
             ["outcome"],
             registry=registry,
         )
+        self.pruned = Counter(
+            "jobq_retention_pruned",
+            "Finished jobs the job cleaner deleted, past --retain-completed or --retain-failed",
+            registry=registry,
+        )
+        self.prune_time = Histogram(
+            "jobq_retention_run_seconds",
+            "How long each of the job cleaner's runs took (its count: the runs)",
+            buckets=PRUNE_BUCKETS,
+            registry=registry,
+        )
+        self.oldest_finished = Gauge(
+            "jobq_retention_oldest_finished_seconds",
+            "Age of the oldest finished job still kept, read after each of the job cleaner's "
+            "runs: well past the longest retention, the cleaner is falling behind or another "
+            "job still needs it (0: none is kept)",
+            registry=registry,
+        )
         self.schedule_slots = Counter(
             "jobq_schedule_slots",
             "Slots of periodic jobs this supervisor took, by schedule and outcome: enqueued, "
@@ -348,6 +368,11 @@ class Metrics:
     def on_maintained(self, counts: dict[str, int]) -> None:
         for outcome, n in counts.items():
             self.recovered.labels(outcome).inc(n)
+
+    def on_pruned(self, deleted: int, seconds: float, oldest: float | None) -> None:
+        self.pruned.inc(deleted)
+        self.prune_time.observe(seconds)
+        self.oldest_finished.set(oldest or 0.0)
 
     def on_scheduled(self, slots: Sequence[tuple[str, str]], declared: Iterable[str] = ()) -> None:
         # Every outcome's series starts at zero, from the declaration or at the latest with

@@ -1,2 +1,18 @@
-"""Tools for testing systems built on jobq: an attempt journal, a history checker, and a job
-that journals its attempts."""
+"""Tools for testing systems built on jobq: a throwaway queue, assertions on what was
+enqueued, running jobs in the test's process (drain, perform), an attempt journal, a history
+checker, and a job that journals its attempts. The pytest plugin (plugin.py, registered by an
+entry point) gives the jobq_queue fixture."""
+
+from .assertions import assert_enqueued, enqueued, refute_enqueued
+from .draining import Drained, drain, perform
+from .queues import queue
+
+__all__ = [
+    "Drained",
+    "assert_enqueued",
+    "drain",
+    "enqueued",
+    "perform",
+    "queue",
+    "refute_enqueued",
+]

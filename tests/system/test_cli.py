@@ -231,7 +231,9 @@ def make_history(queue: jobq.Queue, tmp_path: Path) -> dict[str, int]:
 
 
 def parse_table(text: str) -> dict[str, dict[str, int]]:
-    header, *rows = (line.split() for line in text.splitlines() if line.strip())
+    *table, retention = (line for line in text.splitlines() if line.strip())
+    assert retention.startswith("retention: "), retention
+    header, *rows = (line.split() for line in table)
     assert header == ["type", *(str(status) for status in Status)]
     return {row[0]: dict(zip(header[1:], map(int, row[1:]), strict=True)) for row in rows}
 
@@ -253,6 +255,26 @@ def test_stats(cli: Cli, queue: jobq.Queue, tmp_path: Path) -> None:
     assert json.loads(only.stdout) == {"explode": {"failed": 1}}
     from_env = cli.run("stats", "--json", env=base_env(JOBQ_TYPE="append")).ok()
     assert json.loads(from_env.stdout) == {"append": expected["append"]}
+
+
+def test_stats_shows_the_retention_its_environment_sets(cli: Cli, queue: jobq.Queue) -> None:
+    queue.install()
+    assert cli.run("stats").ok().stdout.splitlines()[-1] == (
+        "retention: completed and cancelled jobs kept 1d, failed and expired 7d; "
+        "no finished job is kept"
+    )
+    queue.enqueue(AppendLine(os.devnull, "1"))
+    assert queue.process_jobs(1) == 1
+    env = base_env(JOBQ_RETAIN_COMPLETED="12h", JOBQ_RETAIN_FAILED="forever")
+    last = cli.run("stats", env=env).ok().stdout.splitlines()[-1]
+    assert re.fullmatch(
+        r"retention: completed and cancelled jobs kept 12h, failed and expired forever; "
+        r"the oldest finished job ended \d+s ago",
+        last,
+    ), last
+    refused = cli.run("stats", "--retain-failed", "soon")
+    assert refused.returncode == 2
+    assert "--retain-failed: not a duration: 'soon'; give one like 90s" in refused.stderr
 
 
 def test_stats_of_an_empty_queue(cli: Cli, queue: jobq.Queue) -> None:

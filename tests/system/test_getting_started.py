@@ -25,6 +25,7 @@ VOLATILE = [
     (re.compile(r"jobq\[\d+\]"), "jobq[<pid>]"),
     (re.compile(r"on worker [0-9a-f]+"), "on worker <id>"),
     (re.compile(r"([Ww]orker|TERM) \d+"), r"\1 <pid>"),
+    (re.compile(r"ended \d+[smhd] ago"), "ended <age> ago"),
 ]
 
 

@@ -7,8 +7,11 @@ tests/system/test_getting_started.py."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import contextlib
+import importlib
+import importlib.util
 import io
 import re
 import shlex
@@ -139,3 +142,35 @@ def test_every_command_shown_is_one_the_parsers_accept(page: Path) -> None:
                 parser.parse_args(args)
         except SystemExit:
             pytest.fail(f"{page.name}: {command!r}: {refusal.getvalue().strip()}")
+
+
+INLINE_COMMAND = re.compile(r"`jobq ([a-z][a-z-]*)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(REPO)))
+def test_every_jobq_command_named_in_the_text_exists(page: Path) -> None:
+    # The prose's `jobq install` once named a command that never existed (it is migrate).
+    (subparsers,) = [
+        action
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    ]
+    commands = set(subparsers.choices)
+    named = set(INLINE_COMMAND.findall(page.read_text()))
+    assert named - commands == set(), f"{page.name}: no such command"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(REPO)))
+def test_every_name_a_python_example_imports_from_jobq_exists(page: Path) -> None:
+    for block in PYTHON_BLOCK.findall(page.read_text()):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "jobq":
+                module = importlib.import_module(node.module or "")
+                for alias in node.names:
+                    assert hasattr(module, alias.name) or importlib.util.find_spec(
+                        f"{node.module}.{alias.name}"
+                    ), f"{page.name}: from {node.module} import {alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "jobq":
+                        importlib.import_module(alias.name)

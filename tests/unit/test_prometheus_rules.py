@@ -29,6 +29,7 @@ DATASOURCE = "${datasource}"
 SCRAPE_SERIES = {"up"}
 EXPECTED_ALERTS = {
     "JobqSupervisorDown",
+    "JobqCleanupHorizonHeld",
     "JobqJobsPilingUp",
     "JobqFencingKills",
     "JobqRenewalErrors",

@@ -18,12 +18,13 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 
 from ...errors import ConfigurationError
 from ...records import ClaimedJob, Status
-from ..base import Backend
+from ..base import Backend, bring_forward, work_left
 from ..limits import REFUSALS
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Steps, every, last_id, value
-from .claims import MysqlBatching, claim_select, later
+from ..workflows import ENDINGS, KEPT
+from .claims import READY, MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
 from .dsn import connect_args
@@ -364,11 +365,43 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         WHERE status = 'pending' AND deadline <= {NOW}
     """
 
+    # Picks the ids only (see delete_finished), locking them as enqueue's after= locks a
+    # parent: no dependent can be added to one between the pick and the delete.
     sql_prune = f"""
-        DELETE FROM jobq_jobs WHERE status IN ({{statuses}})
-          AND finished_at < DATE_SUB({NOW}, INTERVAL %(older_than)s MICROSECOND)
-        ORDER BY finished_at LIMIT %(batch)s
+        SELECT id FROM jobq_jobs WHERE status IN ({{statuses}})
+          AND finished_at < DATE_SUB({NOW}, INTERVAL %(older_than)s MICROSECOND) AND {KEPT}
+        ORDER BY finished_at LIMIT %(batch)s FOR UPDATE
     """
+
+    def delete_finished(self, sql: str, params: dict[str, Any]) -> int:
+        # MySQL refuses a DELETE that reads jobq_dependencies (KEPT does) while its trigger
+        # deletes the pruned jobs' edges from it (error 1442): the ids are picked first, in
+        # the same transaction.
+        with self.transaction():
+            ids = [row[0] for row in self.fetchall(sql, params)]
+            if not ids:
+                return 0
+            marks, picked = self.marks("id", ids)
+            return self.execute(f"DELETE FROM jobq_jobs WHERE id IN ({marks})", picked)
+
+    sql_work_left = work_left(READY)
+    sql_bring_forward = bring_forward(NOW)
+
+    sql_oldest_finished = f"""
+        SELECT TIMESTAMPDIFF(MICROSECOND, min(finished_at), {NOW}) / 1000000 FROM jobq_jobs
+        WHERE status IN ({ENDINGS})
+    """
+
+    @contextmanager
+    def pruning(self) -> Iterator[bool]:
+        # A named lock is the session's: it is let go at once, after the batch's statement
+        # (autocommitted), and with the connection should that be lost.
+        taken = self.fetchone("SELECT GET_LOCK('jobq_prune', 0)")[0] == 1
+        try:
+            yield taken
+        finally:
+            if taken:
+                self.execute("SELECT RELEASE_LOCK('jobq_prune')")
 
     sql_counts = """
         SELECT type, status, count(*) FROM jobq_jobs

@@ -13,12 +13,13 @@ from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
 from ...records import ClaimedJob
-from ..base import Backend
+from ..base import Backend, bring_forward, work_left
 from ..leases import expiry
 from ..limits import REFUSALS
 from ..rows import INSERT_NAMES, REFUSED, NewJob, Refused, Renewal, Runner, claimed_only
 from ..shapes import type_params
 from ..steps import CopyRows, Step, Steps, fetched, one
+from ..workflows import ENDINGS, KEPT
 from .claims import COMPLETE, PostgresBatching, claim_statement, complete_and_claim_statement
 from .claims import MIGRATION as BATCHES
 from .controls import MIGRATION as STATUS_PAGE
@@ -33,7 +34,7 @@ from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepare
 from .rates import RATES
 from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
-from .schema import MIGRATIONS, NO_JIT, TRACE_CONTEXT, WORKER_IDS, in_progress
+from .schema import MIGRATIONS, NO_JIT, READY, TRACE_CONTEXT, WORKER_IDS, in_progress
 from .successors import SUCCESSOR_CLAIMS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
@@ -377,13 +378,28 @@ class PostgresBackend(
         WHERE status = 'pending' AND deadline <= now()
     """
 
-    sql_prune = """
+    sql_prune = f"""
         DELETE FROM jobq_jobs WHERE id IN (
-            SELECT id FROM jobq_jobs WHERE status IN ({statuses})
-              AND finished_at < now() - make_interval(secs => %(older_than)s)
+            SELECT id FROM jobq_jobs WHERE status IN ({{statuses}})
+              AND finished_at < now() - make_interval(secs => %(older_than)s) AND {KEPT}
             ORDER BY finished_at LIMIT %(batch)s
         )
     """
+
+    sql_work_left = work_left(READY)
+    sql_bring_forward = bring_forward("now()")
+
+    sql_oldest_finished = f"""
+        SELECT extract(epoch FROM now() - min(finished_at)) FROM jobq_jobs
+        WHERE status IN ({ENDINGS})
+    """
+
+    @contextmanager
+    def pruning(self) -> Iterator[bool]:
+        # A transaction-level lock (see Backend.pruning), a key of jobq's beside the
+        # install's 4242001 and the idle workers' 4242002 and 4242003 (idle.py).
+        with self.connection.transaction():
+            yield bool(self.fetchone("SELECT pg_try_advisory_xact_lock(4242004)")[0])
 
     sql_counts = """
         SELECT type, status, count(*) FROM jobq_jobs

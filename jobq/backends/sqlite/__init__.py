@@ -16,19 +16,20 @@ from typing import Any
 
 from ...errors import ConfigurationError, NoSchema
 from ...records import ClaimedJob, Claims
-from ..base import Backend
+from ..base import Backend, bring_forward, work_left
 from ..batching import in_picked_order
 from ..limits import REFUSALS
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Fetch, Statement, Step, Steps, every, fetched
+from ..workflows import ENDINGS, KEPT
 from .claims import claim_many_statement, claim_statement, picked_count_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
 from .limits import LIMITS, SqliteLimits
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
-from .schema import MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
+from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, SqliteWorkflows
@@ -346,10 +347,24 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
     sql_prune = f"""
         DELETE FROM jobq_jobs WHERE id IN (
             SELECT id FROM jobq_jobs WHERE status IN ({{statuses}})
-              AND finished_at < {NOW} - :older_than
+              AND finished_at < {NOW} - :older_than AND {KEPT}
             ORDER BY finished_at LIMIT :batch
         )
     """
+
+    sql_work_left = work_left(READY)
+    sql_bring_forward = bring_forward(NOW)
+
+    sql_oldest_finished = f"""
+        SELECT {NOW} - min(finished_at) FROM jobq_jobs WHERE status IN ({ENDINGS})
+    """
+
+    @contextmanager
+    def pruning(self) -> Iterator[bool]:
+        # The database's own write lock, taken at BEGIN IMMEDIATE, is the pruners' lock: two
+        # connections to one file never write at once.
+        with self.transaction():
+            yield True
 
     placeholder = ":{}"
     sql_counts = """

@@ -1,0 +1,82 @@
+"""Running jobs in the test's own process, as Oban.Testing's drain_queue and perform_job:
+drain() runs what is ready (and what that enqueues), perform() runs one job as a worker
+would without a queue of the test's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import hooks
+from ..job import Job
+from ..queue import Queue
+from ..records import Outcome
+from ..retry import RetryPolicy
+from .queues import queue as throwaway
+
+ONCE = RetryPolicy(max_attempts=1)
+
+
+@dataclass
+class Drained:
+    """What a drain ran: attempts by outcome, each failed attempt's error by job id, and
+    each completed job's result by job id."""
+
+    completed: int = 0
+    retried: int = 0
+    failed: int = 0
+    expired: int = 0
+    cancelled: int = 0
+    lost: int = 0
+    errors: dict[int, str] = field(default_factory=dict)
+    results: dict[int, Any] = field(default_factory=dict)
+
+    def add(self, job_id: int, outcome: Outcome, error: str | None, result: Any) -> None:
+        setattr(self, str(outcome), getattr(self, str(outcome)) + 1)
+        if outcome is Outcome.COMPLETED:
+            self.results[job_id] = result
+        elif error is not None:
+            self.errors[job_id] = error
+
+
+def drain(
+    queue: Queue, types: Iterable[str] | str | None = None, with_scheduled: bool = False
+) -> Drained:
+    """Run every ready job of `types` (all by default) in this process, one at a time, and
+    the jobs they enqueue or release, until none is ready. With `with_scheduled`, jobs
+    scheduled later (delays, retries' backoff) are made due and run too, until none is left
+    pending: a retry policy's every attempt runs without waiting."""
+    chosen = (types,) if isinstance(types, str) else tuple(types or ())
+    drained = Drained()
+    while True:
+        if with_scheduled:
+            queue.backend.bring_forward(chosen)
+        claim = queue.claim(chosen)
+        if claim is None:
+            return drained
+        outcome = queue.run(claim)
+        record = queue.get(claim.id)
+        error = None if record is None else record.last_error
+        drained.add(claim.id, outcome, error, None if record is None else record.result)
+
+
+def perform(job: Job) -> Any:
+    """Run `job` as a worker would, and return its result or raise its exception: on a
+    throwaway in-memory queue, its payload stored and decoded, the before_job and after_job
+    hooks run, current_claim(), progress() and checkpoint() answering for its attempt, its
+    result encoded and stored. Nothing reaches the application's queue."""
+    with throwaway() as queue:
+        queue.hooks = hooks.for_jobs()
+        job_id = queue.enqueue(job, retry=ONCE)
+        claim = queue.claim(job.type)
+        assert claim is not None, f"job {job_id} could not be claimed"
+        # The worker's own steps (consuming.py), kept apart to raise the job's exception.
+        handling = queue._handled(claim, queue.codec.decode(claim.class_name, claim.payload))
+        if handling.error is not None:
+            queue._settle_failure(claim, handling.error)
+            raise handling.error
+        queue.complete(claim.completed(handling.result))
+        record = queue.get(job_id)
+        assert record is not None
+        return record.result

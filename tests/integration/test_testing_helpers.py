@@ -1,0 +1,101 @@
+"""jobq.testing as an application's test suite uses it: a test file of its own, run by
+pytest in a subprocess with jobq's plugin loaded from its entry point, on in-memory SQLite
+and on the test's PostgreSQL database (JOBQ_TEST_DSN); the failure messages as printed."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SUITE = """
+import jobq
+import pytest
+from jobq.testing import assert_enqueued, drain, enqueued, perform, refute_enqueued
+
+ON = {}  # the queue the jobs enqueue on, set by each test
+
+
+class Welcome(jobq.Job):
+    type = "email"
+
+    def __init__(self, address):
+        self.address = address
+
+    def handle(self):
+        if self.address == "bad":
+            raise ValueError("no such mailbox")
+        claim = jobq.current_claim()
+        return f"sent to {self.address} in attempt {claim.attempt}"
+
+
+class Signup(jobq.Job):
+    type = "signup"
+
+    def __init__(self, address):
+        self.address = address
+
+    def handle(self):
+        ON["queue"].enqueue(Welcome(self.address))
+
+
+def test_what_was_enqueued(jobq_queue):
+    jobq_queue.enqueue(Welcome("ada"))
+    jobq_queue.enqueue(Signup("bob"), delay=60)
+    assert assert_enqueued(jobq_queue, Welcome, address="ada").type == "email"
+    assert_enqueued(jobq_queue, "signup")
+    refute_enqueued(jobq_queue, Welcome, address="bob")
+    assert [job.type for job in enqueued(jobq_queue)] == ["email", "signup"]
+
+
+def test_a_missing_job_is_told_with_what_was_enqueued(jobq_queue):
+    jobq_queue.enqueue(Welcome("ada"))
+    assert_enqueued(jobq_queue, Welcome, address="bob")
+
+
+def test_an_unwanted_job_is_named(jobq_queue):
+    jobq_queue.enqueue(Welcome("ada"))
+    refute_enqueued(jobq_queue, "email")
+
+
+def test_drain_runs_what_is_ready_and_what_it_enqueues(jobq_queue):
+    ON["queue"] = jobq_queue
+    jobq_queue.enqueue(Signup("ada"))
+    jobq_queue.enqueue(Welcome("bad"), retry=jobq.RetryPolicy(max_attempts=2))
+    later = jobq_queue.enqueue(Welcome("cy"), delay=3600)
+    drained = drain(jobq_queue)
+    assert (drained.completed, drained.retried, drained.failed) == (2, 1, 0)
+    assert "no such mailbox" in next(iter(drained.errors.values()))
+    assert "sent to ada in attempt 1" in drained.results.values()
+    assert jobq_queue.get(later).status == "pending"
+    again = drain(jobq_queue, with_scheduled=True)
+    assert (again.completed, again.failed) == (1, 1)
+    assert refute_enqueued(jobq_queue) is None
+
+
+def test_perform_runs_one_job_as_a_worker_would():
+    assert perform(Welcome("ada")) == "sent to ada in attempt 1"
+    with pytest.raises(ValueError, match="no such mailbox"):
+        perform(Welcome("bad"))
+"""
+
+
+@pytest.mark.databases("sqlite", "postgresql")
+def test_an_applications_suite_uses_the_helpers(
+    pytester: pytest.Pytester, db_kind: str, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if db_kind == "sqlite":
+        monkeypatch.delenv("JOBQ_TEST_DSN", raising=False)  # in-memory
+    else:
+        monkeypatch.setenv("JOBQ_TEST_DSN", dsn)
+    pytester.makepyfile(test_app=SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*AssertionError: no Welcome(address='bob') was enqueued; enqueued instead: "
+            'job * test_app.Welcome (type email) {"address":"ada"}',
+            "*AssertionError: expected no email enqueued, found: "
+            'job * test_app.Welcome (type email) {"address":"ada"}',
+        ]
+    )
