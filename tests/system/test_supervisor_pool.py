@@ -337,11 +337,13 @@ def test_titles_show_the_pool_and_jobs_but_never_the_dsn(
         def master_title() -> str:
             return running.titles().get(running.pid, "")
 
+        # From its first moment the title is the command line without the password, then
+        # the master's own, set before the app's import ended (which logs "started"): `ps`
+        # during a slow start never shows the DSN's secret.
         wait_for("the master's title", lambda: master_title().startswith("jobq-supervise"))
-        # Set before the app's import ended, which logs "started": `ps` during a slow start
-        # must not show the command line with its DSN.
+        assert secret not in master_title()
+        wait_for("the master's starting title", lambda: "starting" in master_title())
         assert "jobq-supervise started" not in running.log
-        assert "starting" in master_title()
         watch = TitleWatch(running.titles)
         try:
             wait_for_events(journal, "start", timeout=30)
