@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import logging
 import os
 import signal
@@ -116,15 +117,23 @@ def fork(
     # A signal landing between fork and the handler reset would run the master's handler in
     # the child, so handled signals wait until the child has its own dispositions.
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+    # The heap the child inherits goes into the collector's permanent generation: the
+    # child's collections never walk it, so they never write to its pages, which stay
+    # shared with the master instead of being copied into every child (issue 60). The
+    # master takes its heap back at once: frozen there, its garbage would never be freed.
+    gc.freeze()
     try:
         pid = os.fork()
     except OSError:
         # EAGAIN under a pids limit, ENOMEM: an outage the caller waits out, with the
         # master's signals working as before.
+        gc.unfreeze()
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         master_end.close()
         child_end.close()
         raise
+    if pid != 0:
+        gc.unfreeze()
     if pid == 0:
         code = 1
         try:
