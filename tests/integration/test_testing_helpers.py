@@ -36,7 +36,7 @@ class Signup(jobq.Job):
         self.address = address
 
     def handle(self):
-        ON["queue"].enqueue(Welcome(self.address))
+        ON["queue"].enqueue(Welcome(self.address), priority=ON.get("priority", 0))
 
 
 def test_what_was_enqueued(jobq_queue):
@@ -73,6 +73,18 @@ def test_drain_runs_what_is_ready_and_what_it_enqueues(jobq_queue):
     assert refute_enqueued(jobq_queue) is None
 
 
+def test_drain_without_recursion_runs_only_what_was_pending(jobq_queue):
+    ON["queue"], ON["priority"] = jobq_queue, 10  # the welcome is claimed before "bad"
+    jobq_queue.enqueue(Signup("dee"))
+    bad = jobq_queue.enqueue(Welcome("bad"), retry=jobq.RetryPolicy(max_attempts=2))
+    drained = drain(jobq_queue, with_scheduled=True, with_recursion=False)
+    assert (drained.completed, drained.retried) == (1, 1)
+    welcome = assert_enqueued(jobq_queue, Welcome, address="dee")
+    assert (welcome.status, welcome.attempts) == ("pending", 0)
+    assert (jobq_queue.get(bad).status, jobq_queue.get(bad).attempts) == ("pending", 1)
+    assert drain(jobq_queue).completed == 1
+
+
 def test_perform_runs_one_job_as_a_worker_would():
     assert perform(Welcome("ada")) == "sent to ada in attempt 1"
     with pytest.raises(ValueError, match="no such mailbox"):
@@ -80,17 +92,25 @@ def test_perform_runs_one_job_as_a_worker_would():
 """
 
 
-@pytest.mark.databases("sqlite", "postgresql")
-def test_an_applications_suite_uses_the_helpers(
-    pytester: pytest.Pytester, db_kind: str, dsn: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def run_suite(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, db_kind: str, dsn: str, suite: str
+) -> pytest.RunResult:
+    """`suite` as an application's test file, run by pytest in a subprocess on in-memory
+    SQLite, or with JOBQ_TEST_DSN naming the test's PostgreSQL database."""
     if db_kind == "sqlite":
-        monkeypatch.delenv("JOBQ_TEST_DSN", raising=False)  # in-memory
+        monkeypatch.delenv("JOBQ_TEST_DSN", raising=False)
     else:
         monkeypatch.setenv("JOBQ_TEST_DSN", dsn)
-    pytester.makepyfile(test_app=SUITE)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3, failed=2)
+    pytester.makepyfile(test_app=suite)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+
+
+@pytest.mark.databases("sqlite", "postgresql")
+def test_an_applications_suite_uses_the_helpers(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, db_kind: str, dsn: str
+) -> None:
+    result = run_suite(pytester, monkeypatch, db_kind, dsn, SUITE)
+    result.assert_outcomes(passed=4, failed=2)
     result.stdout.fnmatch_lines(
         [
             "*AssertionError: no Welcome(address='bob') was enqueued; enqueued instead: "
