@@ -1,18 +1,21 @@
 """Running jobs in the test's own process, as Oban.Testing's drain_queue and perform_job:
-drain() runs what is ready (and what that enqueues, unless told not to), perform() runs one
-job as a worker would without a queue of the test's."""
+drain() runs what is ready (and what that enqueues, unless told not to), on a Queue or, awaited,
+on an AsyncQueue; perform() runs one job as a worker would without a queue of the test's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import asyncio
+from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from .. import hooks
 from ..job import Job
 from ..queue import Queue
+from ..queue.asynchronous import AsyncQueue
 from ..records import ClaimedJob, Outcome, Status
 from ..retry import RetryPolicy
+from .queues import companion
 from .queues import queue as throwaway
 
 ONCE = RetryPolicy(max_attempts=1)
@@ -42,19 +45,43 @@ class Drained:
             self.errors[job_id] = error
 
 
+@overload
 def drain(
     queue: Queue,
     types: Iterable[str] | str | None = None,
     with_scheduled: bool = False,
     with_recursion: bool = True,
-) -> Drained:
+) -> Drained: ...
+
+
+@overload
+def drain(
+    queue: AsyncQueue,
+    types: Iterable[str] | str | None = None,
+    with_scheduled: bool = False,
+    with_recursion: bool = True,
+) -> Coroutine[Any, Any, Drained]: ...
+
+
+def drain(
+    queue: Queue | AsyncQueue,
+    types: Iterable[str] | str | None = None,
+    with_scheduled: bool = False,
+    with_recursion: bool = True,
+) -> Drained | Coroutine[Any, Any, Drained]:
     """Run every ready job of `types` (all by default) in this process, one at a time, and
     the jobs they enqueue or release, until none is ready. With `with_scheduled`, jobs
     scheduled later (delays, retries' backoff) are made due and run too, until none is left
     pending: a retry policy's every attempt runs without waiting. With `with_recursion`
     False, only one attempt of each job pending when the drain began runs: what those jobs
-    enqueue or release, and their retries, are left pending."""
+    enqueue or release, and their retries, are left pending.
+
+    Given an AsyncQueue (from jobq.testing.async_queue or the jobq_async_queue fixture), it
+    returns a coroutine: `await drain(queue)` runs the jobs, `async def handle` ones on the
+    awaiting event loop."""
     chosen = (types,) if isinstance(types, str) else tuple(types or ())
+    if isinstance(queue, AsyncQueue):
+        return drain_async(companion(queue), chosen, with_scheduled, with_recursion)
     drained = Drained()
     for claim in attempts(queue, chosen, with_scheduled, with_recursion):
         outcome = queue.run(claim)
@@ -92,6 +119,19 @@ def attempts(
                 held.append(claim)
     finally:
         queue.release([(claim.id, claim.token) for claim in held])
+
+
+async def drain_async(
+    queue: Queue, chosen: tuple[str, ...], with_scheduled: bool, with_recursion: bool
+) -> Drained:
+    """drain() on `queue`, the AsyncQueue's companion on the same database, in a thread of
+    its own; the AsyncQueue has no consumer side. A coroutine job is sent back to this event
+    loop, where the connections it may use were opened, while the thread waits for it."""
+    queue._coroutine_loop = asyncio.get_running_loop()
+    try:
+        return await asyncio.to_thread(drain, queue, chosen, with_scheduled, with_recursion)
+    finally:
+        queue._coroutine_loop = None
 
 
 def perform(job: Job) -> Any:
