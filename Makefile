@@ -22,7 +22,7 @@ chaos:
 bench:
 	$(PYTHON) -m bench $(BENCH_ARGS)
 
-# The documentation site at http://127.0.0.1:8000/, rebuilt as pages or the code they render
-# change. Needs the docs extra (pip install -e '.[docs]'; ./scripts/test installs it).
+# The documentation site at http://127.0.0.1:8000/, rebuilt as pages change (after a change to
+# the code, `python -m docs.generate` rewrites the references made from it). Needs the docs extra (pip install -e '.[docs]'; ./scripts/test installs it).
 docs:
 	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs serve

@@ -108,6 +108,10 @@ class Consuming:
     listener: Listener
     lease_duration: float
     hooks: JobHooks | None
+    # The event loop an `async def handle` is sent to, from another thread, instead of one of
+    # its own: jobq.testing's async drain sets the test's, where the connections the job
+    # was given live.
+    _coroutine_loop: asyncio.AbstractEventLoop | None = None
 
     def _consumer(self, operation: str) -> Backend:
         """The backend, once it is known to be fit for a consumer operation."""
@@ -242,9 +246,13 @@ class Consuming:
 
     def _handled(self, claim: ClaimedJob, job: Job, backend: Backend | None = None) -> Handling:
         """The before_job hooks and handle(), its result kept or its error; an `async def
-        handle` outside a concurrent worker runs, frame and all, on a loop of its own."""
+        handle` outside a concurrent worker runs, frame and all, on a loop of its own (or on
+        _coroutine_loop, while this thread waits for it)."""
         if inspect.iscoroutinefunction(job.handle):
-            return asyncio.run(self._awaited(claim, job, backend))
+            awaited = self._awaited(claim, job, backend)
+            if self._coroutine_loop is None:
+                return asyncio.run(awaited)
+            return asyncio.run_coroutine_threadsafe(awaited, self._coroutine_loop).result()
         with self._handling(claim, backend) as handling:
             handling.begin()
             handling.returned(job.handle())

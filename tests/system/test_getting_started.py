@@ -47,19 +47,29 @@ def mask(text: str) -> str:
     return text
 
 
-def shown() -> dict[str, str]:
-    """Each command on the page ("$ ..." in a console block) and the output shown under it."""
-    found: dict[str, str] = {}
+def shown() -> list[tuple[str, str]]:
+    """Each command on the page ("$ ..." in a console block) and the output shown under it,
+    in the page's order: `jobq stats` is shown twice, before the workers run and after."""
+    found: list[tuple[str, str]] = []
     for language, _, body in BLOCK.findall(PAGE):
         if language != "console":
             continue
         for command in re.split(r"^\$ ", body, flags=re.MULTILINE)[1:]:
             line, _, output = command.partition("\n")
-            found[line] = output.rstrip("\n")
+            found.append((line, output.rstrip("\n")))
     return found
 
 
 SHOWN = shown()
+
+
+def command_shown(start: str) -> str:
+    return next(command for command, _ in SHOWN if command.startswith(start))
+
+
+def output_shown(command: str, which: int = 0) -> str:
+    """What the page shows under `command`, the first time (or `which` time) it runs it."""
+    return [output for shown, output in SHOWN if shown == command][which]
 
 
 def run(command: str, cwd: Path) -> str:
@@ -85,9 +95,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def supervised(project: Path) -> Iterator[Supervisor]:
     """The page's first steps, then its jobq-supervise, left running for the rest."""
-    for command in ["jobq migrate", "python enqueue.py"]:
-        assert run(command, project) == SHOWN[command]
-    command = next(c for c in SHOWN if c.startswith("jobq-supervise --app"))
+    for command in ["jobq migrate", "python enqueue.py", "jobq stats"]:
+        assert run(command, project) == output_shown(command)
+    command = command_shown("jobq-supervise --app")
     argv = command.split()
     with supervisor("unused", *argv[1:], command=[str(BIN / argv[0])], cwd=project) as running:
         yield running
@@ -95,9 +105,9 @@ def supervised(project: Path) -> Iterator[Supervisor]:
 
 def test_the_supervisor_runs_the_enqueued_jobs_as_shown(supervised: Supervisor) -> None:
     supervised.wait_for_log("completed", count=3)
-    command = next(c for c in SHOWN if c.startswith("jobq-supervise --app"))
-    expected = pieces(SHOWN[command])
-    assert len(expected) == len(SHOWN[command].splitlines())  # every line shown is compared
+    shown = output_shown(command_shown("jobq-supervise --app"))
+    expected = pieces(shown)
+    assert len(expected) == len(shown.splitlines())  # every line shown is compared
     assert pieces(supervised.log) == expected
 
 
@@ -106,7 +116,7 @@ def test_watching_shows_what_the_page_shows(
     supervised: Supervisor, project: Path, command: str
 ) -> None:
     supervised.wait_for_log("completed", count=3)
-    expected = [out for c, out in SHOWN.items() if c == command][-1]
+    expected = output_shown(command, -1)
     assert mask(run(command, project)) == mask(expected)
 
 
@@ -115,12 +125,12 @@ def test_sigterm_drains_and_stops_as_shown(supervised: Supervisor) -> None:
     before = len(supervised.lines)
     supervised.signal(signal.SIGTERM)
     assert supervised.wait() == 0
-    drain = next(out for c, out in SHOWN.items() if c.startswith("kill -TERM"))
+    drain = output_shown(command_shown("kill -TERM"))
     expected = pieces(drain)
     assert len(expected) == len(drain.splitlines())
     assert pieces("\n".join(supervised.lines[before:])) == expected
 
 
 def test_an_app_out_of_reach_is_refused_as_shown() -> None:
-    command = next(c for c in SHOWN if c.startswith("cd /tmp && "))
-    assert run(command.removeprefix("cd /tmp && "), Path("/tmp")) == SHOWN[command]
+    command = command_shown("cd /tmp && ")
+    assert run(command.removeprefix("cd /tmp && "), Path("/tmp")) == output_shown(command)

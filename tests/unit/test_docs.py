@@ -1,7 +1,7 @@
 """The documentation site's references against the code: the option tables cover every option
 of every command, the metrics table names every metric the supervisor registers, the API page
-every public name of jobq, a marker the build does not know fails it, and every Python example
-on the site parses. The strict build
+every public name of jobq, each generated part of a page is what the code renders today, and
+every Python example on the site parses. The strict build
 is tests/integration/test_docs_site.py; Getting started is run whole by
 tests/system/test_getting_started.py."""
 
@@ -21,7 +21,7 @@ import pytest
 from mkdocs.config import load_config
 
 import jobq
-from docs import hooks
+from docs import generate, hooks
 from jobq.cli.commands import build_parser
 from jobq.cli.ctl import ctl_parser
 from jobq.cli.supervise import supervise_parser
@@ -37,23 +37,37 @@ SUFFIXES = {"counter": "_total", "info": "_info"}
 
 
 def test_the_options_page_covers_every_option_of_every_command() -> None:
-    page = hooks.expand((DOCS / "reference" / "options.md").read_text())
-    commands = {"supervise": hooks.parser_for("supervise"), **hooks.subcommands()}
+    page = (DOCS / "reference" / "options.md").read_text()
+    commands = {"supervise": generate.parser_for("supervise"), **generate.subcommands()}
     for name, parser in commands.items():
         for option in parser.get_default("options"):
             assert f"| `{option.flag}` | `{option.variable}` |" in page, (name, option.flag)
 
 
 def test_the_command_line_page_shows_every_command_s_help() -> None:
-    page = hooks.expand((DOCS / "reference" / "cli.md").read_text())
+    page = (DOCS / "reference" / "cli.md").read_text()
     assert "## `jobq-supervise`" in page
-    for name in hooks.subcommands():
+    for name in generate.subcommands():
         assert f"## `jobq {name}`\n\n```text\nusage: jobq {name}" in page
 
 
-def test_a_marker_the_build_does_not_know_fails_it() -> None:
+@pytest.mark.parametrize("page", generate.pages(), ids=lambda page: page.name)
+def test_every_generated_part_is_what_the_code_renders_today(page: Path) -> None:
+    # The schema's part needs a database: tests/integration/test_docs_site.py checks it.
+    text = page.read_text()
+    assert generate.regenerate(text, skip=generate.NEEDS_DATABASE) == text, (
+        f"{page.name} is stale: run python -m docs.generate"
+    )
+
+
+def test_a_marker_the_generator_does_not_know_fails_it() -> None:
     with pytest.raises(ValueError, match="unknown marker"):
-        hooks.expand("<!-- generated: optoins supervise -->")
+        generate.regenerate("<!-- generated: optoins supervise -->\n<!-- end generated -->")
+
+
+def test_a_generated_part_without_its_end_fails() -> None:
+    with pytest.raises(ValueError, match="without their"):
+        generate.regenerate("<!-- generated: cli -->\n")
 
 
 def registered_metrics() -> dict[str, tuple[str, frozenset[str]]]:
@@ -99,7 +113,7 @@ def test_every_python_example_parses(page: Path) -> None:
 def test_the_api_page_documents_every_public_name() -> None:
     page = (DOCS / "reference" / "api.md").read_text()
     public = [name for name in jobq.__all__ if not name.startswith("__")]
-    assert [name for name in public if f"::: jobq.{name}\n" not in page] == []
+    assert [name for name in public if f"<!-- generated: api {name} -->\n" not in page] == []
 
 
 def test_a_guide_left_out_of_the_nav_still_joins_its_guides_section() -> None:
