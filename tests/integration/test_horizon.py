@@ -3,8 +3,6 @@ while another session holds an old snapshot, on each database."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 import jobq
@@ -13,21 +11,6 @@ from tests.support.jobs import Noop
 
 # Jobs run while the snapshot is held: each leaves rows the held snapshot keeps alive.
 RUN_WHILE_HELD = 20
-
-
-def hold_snapshot(connection: Any, db_kind: str) -> None:
-    """Open a transaction and read, as a report or a dump does: its snapshot is taken."""
-    if db_kind == "postgresql":
-        connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        connection.execute("SELECT count(*) FROM jobq_jobs").fetchone()
-    elif db_kind == "mariadb":
-        with connection.cursor() as cursor:
-            cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            cursor.execute("SELECT count(*) FROM jobq_jobs")
-            cursor.fetchone()
-    else:
-        connection.execute("BEGIN")
-        connection.execute("SELECT count(*) FROM jobq_jobs").fetchone()
 
 
 def run_jobs(queue: jobq.Queue, count: int) -> None:
@@ -43,7 +26,7 @@ def test_a_held_snapshot_shows_as_the_horizon_s_holder_with_its_age_and_backlog(
     run_jobs(queue, 1)
     reader = drivers.connect(dsn, db_kind, autocommit=True)
     try:
-        hold_snapshot(reader, db_kind)
+        drivers.hold_snapshot(reader, db_kind)
         run_jobs(queue, RUN_WHILE_HELD)
         held = queue.horizon()
     finally:

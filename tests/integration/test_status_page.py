@@ -666,20 +666,11 @@ def test_the_overview_names_what_holds_back_the_database_s_cleanup(
     monkeypatch.setattr(web_views, "HORIZON_SHOWN", 0.0)  # a snapshot held for a minute, now
     reader = drivers.connect(dsn, db_kind, autocommit=True)
     try:
-        cursor = reader.cursor()
-        if db_kind == "postgresql":
-            cursor.execute("SELECT pg_backend_pid()")
-            holder = f"pid {cursor.fetchone()[0]} "
-            cursor.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        else:
-            cursor.execute("SELECT CONNECTION_ID()")
-            holder = f"thread {cursor.fetchone()[0]} "
-            cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        cursor.execute("SELECT count(*) FROM jobq_jobs")
-        cursor.fetchone()
+        holder = drivers.hold_snapshot(reader, db_kind)
         html = client.get("/").text
     finally:
         reader.rollback()
         reader.close()
     assert 'id="horizon"' in html, html
+    assert holder is not None
     assert holder in html

@@ -54,3 +54,25 @@ def shorten_lock_waits(connection: Any, db_kind: str) -> None:
     cursor = connection.cursor()
     cursor.execute(SHORT_LOCK_WAITS[db_kind])
     cursor.close()
+
+
+def hold_snapshot(connection: Any, db_kind: str) -> str | None:
+    """Open a transaction on an autocommit connection and read, as a report or a dump does,
+    so that its snapshot holds back the database's cleanup; how Queue.horizon() names this
+    session (None on SQLite, which names no reader)."""
+    cursor = connection.cursor()
+    holder = None
+    if db_kind == "postgresql":
+        cursor.execute("SELECT pg_backend_pid()")
+        holder = f"pid {cursor.fetchone()[0]} "
+        cursor.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    elif db_kind == "mariadb":
+        cursor.execute("SELECT CONNECTION_ID()")
+        holder = f"thread {cursor.fetchone()[0]} "
+        cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+    else:
+        cursor.execute("BEGIN")
+    cursor.execute("SELECT count(*) FROM jobq_jobs")
+    cursor.fetchone()
+    cursor.close()
+    return holder

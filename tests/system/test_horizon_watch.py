@@ -27,17 +27,8 @@ def test_a_session_holding_a_snapshot_is_named_exported_and_its_release_logged(
     try:
         with supervisor(dsn, *FAST, *WATCHING) as running:
             port = metrics_port(running)
-            cursor = reader.cursor()
-            if db_kind == "postgresql":
-                cursor.execute("SELECT pg_backend_pid()")
-                holder = f"pid {cursor.fetchone()[0]} "
-                cursor.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            else:
-                cursor.execute("SELECT CONNECTION_ID()")
-                holder = f"thread {cursor.fetchone()[0]} "
-                cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-            cursor.execute("SELECT count(*) FROM jobq_jobs")
-            cursor.fetchone()
+            holder = drivers.hold_snapshot(reader, db_kind)
+            assert holder is not None
             running.wait_for_log("held back the database's cleanup of dead rows for")
             warning = next(line for line in running.lines if "held back" in line)
             assert holder in warning, warning
