@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 
 from ..listener import Listener
 from ..records import ClaimedJob, Outcome
@@ -33,7 +34,10 @@ class SettlingReporter(Listener):
     def on_settling(self, claim: ClaimedJob) -> None:
         self.mark.set(claim.id, claim.token)
         if self.leftovers.found():
-            end_leftovers(claim, self.leftovers.own)
+            own = self.leftovers.own
+            end_leftovers(
+                claim, lambda: attempt.kill_and_confirm(os.getpid(), LEFTOVERS_CONFIRM, own)
+            )
 
     def on_settled(self, claim: ClaimedJob, outcome: Outcome) -> None:
         self.settled = (claim, outcome)
@@ -44,14 +48,16 @@ class SettlingReporter(Listener):
         return Outcome.FAILED
 
 
-def end_leftovers(claim: ClaimedJob, own: attempt.Processes) -> None:
+def end_leftovers(claim: ClaimedJob, kill: Callable[[], bool]) -> None:
     """Kill what the attempt's job started and left running, before its outcome is recorded:
-    a failed attempt is retried, and its leftovers must not overlap with the retry. The
-    worker's `own` processes, there before the attempt started, are spared."""
+    a failed attempt is retried, and its leftovers must not overlap with the retry. `kill`
+    kills them and says whether they are confirmed gone: a process worker's kills all it
+    started but its own processes, there before the attempt; a concurrent worker's, those
+    traced to the attempt (concurrent/leftovers.py)."""
     log.warning(
         "Job %d left processes running: killing them", claim.id, extra={"event": "leftovers"}
     )
-    if not attempt.kill_and_confirm(os.getpid(), LEFTOVERS_CONFIRM, own):
+    if not kill():
         log.error(
             "Job %d's leftover processes still run after SIGKILL",
             claim.id,

@@ -92,9 +92,6 @@ class InFlight:
         self.threads: dict[int, Attempt] = {}
         self.lock = threading.Lock()
 
-    def __len__(self) -> int:
-        return len(self.attempts)
-
     def __iter__(self) -> Iterator[Attempt]:
         return iter(list(self.attempts.values()))
 

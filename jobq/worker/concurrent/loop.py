@@ -31,6 +31,7 @@ import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TypeVar
 
 from ... import protocol, tracing, wire
@@ -46,7 +47,7 @@ from ..recording import UNACKNOWLEDGED
 from ..recycling import EXIT_STRAYS
 from ..session import DatabaseLost, Session, close_quietly
 from ..settings import WorkerSettings
-from ..settling import SettlingReporter
+from ..settling import SettlingReporter, end_leftovers
 from . import handoff
 from .attempts import handled, is_coroutine
 from .handoff import AttemptLoop, HandOff
@@ -318,19 +319,9 @@ class ConcurrentChild(Child):
             )
             attempt.kill(os.getpid(), spare=self.own)
             os._exit(EXIT_STRAYS)
-        if not pids:
-            return
-        log.warning(
-            "Job %d left processes running: killing them",
-            ended.claim.id,
-            extra={"event": "leftovers"},
-        )
-        if not await loop.run_in_executor(self.reaper, kill_confirmed, pids):
-            log.error(
-                "Job %d's leftover processes still run after SIGKILL",
-                ended.claim.id,
-                extra={"event": "kill_unconfirmed"},
-            )
+        if pids:
+            kill = partial(kill_confirmed, pids)
+            await loop.run_in_executor(self.reaper, end_leftovers, ended.claim, kill)
 
     async def record_and_claim(self, session: Session, size: int) -> list[ClaimedJob]:
         """Record the ended attempts' outcomes and claim `size` jobs for the free slots, in
