@@ -249,11 +249,32 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
     sql_bring_forward: ClassVar[str]
     sql_counts: ClassVar[str]
 
-    def complete(self, job_id: int, token: str, result: str | None = None) -> bool:
+    def complete(
+        self,
+        job_id: int,
+        token: str,
+        result: str | None = None,
+        began: float = 0.0,
+        ended: float = 0.0,
+    ) -> bool:
         """Complete an attempt that still holds its job, with its encoded result, in one
-        statement; its checkpoint goes, its history gains the attempt."""
-        params = {"id": job_id, "token": token, "result": result}
+        statement; its checkpoint goes, its history gains the attempt. `began` and `ended`:
+        how many seconds ago the attempt began (if its claim did not record its start: it
+        waited in its worker's queue) and ended."""
+        params = self.complete_params(job_id, token, result, began, ended)
         return self.execute(self.sql_complete, params) == 1
+
+    def complete_params(
+        self, job_id: int, token: str, result: str | None, began: float, ended: float
+    ) -> dict[str, Any]:
+        """sql_complete's parameters (see complete())."""
+        return {
+            "id": job_id,
+            "token": token,
+            "result": result,
+            "began": self.seconds(began),
+            "ended": self.seconds(ended),
+        }
 
     def completed_by(self, job_id: int, attempt: int, worker: str) -> bool:
         """Whether this attempt, claimed by `worker`, is the one that completed the job: a
@@ -275,15 +296,18 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         delay: float,
         lease_ended_only: bool,
         error_class: str | None = None,
+        began: float | None = None,
     ) -> Status | None:
         """End an attempt that did not complete: requeue it `delay` seconds from now when status
         is pending, else finish it with that status. A requeue that could only start after the
         job's deadline expires it instead. With lease_ended_only, this is maintenance's
         recovery and applies only while the lease has ended. The error (with its exception's
         class, when it was one) is the job's latest, and goes into its history. Returns the
-        job's new status, or None when the attempt no longer owned the job."""
+        job's new status, or None when the attempt no longer owned the job. `began`: how
+        many seconds ago the attempt began, if its claim did not record its start (it waited
+        in its worker's queue); None when it never ran (an expired claim keeps no start)."""
         params = self.settle_params(
-            job_id, token, status, error, delay, lease_ended_only, error_class
+            job_id, token, status, error, delay, lease_ended_only, error_class, began
         )
         row = self.fetchone(self.sql_settle, params)
         return None if row is None else Status(row[0])
@@ -297,8 +321,10 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         delay: float,
         lease_ended_only: bool,
         error_class: str | None = None,
+        began: float | None = None,
     ) -> dict[str, Any]:
         return {
+            "began": None if began is None else self.seconds(began),
             "id": job_id,
             "token": token,
             "status": str(status),

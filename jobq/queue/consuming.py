@@ -363,9 +363,12 @@ class Consuming:
         backend = self._consumer("fail")
         status, delay = next_step(claim.retry, claim.attempt)
         message, kind = describe(error), error_class(error)
+        began = None if claim.began is None else time.monotonic() - claim.began
         settled = backend.retrying(
             "fail",
-            lambda: backend.settle(claim.id, claim.token, status, message, delay, False, kind),
+            lambda: backend.settle(
+                claim.id, claim.token, status, message, delay, False, kind, began
+            ),
         )
         if settled is None and self._end_cancelled(claim, message):
             settled = Status.CANCELLED

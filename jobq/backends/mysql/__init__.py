@@ -24,7 +24,7 @@ from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Steps, every, last_id, value
 from ..workflows import ENDINGS, KEPT
-from .claims import READY, MysqlBatching, claim_select, later
+from .claims import READY, MysqlBatching, ago, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
 from .dsn import connect_args
@@ -308,11 +308,12 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         delay: float,
         lease_ended_only: bool,
         error_class: str | None = None,
+        began: float | None = None,
     ) -> Status | None:
         """The UPDATE and a read of the status it set, in one transaction (the row stays locked,
         so no claim changes it first), which wakes the freed slot's blocked jobs too."""
         params = self.settle_params(
-            job_id, token, status, error, delay, lease_ended_only, error_class
+            job_id, token, status, error, delay, lease_ended_only, error_class, began
         )
         row = None
         with self.transaction():
@@ -325,8 +326,11 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
 
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = {NOW}, finished_at = {NOW}, result = %(result)s, checkpoint = NULL,
-            {logged()}
+            updated_at = {NOW}, finished_at = {ago("ended")}, result = %(result)s,
+            checkpoint = NULL,
+            {logged(began=f"coalesce(attempted_at, {ago('began')})", ended=ago("ended"))},
+            started_at = coalesce(started_at, {ago("began")}),
+            attempted_at = coalesce(attempted_at, {ago("began")})
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND cancel_requested_at IS NULL
     """
@@ -337,7 +341,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
 
     sql_settle = f"""
         UPDATE jobq_jobs SET
-            {logged("%(error)s", "%(error_class)s")},
+            {logged("%(error)s", "%(error_class)s", f"coalesce(attempted_at, {ago('began')})")},
             error_class = %(error_class)s,
             finished_at = CASE
                 WHEN %(status)s = 'pending' AND (deadline IS NULL OR deadline > {later("delay")})
@@ -347,7 +351,9 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
                 WHEN deadline <= {later("delay")} THEN 'expired'
                 ELSE 'pending' END,
             scheduled_at = {later("delay")},
-            token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = {NOW}
+            token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = {NOW},
+            started_at = coalesce(started_at, {ago("began")}),
+            attempted_at = coalesce(attempted_at, {ago("began")})
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND (NOT %(lease_ended_only)s OR lease_until <= {NOW}) AND cancel_requested_at IS NULL
     """

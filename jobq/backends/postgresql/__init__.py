@@ -67,6 +67,11 @@ RENEW_MANY = """
 T = TypeVar("T")
 
 
+# When an attempt that ends began, %(began)s seconds ago by its worker's account: for one
+# that waited in its worker's queue, whose claim left its start unrecorded (claims.py).
+BEGAN = "now() - make_interval(secs => %(began)s::float8)"
+
+
 class PostgresBackend(
     PostgresUniqueness,
     PostgresControls,
@@ -355,7 +360,10 @@ class PostgresBackend(
                     THEN NULL ELSE now() END,
                 scheduled_at = now() + make_interval(secs => %(delay)s),
                 token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now(),
-                error_class = %(error_class)s, {logged("%(error)s", "%(error_class)s")}
+                error_class = %(error_class)s,
+                {logged("%(error)s", "%(error_class)s", began=f"coalesce(attempted_at, {BEGAN})")},
+                started_at = coalesce(started_at, {BEGAN}),
+                attempted_at = coalesce(attempted_at, {BEGAN})
             WHERE id = %(id)s AND token = %(token)s AND {in_progress()}
               AND (NOT %(lease_ended_only)s OR lease_until <= now()) AND cancel_requested_at IS NULL
             RETURNING status, type, scheduled_at <= now() AS ready

@@ -306,8 +306,10 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
 
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = {NOW}, finished_at = {NOW}, result = :result, checkpoint = NULL,
-            {logged()}
+            updated_at = {NOW}, finished_at = {NOW} - :ended, result = :result,
+            checkpoint = NULL, started_at = coalesce(started_at, {NOW} - :began),
+            attempted_at = coalesce(attempted_at, {NOW} - :began),
+            {logged(began=f"coalesce(attempted_at, {NOW} - :began)", ended=f"{NOW} - :ended")}
         WHERE id = :id AND token = :token AND status = 'in_progress'
           AND cancel_requested_at IS NULL
     """
@@ -325,7 +327,10 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
                 THEN NULL ELSE {NOW} END,
             scheduled_at = {NOW} + :delay,
             token = NULL, lease_until = NULL, last_error = :error, updated_at = {NOW},
-            error_class = :error_class, {logged(":error", ":error_class")}
+            error_class = :error_class,
+            {logged(":error", ":error_class", began=f"coalesce(attempted_at, {NOW} - :began)")},
+            started_at = coalesce(started_at, {NOW} - :began),
+            attempted_at = coalesce(attempted_at, {NOW} - :began)
         WHERE id = :id AND token = :token AND status = 'in_progress'
           AND (NOT :lease_ended_only OR lease_until <= {NOW}) AND cancel_requested_at IS NULL
         RETURNING status
