@@ -261,20 +261,18 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         statement; its checkpoint goes, its history gains the attempt. `began` and `ended`:
         how many seconds ago the attempt began (if its claim did not record its start: it
         waited in its worker's queue) and ended."""
-        params = self.complete_params(job_id, token, result, began, ended)
-        return self.execute(self.sql_complete, params) == 1
-
-    def complete_params(
-        self, job_id: int, token: str, result: str | None, began: float, ended: float
-    ) -> dict[str, Any]:
-        """sql_complete's parameters (see complete())."""
-        return {
+        params = {
             "id": job_id,
             "token": token,
             "result": result,
             "began": self.seconds(began),
             "ended": self.seconds(ended),
         }
+        return self.completing(params)
+
+    def completing(self, params: dict[str, Any]) -> bool:
+        """Run sql_complete (see complete())."""
+        return self.execute(self.sql_complete, params) == 1
 
     def completed_by(self, job_id: int, attempt: int, worker: str) -> bool:
         """Whether this attempt, claimed by `worker`, is the one that completed the job: a

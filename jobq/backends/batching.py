@@ -44,14 +44,8 @@ class Batching(ABC):
     def fetchall(self, sql: str, params: Any = None) -> list[Any]: ...
 
     @abstractmethod
-    def complete(
-        self,
-        job_id: int,
-        token: str,
-        result: str | None = None,
-        began: float = 0.0,
-        ended: float = 0.0,
-    ) -> bool: ...
+    def complete(self, *done: Any) -> bool:
+        """Backend.complete: complete(*an Acknowledgement)."""
 
     @abstractmethod
     def to_datetime(self, value: Any) -> datetime: ...

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from pymysql.constants import SERVER_STATUS
 
@@ -113,23 +113,9 @@ class MysqlWorkflows(Workflows):
     lock_rows = " LOCK IN SHARE MODE"
     sql_complete: ClassVar[str]
 
-    if TYPE_CHECKING:  # Backend's, which a stub here would hide (it comes first)
-
-        def complete_params(
-            self, job_id: int, token: str, result: str | None, began: float, ended: float
-        ) -> dict[str, Any]: ...
-
-    def complete(
-        self,
-        job_id: int,
-        token: str,
-        result: str | None = None,
-        began: float = 0.0,
-        ended: float = 0.0,
-    ) -> bool:
+    def completing(self, params: dict[str, Any]) -> bool:
         """The acknowledgement and the endings it recorded, in one transaction: the caller's
         when one is open (an acknowledgement fused with the next claim), else its own."""
-        params = self.complete_params(job_id, token, result, began, ended)
         with self.in_a_transaction():
             done = self.execute(self.sql_complete, params) == 1
             self.apply_endings()
