@@ -86,6 +86,14 @@ class ClaimedJob:
     def completed(self, result: str | None) -> ClaimedJob:
         return self if result is None else dataclasses.replace(self, result=result)
 
+    def timed(self, began: float, ended: float | None = None) -> ClaimedJob:
+        """This attempt, begun and maybe ended at these time.monotonic() readings. A copy of
+        its fields, not dataclasses.replace(): twice an attempt, replace() cost 14 us of a
+        no-op job's 50 (measured on 2 loaded cores), and this 1."""
+        copy = object.__new__(ClaimedJob)
+        copy.__dict__.update(self.__dict__, began=began, ended=ended)
+        return copy
+
     def acknowledged(self, now: float) -> tuple[int, str, str | None, float, float]:
         """What a batched acknowledgement sends of this attempt: its id, token and result,
         and how many seconds before `now` (time.monotonic()) it began and ended. Ages, not

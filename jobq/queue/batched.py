@@ -5,7 +5,6 @@ attempt. jobq-supervise's workers use them for --prefetch (see worker/prefetch.p
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import secrets
 import time
@@ -59,13 +58,13 @@ class BatchConsuming(Consuming):
         failed attempt is acknowledged at once, as run() does, and its outcome returned.
         Either way the attempt carries when it began and ended, for the statement that
         records its end: after the first of a batch, an attempt starts unrecorded."""
-        claim = dataclasses.replace(claim, began=time.monotonic())
+        claim = claim.timed(began := time.monotonic())
         ran = self._run_code(claim)
         if isinstance(ran, Outcome):
             if self.hooks is not None:
                 self.hooks.after_job(claim, ran)
             return ran
-        return dataclasses.replace(ran, ended=time.monotonic())
+        return ran.timed(began, time.monotonic())
 
     def complete_many_and_claim(
         self, claims: Sequence[ClaimedJob], n: int, type: Types = None, queued: bool = False
