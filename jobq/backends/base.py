@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, ClassVar, Self, TypeVar
@@ -462,10 +462,13 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None: ...
 
     @abstractmethod
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
+    def renew_many(
+        self, claims: Sequence[tuple[int, str]], lease: float, started: Mapping[int, float]
+    ) -> Renewal:
         """Extend every (id, token) lease that is still held, in one statement; returns the
         ids that were extended, and which of them an operator asked to cancel. An ended lease
-        is never revived, and none is shortened."""
+        is never revived, and none is shortened. Of the attempts in `started` (job id ->
+        seconds since it started), the start is recorded unless one was already."""
 
     @abstractmethod
     def bound_statements(self, seconds: float) -> None:

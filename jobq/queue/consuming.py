@@ -8,7 +8,7 @@ import inspect
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .. import tracing
 from ..backends.base import Backend
@@ -397,7 +397,9 @@ class Consuming:
         """Extend many attempts' leases in one statement; returns the ids still owned."""
         return self._renewal_round(claims).extended
 
-    def _renewal_round(self, claims: Sequence[tuple[int, str]]) -> Renewal:
+    def _renewal_round(
+        self, claims: Sequence[tuple[int, str]], started: Mapping[int, float] | None = None
+    ) -> Renewal:
         """renew_many(), and which of the attempts it extended an operator cancelled.
 
         This is the supervisor's renewal round: the caller anchors its own deadlines at the
@@ -406,4 +408,5 @@ class Consuming:
         backend = self._consumer("renew")
         if not claims:
             return Renewal(set(), set())
-        return backend.retrying("renew", lambda: backend.renew_many(claims, self.lease_duration))
+        lease = self.lease_duration
+        return backend.retrying("renew", lambda: backend.renew_many(claims, lease, started or {}))

@@ -466,7 +466,13 @@ def test_postgresql_a_renewal_reads_its_own_rows_not_every_attempt_in_progress(
         queue.enqueue_many([Noop() for _ in range(IN_PROGRESS)])
         claims = queue.claim_many(IN_PROGRESS)
     mine = claims[:ACKED]
-    params = {"lease": 60.0, "ids": [c.id for c in mine], "tokens": [c.token for c in mine]}
+    params = {
+        "lease": 60.0,
+        "ids": [c.id for c in mine],
+        "tokens": [c.token for c in mine],
+        # One attempt started since the last round (its start is recorded), the rest not.
+        "ages": [1.0] + [None] * (len(mine) - 1),
+    }
     plan = postgresql_plan(queue, RENEW_MANY, params, analyze=True)
     read = [
         (node["Node Type"], node["Actual Rows"] * node["Actual Loops"])

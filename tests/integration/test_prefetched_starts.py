@@ -134,3 +134,24 @@ def test_a_released_claim_keeps_no_start(queue: jobq.Queue) -> None:
         None,
         None,
     )
+
+
+def test_a_renewal_round_records_the_start_of_a_queued_attempt_once(queue: jobq.Queue) -> None:
+    # The master's round after a queued attempt started: the job reads as running before
+    # its end, and a later round or the attempt's end keeps that start.
+    queue.enqueue_many([Busy() for _ in range(3)])
+    first, started, waiting = queue.claim_many(3, queued=True)
+    held = [(claim.id, claim.token) for claim in (first, started, waiting)]
+    assert queue._renewal_round(held, {started.id: 5.0}).extended == {
+        c.id for c in (first, started, waiting)
+    }
+    running = record(queue, started.id)
+    assert not running.claimed_unstarted
+    assert running.attempted_at is not None
+    assert running.started_at == running.attempted_at
+    claimed_at = record(queue, first.id).attempted_at
+    assert claimed_at is not None
+    assert running.attempted_at < claimed_at  # 5 s before the claim
+    assert record(queue, waiting.id).claimed_unstarted
+    queue._renewal_round(held, {started.id: 1.0})
+    assert record(queue, started.id).attempted_at == running.attempted_at

@@ -416,3 +416,36 @@ def test_a_worker_s_queued_jobs_read_claimed_until_each_runs_with_its_own_times(
         # Each recorded by its own statement, from the database's clock: SQLite's counts
         # milliseconds.
         assert before.finished_at <= after.started_at + timedelta(milliseconds=1), attempts
+
+
+def test_a_long_job_queued_behind_a_short_one_reads_as_running_within_a_renewal_round(
+    dsn: str, tmp_path: Path
+) -> None:
+    """The master's renewal round records the start of a queued attempt that its worker's
+    fence slot says started: a long job does not read as claimed until it ends."""
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        first = queue.enqueue(Sleep(0, str(journal)), priority=10)
+        long = queue.enqueue(Hold(str(journal), str(release)))
+        with supervisor(dsn, "--workers", "1", "--prefetch", "2", *LONG_LEASE) as running:
+            started = wait_for_events(journal, "start", 2)
+            assert [event["job"] for event in started] == [first, long], started
+            # FAST's rounds are a second apart: the next records the start.
+            wait_for(
+                "the long job to read as running",
+                lambda: record(queue, long).attempted_at is not None,
+                timeout=30,
+            )
+            assert record(queue, long).status is Status.IN_PROGRESS
+            assert events(journal, "end", long) == []
+            release.touch()
+            wait_for("the jobs done", partial(all_completed, Observer(dsn), 2), 30)
+            running.signal(signal.SIGTERM)
+            assert running.wait(30) == 0, running.log
+        done = record(queue, long)
+    # The round's start, kept by the acknowledgement (a float in the history's JSON).
+    (entry,) = done.history
+    assert entry.started_at is not None
+    assert done.attempted_at is not None
+    assert abs(entry.started_at - done.attempted_at) < timedelta(milliseconds=1)

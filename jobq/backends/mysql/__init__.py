@@ -8,7 +8,7 @@ locks on the status index and make concurrent claims deadlock. Times are DATETIM
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -273,7 +273,9 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         else:  # MySQL bounds only SELECTs this way; its UPDATEs by the lock wait above
             self.execute("SET SESSION max_execution_time = %s", (max(1, round(seconds * 1000)),))
 
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
+    def renew_many(
+        self, claims: Sequence[tuple[int, str]], lease: float, started: Mapping[int, float]
+    ) -> Renewal:
         """One UPDATE for every claim, then a read of which leases now reach a lease past a
         moment pinned before the UPDATE: exactly the ones this round extended, however long
         the UPDATE waited for its locks. MySQL has no UPDATE … RETURNING to do both at once."""
@@ -282,9 +284,18 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         params: dict[str, Any] = {"lease": self.seconds(lease), "pinned": pinned}
         for i, (job_id, token) in enumerate(claims):
             params[f"id{i}"], params[f"token{i}"] = job_id, token
+        starts = ""
+        if started:
+            began = " ".join(f"WHEN %(sid{i})s THEN {ago(f'sage{i}')}" for i in range(len(started)))
+            for i, (job_id, age) in enumerate(started.items()):
+                params[f"sid{i}"], params[f"sage{i}"] = job_id, self.seconds(age)
+            starts = (
+                f", started_at = coalesce(started_at, CASE id {began} END)"
+                f", attempted_at = coalesce(attempted_at, CASE id {began} END)"
+            )
         self.execute(
             f"""
-            UPDATE jobq_jobs SET lease_until = GREATEST(lease_until, {later("lease")})
+            UPDATE jobq_jobs SET lease_until = GREATEST(lease_until, {later("lease")}){starts}
             WHERE (id, token) IN ({pairs}) AND status = 'in_progress' AND lease_until > {NOW}
             """,
             params,
