@@ -84,14 +84,18 @@ class ClaimedJob:
         )
 
     def completed(self, result: str | None) -> ClaimedJob:
-        return self if result is None else dataclasses.replace(self, result=result)
+        return self if result is None else self.changed(result=result)
 
-    def timed(self, began: float, ended: float | None = None) -> ClaimedJob:
-        """This attempt, begun and maybe ended at these time.monotonic() readings. A copy of
-        its fields, not dataclasses.replace(): twice an attempt, replace() cost 14 us of a
-        no-op job's 50 (measured on 2 loaded cores), and this 1."""
+    def timed(self, began: float, ended: float) -> ClaimedJob:
+        """This attempt, begun and ended at these time.monotonic() readings."""
+        return self.changed(began=began, ended=ended)
+
+    def changed(self, **fields: Any) -> ClaimedJob:
+        """A copy with these fields changed. Not dataclasses.replace(), which runs __init__:
+        on a no-op job's hot path it cost 6 us a call against under 1 (measured on 2 loaded
+        cores), and a batched attempt makes up to two."""
         copy = object.__new__(ClaimedJob)
-        copy.__dict__.update(self.__dict__, began=began, ended=ended)
+        copy.__dict__.update(self.__dict__, **fields)
         return copy
 
     def acknowledged(self, now: float) -> tuple[int, str, str | None, float, float]:

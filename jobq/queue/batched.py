@@ -58,8 +58,8 @@ class BatchConsuming(Consuming):
         failed attempt is acknowledged at once, as run() does, and its outcome returned.
         Either way the attempt carries when it began and ended, for the statement that
         records its end: after the first of a batch, an attempt starts unrecorded."""
-        claim = claim.timed(began := time.monotonic())
-        ran = self._run_code(claim)
+        began = time.monotonic()
+        ran = self._run_code(claim, began)
         if isinstance(ran, Outcome):
             if self.hooks is not None:
                 self.hooks.after_job(claim, ran)

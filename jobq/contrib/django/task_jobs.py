@@ -39,6 +39,7 @@ class StartedResults(Protocol):
 
     def started_result(self, claim: ClaimedJob) -> TaskResult[Any, Any]: ...
 
+
 # The tasks this process's application defines, by module path.
 DEFINED: dict[str, Task[Any, Any]] = {}
 

@@ -8,8 +8,7 @@ import asyncio
 import dataclasses
 import re
 import threading
-import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from inspect import iscoroutinefunction
 from typing import Any, cast
 
@@ -142,11 +141,10 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
     def started_result(self, claim: ClaimedJob) -> TaskResult[Any, Any]:
         """The result as the attempt `claim` starts (for task_started and the TaskContext):
         RUNNING, though an attempt that waited in its worker's queue has its start recorded
-        only with its end (see jobq's prefetch guide): this one began `claim.began`."""
+        only with its end (see jobq's prefetch guide): this one begins now, as its task does."""
         record = self.record_of(str(claim.id))
         if record.claimed_unstarted:
-            ago = 0.0 if claim.began is None else time.monotonic() - claim.began
-            began = datetime.now(UTC) - timedelta(seconds=ago)
+            began = datetime.now(UTC)
             record = dataclasses.replace(
                 record, attempted_at=began, started_at=record.started_at or began
             )
