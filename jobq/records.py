@@ -84,13 +84,13 @@ class ClaimedJob:
         )
 
     def completed(self, result: str | None) -> ClaimedJob:
-        return self if result is None else self.changed(result=result)
+        return self if result is None else self._changed(result=result)
 
     def timed(self, began: float, ended: float) -> ClaimedJob:
         """This attempt, begun and ended at these time.monotonic() readings."""
-        return self.changed(began=began, ended=ended)
+        return self._changed(began=began, ended=ended)
 
-    def changed(self, **fields: Any) -> ClaimedJob:
+    def _changed(self, **fields: Any) -> ClaimedJob:
         """A copy with these fields changed. Not dataclasses.replace(), which runs __init__:
         on a no-op job's hot path it cost 6 us a call against under 1 (measured on 2 loaded
         cores), and a batched attempt makes up to two."""
