@@ -12,6 +12,7 @@ import pytest
 
 import jobq
 from jobq.attempt_log import AttemptEntry
+from jobq.backends.rows import ACK_PRECISION
 from jobq.records import JobRecord
 
 pytestmark = pytest.mark.lease(60)
@@ -22,12 +23,13 @@ CLOCK_STEP = timedelta(milliseconds=1)
 
 class Busy(jobq.Job):
     """Works a little while: long enough that the database's clock, in SQLite to the
-    millisecond, tells one attempt's end from the next one's start."""
+    millisecond, tells one attempt's end from the next one's start, and that a batch of them
+    is acknowledged with each attempt's own times (ACK_PRECISION)."""
 
     type = "busy"
 
     def handle(self) -> None:
-        time.sleep(0.02)
+        time.sleep(ACK_PRECISION + 0.01)
 
 
 class Broken(Busy):

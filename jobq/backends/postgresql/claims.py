@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 from ...records import Claims
 from ..batching import Batching, in_picked_order
 from ..leases import expiry
-from ..rows import REFUSED, Acknowledgement, Refused, Runner
+from ..rows import ACK_PRECISION, REFUSED, Acknowledgement, Refused, Runner
 from ..shapes import CLAIM_COLUMNS, earliest, type_params
 from .limits import KEY_LOCK_CLASS, key_hash
 from .results import logged
@@ -173,8 +173,9 @@ def claim_many_statement(type_count: int) -> str:
 
 def acked_ago(index: int) -> str:
     """The moment a number of microseconds ago, the `index`-th element of the row's entry in
-    %(acked)s (see acknowledged())."""
-    return f"now() - (%(acked)s -> d.id::text ->> {index})::bigint * interval '1 microsecond'"
+    %(acked)s, or now() for a batch sent without times (see acknowledged())."""
+    entry = f"(%(acked)s -> d.id::text ->> {index})::bigint"
+    return f"CASE WHEN %(timed)s THEN now() - {entry} * interval '1 microsecond' ELSE now() END"
 
 
 # When a batch's completed attempt began (unless its claim recorded its start: the first of
@@ -215,21 +216,27 @@ def complete_many_and_claim_statement(type_count: int) -> str:
 
 def acknowledged(done: Iterable[Acknowledgement]) -> dict[str, Any]:
     """The parameters of a batched acknowledgement's attempts: their ids, and each one's
-    token, result, and microseconds since it began and ended in a JSON object keyed by id,
-    where each row the statement completes finds its own. Three parallel arrays needed a join
-    of their rows with the jobs', whose method followed the estimated number of
-    acknowledgements: a generic plan, reckoning ten, walked all of them for each row completed
-    (8 of 10 ms for 150 acknowledgements, measured). Whole microseconds, not seconds: JSON
-    writes a float at four times an integer's cost, about 1.4 us a job more (measured)."""
+    token, result, and microseconds since it began and ended (unless the whole batch ran
+    within ACK_PRECISION) in a JSON object keyed by id, where each row the statement completes
+    finds its own. Three parallel arrays needed a join of their rows with the jobs', whose
+    method followed the estimated number of acknowledgements: a generic plan, reckoning ten,
+    walked all of them for each row completed (8 of 10 ms for 150 acknowledgements,
+    measured). Whole microseconds, not seconds: JSON writes a float at four times an
+    integer's cost, about 1.4 us a job more (measured)."""
     attempts = list(done)
+    timed = max((began for *_, began, _ in attempts), default=0.0) >= ACK_PRECISION
+    acked = (
+        {
+            str(job_id): [token, result, int(began * 1e6), int(ended * 1e6)]
+            for job_id, token, result, began, ended in attempts
+        }
+        if timed
+        else {str(job_id): [token, result] for job_id, token, result, *_ in attempts}
+    )
     return {
         "ids": numbers(job_id for job_id, *_ in attempts),
-        "acked": Jsonb(
-            {
-                str(job_id): [token, result, int(began * 1e6), int(ended * 1e6)]
-                for job_id, token, result, began, ended in attempts
-            }
-        ),
+        "acked": Jsonb(acked),
+        "timed": timed,
     }
 
 
