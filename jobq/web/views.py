@@ -336,6 +336,13 @@ def moment(value: datetime | None) -> str:
     return NOTHING if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def shown_status(record: JobRecord) -> str:
+    """A job's status as the pages show it: one claimed that waits in its worker's queue
+    behind the jobs claimed with it is not running yet, and reads as claimed."""
+    return "claimed" if record.claimed_unstarted else str(record.status)
+
+
 def add_filters(templates: Environment) -> None:
     templates.filters["duration"] = duration
     templates.filters["moment"] = moment
+    templates.filters["status"] = shown_status

@@ -8,7 +8,7 @@ locks on the status index and make concurrent claims deadlock. Times are DATETIM
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +24,7 @@ from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Steps, every, last_id, value
 from ..workflows import ENDINGS, KEPT
-from .claims import READY, MysqlBatching, claim_select, later
+from .claims import READY, MysqlBatching, ago, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
 from .dsn import connect_args
@@ -273,7 +273,9 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         else:  # MySQL bounds only SELECTs this way; its UPDATEs by the lock wait above
             self.execute("SET SESSION max_execution_time = %s", (max(1, round(seconds * 1000)),))
 
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
+    def renew_many(
+        self, claims: Sequence[tuple[int, str]], lease: float, started: Mapping[int, float]
+    ) -> Renewal:
         """One UPDATE for every claim, then a read of which leases now reach a lease past a
         moment pinned before the UPDATE: exactly the ones this round extended, however long
         the UPDATE waited for its locks. MySQL has no UPDATE … RETURNING to do both at once."""
@@ -282,9 +284,18 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         params: dict[str, Any] = {"lease": self.seconds(lease), "pinned": pinned}
         for i, (job_id, token) in enumerate(claims):
             params[f"id{i}"], params[f"token{i}"] = job_id, token
+        starts = ""
+        if started:
+            began = " ".join(f"WHEN %(sid{i})s THEN {ago(f'sage{i}')}" for i in range(len(started)))
+            for i, (job_id, age) in enumerate(started.items()):
+                params[f"sid{i}"], params[f"sage{i}"] = job_id, self.seconds(age)
+            starts = (
+                f", started_at = coalesce(started_at, CASE id {began} END)"
+                f", attempted_at = coalesce(attempted_at, CASE id {began} END)"
+            )
         self.execute(
             f"""
-            UPDATE jobq_jobs SET lease_until = GREATEST(lease_until, {later("lease")})
+            UPDATE jobq_jobs SET lease_until = GREATEST(lease_until, {later("lease")}){starts}
             WHERE (id, token) IN ({pairs}) AND status = 'in_progress' AND lease_until > {NOW}
             """,
             params,
@@ -308,11 +319,12 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         delay: float,
         lease_ended_only: bool,
         error_class: str | None = None,
+        began: float | None = None,
     ) -> Status | None:
         """The UPDATE and a read of the status it set, in one transaction (the row stays locked,
         so no claim changes it first), which wakes the freed slot's blocked jobs too."""
         params = self.settle_params(
-            job_id, token, status, error, delay, lease_ended_only, error_class
+            job_id, token, status, error, delay, lease_ended_only, error_class, began
         )
         row = None
         with self.transaction():
@@ -325,8 +337,11 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
 
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = {NOW}, finished_at = {NOW}, result = %(result)s, checkpoint = NULL,
-            {logged()}
+            updated_at = {NOW}, finished_at = {ago("ended")}, result = %(result)s,
+            checkpoint = NULL,
+            {logged(began=f"coalesce(attempted_at, {ago('began')})", ended=ago("ended"))},
+            started_at = coalesce(started_at, {ago("began")}),
+            attempted_at = coalesce(attempted_at, {ago("began")})
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND cancel_requested_at IS NULL
     """
@@ -337,7 +352,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
 
     sql_settle = f"""
         UPDATE jobq_jobs SET
-            {logged("%(error)s", "%(error_class)s")},
+            {logged("%(error)s", "%(error_class)s", f"coalesce(attempted_at, {ago('began')})")},
             error_class = %(error_class)s,
             finished_at = CASE
                 WHEN %(status)s = 'pending' AND (deadline IS NULL OR deadline > {later("delay")})
@@ -347,7 +362,9 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
                 WHEN deadline <= {later("delay")} THEN 'expired'
                 ELSE 'pending' END,
             scheduled_at = {later("delay")},
-            token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = {NOW}
+            token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = {NOW},
+            started_at = coalesce(started_at, {ago("began")}),
+            attempted_at = coalesce(attempted_at, {ago("began")})
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND (NOT %(lease_ended_only)s OR lease_until <= {NOW}) AND cancel_requested_at IS NULL
     """

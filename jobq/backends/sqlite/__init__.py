@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -275,10 +275,15 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         """In-process: a statement ends with the process that runs it, when the renewer is
         killed; there is no server to run it on."""
 
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
+    def renew_many(
+        self, claims: Sequence[tuple[int, str]], lease: float, started: Mapping[int, float]
+    ) -> Renewal:
+        began = f"{NOW} - json_extract(:started, '$.\"' || id || '\"')"
         rows = self.fetchall(
             f"""
-            UPDATE jobq_jobs SET lease_until = max(lease_until, {NOW} + :lease)
+            UPDATE jobq_jobs SET lease_until = max(lease_until, {NOW} + :lease),
+                started_at = coalesce(started_at, {began}),
+                attempted_at = coalesce(attempted_at, {began})
             WHERE status = 'in_progress' AND lease_until > {NOW}
               AND (id, token) IN (
                   SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
@@ -286,7 +291,11 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
               )
             RETURNING id, cancel_requested_at IS NOT NULL
             """,
-            {"lease": lease, "claims": json.dumps([list(claim) for claim in claims])},
+            {
+                "lease": lease,
+                "claims": json.dumps([list(claim) for claim in claims]),
+                "started": json.dumps({str(job_id): age for job_id, age in started.items()}),
+            },
         )
         return Renewal({int(row[0]) for row in rows}, {int(row[0]) for row in rows if row[1]})
 
@@ -306,8 +315,10 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
 
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = {NOW}, finished_at = {NOW}, result = :result, checkpoint = NULL,
-            {logged()}
+            updated_at = {NOW}, finished_at = {NOW} - :ended, result = :result,
+            checkpoint = NULL, started_at = coalesce(started_at, {NOW} - :began),
+            attempted_at = coalesce(attempted_at, {NOW} - :began),
+            {logged(began=f"coalesce(attempted_at, {NOW} - :began)", ended=f"{NOW} - :ended")}
         WHERE id = :id AND token = :token AND status = 'in_progress'
           AND cancel_requested_at IS NULL
     """
@@ -325,7 +336,10 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
                 THEN NULL ELSE {NOW} END,
             scheduled_at = {NOW} + :delay,
             token = NULL, lease_until = NULL, last_error = :error, updated_at = {NOW},
-            error_class = :error_class, {logged(":error", ":error_class")}
+            error_class = :error_class,
+            {logged(":error", ":error_class", began=f"coalesce(attempted_at, {NOW} - :began)")},
+            started_at = coalesce(started_at, {NOW} - :began),
+            attempted_at = coalesce(attempted_at, {NOW} - :began)
         WHERE id = :id AND token = :token AND status = 'in_progress'
           AND (NOT :lease_ended_only OR lease_until <= {NOW}) AND cancel_requested_at IS NULL
         RETURNING status
