@@ -254,18 +254,19 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         job_id: int,
         token: str,
         result: str | None = None,
-        began: float = 0.0,
+        began: float | None = None,
         ended: float = 0.0,
     ) -> bool:
         """Complete an attempt that still holds its job, with its encoded result, in one
         statement; its checkpoint goes, its history gains the attempt. `began` and `ended`:
         how many seconds ago the attempt began (if its claim did not record its start: it
-        waited in its worker's queue) and ended."""
+        waited in its worker's queue; None for a start nobody knows, which stays unknown)
+        and ended."""
         params = {
             "id": job_id,
             "token": token,
             "result": result,
-            "began": self.seconds(began),
+            "began": None if began is None else self.seconds(began),
             "ended": self.seconds(ended),
         }
         return self.completing(params)
