@@ -16,7 +16,7 @@ from typing import Any
 import pymysql
 from pymysql.constants import CLIENT, SERVER_STATUS
 
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, InstallLockTimeout
 from ...records import ClaimedJob, Status
 from ..base import Backend, bring_forward, work_left
 from ..limits import REFUSALS
@@ -42,6 +42,10 @@ BY_ID = "FROM jobq_jobs WHERE id = %(id)s"
 BEGIN = ("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "BEGIN")
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
 TRANSIENT_ERRORS = {1213, 1205}
+# Taken by every install and migration script of a database: concurrent ones queue up, for
+# as long as a migration of a large table may take.
+INSTALL_LOCK = "SELECT GET_LOCK('jobq_install', 600)"
+INSTALL_UNLOCK = "SELECT RELEASE_LOCK('jobq_install')"
 
 INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
@@ -145,11 +149,21 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
 
     @contextmanager
     def install_lock(self) -> Iterator[None]:
-        self.execute("SELECT GET_LOCK('jobq_install', 60)")
+        if self.fetchone(INSTALL_LOCK)[0] != 1:
+            raise InstallLockTimeout(
+                "another jobq migration has held this database's install lock for 10 minutes: "
+                "let it finish (or end the session holding GET_LOCK('jobq_install')), then "
+                "run `jobq migrate` again"
+            )
         try:
             yield
         finally:
-            self.execute("SELECT RELEASE_LOCK('jobq_install')")
+            self.execute(INSTALL_UNLOCK)
+
+    # DDL commits as it goes on MySQL: the lock, not a transaction, keeps scripts apart.
+    script_begin = (INSTALL_LOCK,)
+    script_end = (INSTALL_UNLOCK,)
+    script_delimiter = "$$"
 
     sql_create_versions = "CREATE TABLE IF NOT EXISTS jobq_schema (version INT NOT NULL)"
     sql_versions_exist = (

@@ -68,6 +68,9 @@ RENEW_MANY = """
 
 T = TypeVar("T")
 
+# Taken by every install and migration script of a database: concurrent ones queue up.
+INSTALL_LOCK = "SELECT pg_advisory_xact_lock(4242001)"
+
 
 # When an attempt that ends began, %(began)s seconds ago by its worker's account: for one
 # that waited in its worker's queue, whose claim left its start unrecorded (claims.py).
@@ -218,8 +221,11 @@ class PostgresBackend(
         # transaction pooler a session-level lock and its unlock may reach different server
         # connections, and the lock would stay held on one of them for good.
         with self.connection.transaction():
-            self.execute("SELECT pg_advisory_xact_lock(4242001)")
+            self.execute(INSTALL_LOCK)
             yield
+
+    script_begin = ("BEGIN", INSTALL_LOCK)
+    script_end = ("COMMIT",)
 
     sql_create_versions = "CREATE TABLE IF NOT EXISTS jobq_schema (version integer NOT NULL)"
     sql_versions_exist = "SELECT to_regclass('jobq_schema') IS NOT NULL"

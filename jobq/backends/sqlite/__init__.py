@@ -173,6 +173,9 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         self.connection.execute("COMMIT")
 
     install_lock = transaction
+    # As transaction(): the write lock, taken at BEGIN, keeps scripts and installs apart.
+    script_begin = ("BEGIN IMMEDIATE",)
+    script_end = ("COMMIT",)
 
     sql_create_versions = "CREATE TABLE IF NOT EXISTS jobq_schema (version INTEGER NOT NULL)"
     sql_versions_exist = (
