@@ -13,6 +13,16 @@ class Footprint:
     processes: int
     rss: int
     pss: int
+    uss: int
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A system's memory over a run: each sum's largest and median over the samples."""
+
+    peak: Footprint
+    median: Footprint
+    samples: int
 
 
 @dataclass
@@ -43,7 +53,7 @@ class Drain:
     client_cpu: float | None = None  # every process of the system under test
     master_cpu: float | None = None  # jobq-supervise's master alone
     db_cpu: float | None = None  # the database server (PostgreSQL only)
-    memory: Footprint | None = None  # the system's largest summed RSS while it ran
+    memory: Memory | None = None  # the system's summed RSS, PSS and USS while it ran
 
     def per_job_ms(self, seconds: float | None) -> str:
         if seconds is None or self.window_jobs == 0:

@@ -11,7 +11,7 @@ from ..harness.context import Bench
 from ..harness.results import Drain, Latency
 from ..measures import iobound, prefetch, scale
 from ..measures.latency import percentile
-from . import cost
+from . import cost, footprint
 from .chart import plot
 from .tables import fmt_rate, markdown_table, ms, table_rows
 from .verdicts import explanations, targets
@@ -46,6 +46,7 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
         *profiles(bench),
         *prefetch.markdown(bench.drains, bench.recoveries, s.prefetch_jobs, s.workers),
         *iobound.markdown(bench.io_drains, s.io_jobs),
+        *footprint.markdown([*bench.drains, *bench.io_drains, *bench.scale_drains]),
         *at_scale(bench),
         # Earlier runs, kept by hand: the before and after of each change a profile led to.
         BEFORE_AFTER.read_text().strip(),
