@@ -25,6 +25,46 @@ class Memory:
     samples: int
 
 
+@dataclass(frozen=True)
+class Role:
+    """The processes of one role in a supervisor's tree (the master, a helper, the workers),
+    the median of their summed memory over a window."""
+
+    role: str
+    memory: Footprint
+
+
+@dataclass
+class NodeFootprint:
+    """An idle `jobq-supervise --workers N`, every process of it read by role."""
+
+    workers: int
+    roles: list[Role]
+    samples: int
+    note: str = ""
+
+    @property
+    def total(self) -> Footprint:
+        return Footprint(*(sum(getattr(r.memory, f) for r in self.roles)
+                           for f in ("processes", "rss", "pss", "uss")))  # fmt: skip
+
+
+@dataclass
+class InFlight:
+    """One worker's memory with `at_once` attempts in flight against none, at --concurrency
+    `at_once` (medians over a window each)."""
+
+    at_once: int
+    running: int
+    idle: Footprint
+    busy: Footprint
+    note: str = ""
+
+    @property
+    def per_attempt_uss(self) -> float:
+        return (self.busy.uss - self.idle.uss) / max(self.running, 1)
+
+
 @dataclass
 class Drain:
     """One drain of `jobs` preloaded no-op jobs by `workers` processes (or pgbench clients).

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..harness.context import Bench
 from ..harness.results import Drain, Latency
+from ..measures import footprint as node_footprint
 from ..measures import iobound, prefetch, scale
 from ..measures.latency import percentile
 from . import cost, footprint
@@ -47,6 +48,7 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
         *prefetch.markdown(bench.drains, bench.recoveries, s.prefetch_jobs, s.workers),
         *iobound.markdown(bench.io_drains, s.io_jobs),
         *footprint.markdown([*bench.drains, *bench.io_drains, *bench.scale_drains]),
+        *node_footprint.markdown(bench.idle_nodes, bench.in_flight),
         *at_scale(bench),
         # Earlier runs, kept by hand: the before and after of each change a profile led to.
         BEFORE_AFTER.read_text().strip(),
