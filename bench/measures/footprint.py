@@ -176,17 +176,25 @@ def node_table(nodes: list[NodeFootprint]) -> list[str]:
 
 
 def in_flight_table(found: list[InFlight]) -> list[str]:
+    """One row per N; 'since the last N': the growth from the row above over the attempts
+    added, which is flat when each attempt costs the same however many run."""
     lines = [
         "| attempts in flight | running | worker USS MiB idle | with them | per attempt KiB "
-        "| worker PSS MiB idle | with them | note |",
-        "|---|---|---|---|---|---|---|---|",
+        "| since the last N, KiB per attempt | worker PSS MiB idle | with them | note |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    previous: InFlight | None = None
     for f in found:
+        since = "-"
+        if previous is not None and f.running > previous.running:
+            grown = (f.busy.uss - previous.busy.uss) / (f.running - previous.running)
+            since = f"{grown / 1024:,.1f}"
         lines.append(
             f"| {f.at_once} | {f.running} | {mib(f.idle.uss)} | {mib(f.busy.uss)} "
-            f"| {f.per_attempt_uss / 1024:,.1f} | {mib(f.idle.pss)} | {mib(f.busy.pss)} "
-            f"| {f.note} |"
+            f"| {f.per_attempt_uss / 1024:,.1f} | {since} | {mib(f.idle.pss)} "
+            f"| {mib(f.busy.pss)} | {f.note} |"
         )
+        previous = f
     return lines
 
 

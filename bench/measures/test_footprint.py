@@ -28,7 +28,9 @@ def test_an_idle_node_is_judged_on_its_summed_pss() -> None:
 
 def test_memory_per_attempt_is_the_workers_growth_over_the_attempts_running() -> None:
     flight = InFlight(100, 100, Footprint(1, 0, 0, 8 * MIB), Footprint(1, 0, 0, 9 * MIB))
+    more = InFlight(200, 200, Footprint(1, 0, 0, 8 * MIB), Footprint(1, 0, 0, 10 * MIB))
     assert flight.per_attempt_uss == MIB / 100
-    lines = markdown([], [flight])
-    assert "| 100 | 100 | 8.0 | 9.0 | 10.2 |" in "\n".join(lines)
+    table = "\n".join(markdown([], [flight, more]))
+    assert "| 100 | 100 | 8.0 | 9.0 | 10.2 | - |" in table
+    assert "| 200 | 200 | 8.0 | 10.0 | 10.2 | 10.2 |" in table
     assert markdown([], []) == []
