@@ -81,9 +81,14 @@ def tree_pids(roots: list[int]) -> list[int]:
     return pids
 
 
+def processes_memory(pids: Iterable[int]) -> Footprint:
+    """RSS, PSS and USS summed over the processes of `pids` still alive."""
+    return footprint(m for pid in pids if (m := process_memory(pid)) is not None)
+
+
 def tree_memory(roots: list[int]) -> Footprint:
     """RSS, PSS and USS summed over every live process under `roots`."""
-    return footprint(m for pid in tree_pids(roots) if (m := process_memory(pid)) is not None)
+    return processes_memory(tree_pids(roots))
 
 
 class PeakMemory:

@@ -149,6 +149,9 @@ class MasterLoad:
     rounds_expected: float
     in_progress: int
     note: str = ""
+    # The largest of each sum over the window: the master alone, and its three helpers.
+    master_memory: Footprint | None = None
+    helpers_memory: Footprint | None = None
 
 
 @dataclass

@@ -20,7 +20,7 @@ import psutil
 from ..harness.app import AsyncHold
 from ..harness.context import REPO, Bench
 from ..harness.jobqdb import JobqDb, supervise_cmd
-from ..harness.memory import MIB, footprint, process_memory, summary
+from ..harness.memory import MIB, processes_memory, summary
 from ..harness.results import Footprint, InFlight, NodeFootprint, Role
 
 IDLE_WORKERS = (2, 8)  # --workers of the idle nodes; the issue's target is at 8
@@ -82,10 +82,7 @@ def wait(what: Callable[[], bool], within: float) -> bool:
 
 def sample_roles(master: int) -> dict[str, Footprint]:
     """Each role's processes, summed, now."""
-    found = {}
-    for role, pids in by_role(master).items():
-        found[role] = footprint(m for pid in pids if (m := process_memory(pid)) is not None)
-    return found
+    return {role: processes_memory(pids) for role, pids in by_role(master).items()}
 
 
 def medians(master: int) -> tuple[dict[str, Footprint], int]:
