@@ -21,6 +21,7 @@ from .harness.servers import MariadbServer, PostgresServer
 from .measures import (
     drain,
     floor,
+    footprint,
     iobound,
     key_limits,
     latency,
@@ -183,6 +184,8 @@ def run(bench: Bench) -> None:
         other_databases(bench)
     if "scale" in s.sections:
         at_scale(bench, dsn)
+    if "footprint" in s.sections:
+        footprints(bench, dsn)
 
 
 def start_postgres(bench: Bench) -> str:
@@ -398,3 +401,22 @@ def at_scale(bench: Bench, dsn: str) -> None:
         for r in rates or []:
             bench.enqueue_rates.append(r)
             bench.say(f"{database} {r.method}: {r.rate:,.0f} jobs/s ({r.jobs:,} jobs)")
+
+
+def footprints(bench: Bench, dsn: str) -> None:
+    """Idle nodes by role, then one worker's memory per attempt in flight."""
+    for w in footprint.IDLE_WORKERS:
+        node = attempt(bench, f"idle node W={w}", partial(footprint.idle_node, bench, dsn, w))
+        if node is not None:
+            bench.idle_nodes.append(node)
+            t = node.total
+            bench.say(
+                f"idle node W={w}: PSS {footprint.mib(t.pss)} MiB, USS {footprint.mib(t.uss)} "
+                f"MiB over {t.processes} processes {node.note}"
+            )
+    for n in footprint.AT_ONCE:
+        found = attempt(bench, f"{n} in flight", partial(footprint.in_flight, bench, dsn, n))
+        if found is not None:
+            bench.in_flight.append(found)
+            per = found.per_attempt_uss / 1024
+            bench.say(f"{n} in flight: {per:.1f} KiB USS per attempt {found.note}")

@@ -12,8 +12,10 @@ from .procs import Processes
 from .results import (
     Drain,
     EnqueueRate,
+    InFlight,
     Latency,
     MasterLoad,
+    NodeFootprint,
     Profile,
     Recovery,
     RenewalRound,
@@ -27,7 +29,7 @@ REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parents[2])
 SECTIONS = (
     "drain", "limit", "peers", "prefetch", "iobound", "latency", "limits", "pools", "renewal",
     "other-dbs",
-    "profile", "scale",
+    "profile", "scale", "footprint",
 )  # fmt: skip
 
 
@@ -88,6 +90,8 @@ class Bench:
     enqueue_rates: list[EnqueueRate] = field(default_factory=list)
     recoveries: list[Recovery] = field(default_factory=list)
     io_drains: list[Drain] = field(default_factory=list)
+    idle_nodes: list[NodeFootprint] = field(default_factory=list)
+    in_flight: list[InFlight] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     server_settings: dict[str, dict[str, str]] = field(default_factory=dict)
