@@ -21,6 +21,7 @@ from .harness.servers import MariadbServer, PostgresServer
 from .measures import (
     drain,
     floor,
+    horizon,
     iobound,
     key_limits,
     latency,
@@ -149,7 +150,7 @@ def wanted_peers(sections: set[str]) -> tuple[type[Peer], ...]:
     """The peers to set up: all for their own sections, pgqueuer alone for prefetch's."""
     if sections & {"peers", "latency", "iobound"}:
         return PEERS
-    return (Pgqueuer,) if "prefetch" in sections else ()
+    return (Pgqueuer,) if sections & {"prefetch", "horizon"} else ()
 
 
 def run(bench: Bench) -> None:
@@ -169,6 +170,8 @@ def run(bench: Bench) -> None:
             latencies(bench, dsn, peers)
         if "pools" in s.sections:
             pooled(bench, dsn)
+        if "horizon" in s.sections:
+            held(bench, dsn, peers)
     finally:
         for peer, _ in peers:
             peer.close()
@@ -283,6 +286,17 @@ def latencies(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
             bench.latencies.append(lat)
             p50, p99 = (tables.ms(latency.percentile(lat.samples, q)) for q in (50, 99))
             bench.say(f"latency {lat.system}: p50 {p50}, p99 {p99} {lat.note}")
+
+
+def held(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
+    """Drains behind a held snapshot, jobq's and pgqueuer's in turn (measures/horizon.py)."""
+    s = bench.settings
+    pgq = next((p for p, _ in peers if isinstance(p, Pgqueuer)), None)
+    rounds = partial(
+        horizon.section, bench, dsn, pgq, s.horizon_workers, s.horizon_jobs, s.horizon_rounds,
+        partial(attempt, bench),
+    )  # fmt: skip
+    bench.held_rounds = attempt(bench, "held snapshot rounds", rounds) or []
 
 
 def pooled(bench: Bench, dsn: str) -> None:

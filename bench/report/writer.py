@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..harness.context import Bench
 from ..harness.results import Drain, Latency
-from ..measures import iobound, prefetch, scale
+from ..measures import horizon, iobound, prefetch, scale
 from ..measures.latency import percentile
 from . import cost
 from .chart import plot
@@ -47,6 +47,7 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
         *prefetch.markdown(bench.drains, bench.recoveries, s.prefetch_jobs, s.workers),
         *iobound.markdown(bench.io_drains, s.io_jobs),
         *at_scale(bench),
+        *horizon.markdown(bench.held_rounds, s.horizon_jobs, s.horizon_workers),
         # Earlier runs, kept by hand: the before and after of each change a profile led to.
         BEFORE_AFTER.read_text().strip(),
         "",
