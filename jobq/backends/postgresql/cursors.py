@@ -59,6 +59,12 @@ REWALK = (
 TYPED = "type = job_type"
 UNPAUSED = f"{ANY_TYPE} AND NOT EXISTS (SELECT FROM jobq_paused p WHERE p.type = jobq_jobs.type)"
 
+# A schedule in the cursor's setting, as whole microseconds since the epoch, and back: exact,
+# and read the same whatever the session's DateStyle and TimeZone (a pooler may hand the
+# setting to another client's session). Below 2^53, so the interval's product is exact.
+MICROSECONDS = "(extract(epoch FROM {at}) * 1000000)::bigint"
+AT = "timestamptz 'epoch' + {micros} * interval '1 microsecond'"
+
 # One walk, in the ready indexes' order; {where} says where it starts.
 WALK = (
     "SELECT id, priority, scheduled_at FROM jobq_jobs "
@@ -78,7 +84,8 @@ def walked(which: str, where: str) -> str:
         FOR row IN {WALK.format(which=which, where=where)} LOOP
             id := row.id; priority := row.priority; scheduled_at := row.scheduled_at;
             IF taken = 0 THEN
-                first := concat_ws('|', row.priority, row.scheduled_at, row.id);
+                first := concat_ws('|', row.priority, {MICROSECONDS.format(at="row.scheduled_at")},
+                    row.id);
             END IF;
             taken := taken + 1;
             RETURN NEXT;
@@ -89,12 +96,13 @@ def cursor_probe(which: str) -> str:
     """The body of a probe for up to `how_many` ready rows where `which` holds: from the
     session's cursor for `place`, and from the head when that finds nothing, when there is
     no cursor yet, or when the last walk from the head is REWALK_SECONDS old. The cursor's
-    setting holds 'priority|scheduled_at|id|epoch of the last walk from the head'."""
+    setting holds 'priority|scheduled_at (MICROSECONDS)|id|epoch of the last walk from the
+    head'."""
     return f"""
         kept := current_setting(place, true);
         IF coalesce(kept, '') <> '' THEN
             at_priority := split_part(kept, '|', 1)::smallint;
-            at_scheduled := split_part(kept, '|', 2)::timestamptz;
+            at_scheduled := {AT.format(micros="split_part(kept, '|', 2)::bigint")};
             at_id := split_part(kept, '|', 3)::bigint;
             head_walk := split_part(kept, '|', 4)::double precision;
         END IF;
@@ -110,7 +118,7 @@ def cursor_probe(which: str) -> str:
             {walked(which, "")}
         END IF;
         IF first IS NULL THEN
-            first := concat_ws('|', at_priority, at_scheduled, at_id);
+            first := concat_ws('|', at_priority, {MICROSECONDS.format(at="at_scheduled")}, at_id);
         END IF;
         IF first <> '' THEN
             PERFORM set_config(place, first || '|' || head_walk, false);
