@@ -149,7 +149,10 @@ def cursor_function(signature: str, declared: str = "") -> str:
         first text;
         row record;
     BEGIN
-        IF job_type IS NULL THEN
+        -- Asked for none, no walk: one from the head would reset its clock without looking.
+        IF how_many <= 0 THEN
+            RETURN;
+        ELSIF job_type IS NULL THEN
             {cursor_probe(UNPAUSED)}
         ELSIF NOT EXISTS (SELECT FROM jobq_paused p WHERE p.type = job_type) THEN
             {cursor_probe(TYPED)}
