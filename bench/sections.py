@@ -22,6 +22,7 @@ from .measures import (
     drain,
     floor,
     footprint,
+    horizon,
     iobound,
     key_limits,
     latency,
@@ -150,7 +151,7 @@ def wanted_peers(sections: set[str]) -> tuple[type[Peer], ...]:
     """The peers to set up: all for their own sections, pgqueuer alone for prefetch's."""
     if sections & {"peers", "latency", "iobound"}:
         return PEERS
-    return (Pgqueuer,) if "prefetch" in sections else ()
+    return (Pgqueuer,) if sections & {"prefetch", "horizon"} else ()
 
 
 def run(bench: Bench) -> None:
@@ -170,6 +171,8 @@ def run(bench: Bench) -> None:
             latencies(bench, dsn, peers)
         if "pools" in s.sections:
             pooled(bench, dsn)
+        if "horizon" in s.sections:
+            held(bench, dsn, peers)
     finally:
         for peer, _ in peers:
             peer.close()
@@ -286,6 +289,17 @@ def latencies(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
             bench.latencies.append(lat)
             p50, p99 = (tables.ms(latency.percentile(lat.samples, q)) for q in (50, 99))
             bench.say(f"latency {lat.system}: p50 {p50}, p99 {p99} {lat.note}")
+
+
+def held(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
+    """Drains behind a held snapshot, jobq's and pgqueuer's in turn (measures/horizon.py)."""
+    s = bench.settings
+    pgq = next((p for p, _ in peers if isinstance(p, Pgqueuer)), None)
+    rounds = partial(
+        horizon.section, bench, dsn, pgq, s.horizon_workers, s.horizon_jobs, s.horizon_rounds,
+        partial(attempt, bench),
+    )  # fmt: skip
+    bench.held_rounds = attempt(bench, "held snapshot rounds", rounds) or []
 
 
 def pooled(bench: Bench, dsn: str) -> None:

@@ -193,3 +193,20 @@ class Recovery:
     released_delays: list[float] = field(default_factory=list)
     extra_attempts: int = 0  # attempts counted on those jobs beyond the one that completed
     note: str = ""
+
+
+@dataclass
+class HeldRounds:
+    """One system's drains behind a held snapshot (measures/horizon.py): its baseline
+    rate and each held round's, in jobs/s."""
+
+    system: str
+    settings: str
+    baseline: float = 0.0
+    rounds: list[float] = field(default_factory=list)
+    note: str = ""
+
+    def ratio(self) -> float | None:
+        if not self.rounds or not self.baseline:
+            return None
+        return self.rounds[-1] / self.baseline

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..harness.context import Bench
 from ..harness.results import Drain, Footprint, Latency
 from ..measures import footprint as node_footprint
-from ..measures import iobound, prefetch, scale
+from ..measures import horizon, iobound, prefetch, scale
 from ..measures.latency import percentile
 from . import cost, footprint
 from .chart import plot
@@ -50,6 +50,7 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
         *footprint.markdown([*bench.drains, *bench.io_drains, *bench.scale_drains]),
         *node_footprint.markdown(bench.idle_nodes, bench.in_flight),
         *at_scale(bench),
+        *horizon.markdown(bench.held_rounds, s.horizon_jobs, s.horizon_workers),
         # Earlier runs, kept by hand: the before and after of each change a profile led to.
         BEFORE_AFTER.read_text().strip(),
         "",

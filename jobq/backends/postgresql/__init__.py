@@ -24,6 +24,7 @@ from .claims import COMPLETE, PostgresBatching, claim_statement, complete_and_cl
 from .claims import MIGRATION as BATCHES
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
+from .cursors import CLAIM_CURSORS
 from .dsn import libpq_dsn
 from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
@@ -109,6 +110,7 @@ class PostgresBackend(
         KEY_LOCKS,
         SET_ENDINGS,
         (*LEANER_ENDINGS, *SUCCESSOR_CLAIMS),
+        CLAIM_CURSORS,
     )
 
     def __init__(
