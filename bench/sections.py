@@ -176,6 +176,12 @@ def run(bench: Bench) -> None:
     finally:
         for peer, _ in peers:
             peer.close()
+    without_peers(bench, dsn)
+
+
+def without_peers(bench: Bench, dsn: str) -> None:
+    """The sections that measure jobq alone, once the peers are closed."""
+    s = bench.settings
     if "limits" in s.sections:
         workers = min(s.workers, key=lambda w: abs(w - key_limits.WORKERS))
         key_limits.section(bench, dsn, workers, partial(measured, bench))
