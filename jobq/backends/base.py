@@ -413,6 +413,16 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
         age = self.fetchone(self.sql_oldest_finished)[0]
         return None if age is None else max(0.0, float(age))
 
+    def claimed_unstarted(self) -> dict[str, int]:
+        """{type: jobs in progress that a prefetching worker claimed and has not started}
+        (JobRecord.claimed_unstarted): few, at most a batch a worker, found among the
+        in-progress rows."""
+        rows = self.fetchall(
+            "SELECT type, count(*) FROM jobq_jobs "
+            "WHERE status = 'in_progress' AND attempted_at IS NULL GROUP BY type"
+        )
+        return {name: int(n) for name, n in rows}
+
     def counts(self, job_type: str | None) -> dict[tuple[str, Status], int]:
         return self.run(self.counts_steps(job_type))
 
