@@ -1,10 +1,13 @@
-"""The job cleaner's statements read the finished jobs' index (jobq_jobs_finished, on
-finished_at), never every finished row: a prune batch walks the index from the oldest end
-and stops at the retention's cutoff or at its LIMIT, unsorted, and the oldest finished job's
-age is one end of it. So the cleaner may run at every maintenance run (retention.py).
+"""The job cleaner's statements read the pruning index (jobq_jobs_pruning, on status and
+finished_at), never every finished row: a prune batch walks one status's range of it from the
+oldest end and stops at the retention's cutoff or at its LIMIT, unsorted (PostgreSQL with no
+statistics gathers that range by a bitmap and sorts it), what other jobs still need probed by
+key; the oldest finished job's age is the first entry of each status's range. So the cleaner
+may run with every maintenance run (retention.py). On main, the planners read the status
+index or the whole table instead.
 
-The table holds many jobs finished within the retention and a few older ones, and pending
-jobs, with statistics current, stale (taken before the rows were written, with automatic
+The table holds many completed and failed jobs finished within the retention and a few older
+ones, with statistics current, stale (taken before the rows were written, with automatic
 statistics off) or absent. The statements are the backends' own.
 """
 
