@@ -141,3 +141,12 @@ def test_django_tasks_monitor_records_how_each_task_ended(dsn: str) -> None:
     assert (failed["status"], failed["finished"], failed["attempts"]) == ("FAILED", True, 2)
     assert failed["exception_class"] == "builtins.ValueError"
     assert "ValueError: bad input" in failed["traceback"]
+
+
+@pytest.mark.databases("postgresql", "sqlite", "mariadb")
+def test_the_backend_does_what_djangos_immediate_backend_is_tested_to_do(dsn: str) -> None:
+    """tests/support/djangoproject/orders/test_backend_parity.py: the behaviours of Django's
+    own ImmediateBackend tests, run on both backends, and each deliberate difference."""
+    output = ok(manage(dsn, "test", "orders.test_backend_parity", "--noinput"))
+    assert "Ran 25 tests" in output, output
+    assert "\nOK" in output, output

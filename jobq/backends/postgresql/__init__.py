@@ -16,10 +16,12 @@ from ...records import ClaimedJob
 from ..base import Backend, bring_forward, work_left
 from ..leases import expiry
 from ..limits import REFUSALS
+from ..pruning import OLDEST_FINISHED_AT
+from ..pruning import PARTIAL_INDEX as PRUNING
 from ..rows import INSERT_NAMES, REFUSED, NewJob, Refused, Renewal, Runner, claimed_only
 from ..shapes import type_params
 from ..steps import CopyRows, Step, Steps, fetched, one
-from ..workflows import ENDINGS, KEPT
+from ..workflows import kept
 from .claims import COMPLETE, PostgresBatching, claim_statement, complete_and_claim_statement
 from .claims import MIGRATION as BATCHES
 from .controls import MIGRATION as STATUS_PAGE
@@ -111,6 +113,7 @@ class PostgresBackend(
         SET_ENDINGS,
         (*LEANER_ENDINGS, *SUCCESSOR_CLAIMS),
         CLAIM_CURSORS,
+        PRUNING,
     )
 
     def __init__(
@@ -406,7 +409,8 @@ class PostgresBackend(
     sql_prune = f"""
         DELETE FROM jobq_jobs WHERE id IN (
             SELECT id FROM jobq_jobs WHERE status IN ({{statuses}})
-              AND finished_at < now() - make_interval(secs => %(older_than)s) AND {KEPT}
+              AND finished_at < now() - make_interval(secs => %(older_than)s)
+              AND {kept(per_row=" OFFSET 0")}
             ORDER BY finished_at LIMIT %(batch)s
         )
     """
@@ -414,10 +418,7 @@ class PostgresBackend(
     sql_work_left = work_left(READY)
     sql_bring_forward = bring_forward("now()")
 
-    sql_oldest_finished = f"""
-        SELECT extract(epoch FROM now() - min(finished_at)) FROM jobq_jobs
-        WHERE status IN ({ENDINGS})
-    """
+    sql_oldest_finished = f"SELECT extract(epoch FROM now() - {OLDEST_FINISHED_AT})"
 
     @contextmanager
     def pruning(self) -> Iterator[bool]:

@@ -19,10 +19,12 @@ from ...records import ClaimedJob, Claims
 from ..base import Backend, bring_forward, work_left
 from ..batching import in_picked_order
 from ..limits import REFUSALS
+from ..pruning import OLDEST_FINISHED_AT
+from ..pruning import PARTIAL_INDEX as PRUNING
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Fetch, Statement, Step, Steps, every, fetched
-from ..workflows import ENDINGS, KEPT
+from ..workflows import KEPT
 from .claims import claim_many_statement, claim_statement, picked_count_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
@@ -68,6 +70,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         LIMITS,
         WORKFLOWS,
         RATES,
+        PRUNING,
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
@@ -372,9 +375,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
     sql_work_left = work_left(READY)
     sql_bring_forward = bring_forward(NOW)
 
-    sql_oldest_finished = f"""
-        SELECT {NOW} - min(finished_at) FROM jobq_jobs WHERE status IN ({ENDINGS})
-    """
+    sql_oldest_finished = f"SELECT {NOW} - {OLDEST_FINISHED_AT}"
 
     @contextmanager
     def pruning(self) -> Iterator[bool]:

@@ -208,7 +208,8 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
             errors=[
                 TaskError(
                     exception_class_path=e.error_class or unraised_class(e.error),
-                    traceback=e.error,
+                    # Ended by a newline, as Python prints one (jobq keeps it stripped).
+                    traceback=e.error if e.error.endswith("\n") else f"{e.error}\n",
                 )
                 for e in record.history
                 if e.error is not None
@@ -277,6 +278,12 @@ def send_task_finished(claim: ClaimedJob, outcome: Outcome) -> None:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        on_a_loop = False
+    else:
+        on_a_loop = True
+    if not on_a_loop:
+        # Outside the except clause: django.tasks logs a failed task with logger.exception,
+        # which would otherwise print "no running event loop" as the task's traceback.
         send()
         return
     # An async task's attempt, on a worker's event loop, where Django refuses the ORM: sent
