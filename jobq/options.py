@@ -398,6 +398,16 @@ SUPERVISOR = (
         shown_default="off",
     ),
     Option(
+        "preload",
+        False,
+        "import --app in the master before forking, so every worker and helper shares its "
+        "code instead of importing its own copy; only for an application that opens nothing "
+        "at import (no connection, pool or thread), and a reload (SIGHUP) then keeps the code "
+        "loaded at start",
+        unit="switch",
+        shown_default="off",
+    ),
+    Option(
         "exit_when_empty",
         False,
         "drain and exit 0 once no job of its types is ready and none runs (jobs scheduled "

@@ -1,4 +1,5 @@
-"""Checking the application in a short-lived child, so the master never imports it.
+"""Checking the application in a short-lived child, so the master never imports it (unless
+asked to, with --preload).
 
 Whatever an application opens at import (a database connection, a pool, an ORM session)
 belongs to the process that opened it. Imported in the master, it was inherited by every
@@ -148,6 +149,16 @@ def verdict_of(data: bytes, how: str) -> str | None:
         )
         return None
     return str(error)
+
+
+def preload(app: str | None) -> None:
+    """--preload: once the check passed in a child, import the application in the master
+    too, so that every process forked after shares its code pages rather than importing a
+    copy of its own (issue 60). Only safe for an application that opens nothing at import:
+    its user says so by asking for it. What a child imports after its fork is then found
+    already loaded."""
+    log.info("--preload: importing --app %s in the master", app, extra={"event": "preloaded"})
+    load_app(app)
 
 
 def check_now(config: SupervisorConfig, let_go: Callable[[], None]) -> bool:

@@ -74,6 +74,7 @@ class SupervisorConfig:
     metrics_port: int | None = declared("metrics_port")
     migrate: bool = declared("migrate")
     exit_when_empty: bool = declared("exit_when_empty")
+    preload: bool = declared("preload")
     # Kubernetes' terminationGracePeriodSeconds, when the deployment passes it on: the pod is
     # killed that long after SIGTERM, drain or not.
     termination_grace_period: float | None = None

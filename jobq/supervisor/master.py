@@ -94,6 +94,8 @@ class Master:
         # outage, which new workers wait out rather than count as a crash loop (the
         # housekeeper, which says so later, first imports the application).
         self.helpers.database_seen = appcheck.check_now(self.config, self.close_inherited)
+        if self.config.preload:
+            appcheck.preload(self.config.app)
         self.signals.install()
         self.selector.register(self.signals.read_fd, selectors.EVENT_READ, None)
         adopt_orphans()
@@ -381,6 +383,12 @@ class Master:
         if self.shared.phase is Phase.RUNNING:
             self.pools.generation += 1
             log.info("Reloading: replacing workers one at a time", extra={"event": "reload"})
+            if self.config.preload:
+                log.warning(
+                    "--preload: the new workers run the application's code as the master "
+                    "loaded it at start; restart the supervisor to load changed code",
+                    extra={"event": "reload_preloaded"},
+                )
             self.helpers.refresh(Helper.HOUSEKEEPER)  # it imports the app for the schedules
 
     def handle_ttin(self) -> None:

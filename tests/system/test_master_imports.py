@@ -43,6 +43,27 @@ def test_the_master_forks_without_the_modules_it_must_not_import(dsn: str, tmp_p
     assert "psycopg" in forks[-1], "what every child needs is imported once, in the master"
 
 
+@pytest.mark.databases("postgresql")
+def test_with_preload_the_master_forks_helpers_and_workers_with_the_application_loaded(
+    dsn: str, tmp_path: Path
+) -> None:
+    """--preload: the application is imported once its check passed (the first fork), so
+    every process forked after shares its code."""
+    imports = tmp_path / "imports"
+    with supervisor(
+        dsn, "--workers", str(WORKERS), "--migrate", "--preload",
+        entry="imports_at_fork", env={"IMPORTS_AT_FORK": str(imports)},
+    ) as running:  # fmt: skip
+        wait_for("the workers ready", lambda: running.log.count("ready") >= WORKERS, 60)
+        wait_for("three helpers", lambda: len(helpers_of(running.pid)) == 3, 30)
+        forks = forks_seen(imports)
+    assert len(forks) >= 1 + 3 + WORKERS, running.log
+    check, *later = forks
+    assert forbidden_in(check, also=(APP,)) == [], "the check still runs before the import"
+    assert all(APP in modules for modules in later), running.log
+    assert "--preload: importing --app" in running.log
+
+
 def test_a_forbidden_name_covers_its_submodules_and_no_other_module() -> None:
     assert all(NOT_IN_MASTER.values()), "each forbidden module says why"
     assert forbidden_in({"jobq.web.views", "jobq.webhooks", "jobq.queue"}) == ["jobq.web.views"]
