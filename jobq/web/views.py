@@ -16,6 +16,7 @@ from werkzeug.routing import MapAdapter
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
+from ..attempt_log import failed_attempt
 from ..backends.controls import RETRYABLE
 from ..job import check_type_name
 from ..limits import count_from_text, rate_from_text
@@ -42,6 +43,8 @@ UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS), str(Status.WAITING))
 RUNNING_SHOWN = 200
 # The overview names what holds back the database's cleanup once it has for this long.
 HORIZON_SHOWN = 60.0
+# The most characters of an error's last line an attempt's row shows before its traceback.
+GIST_LIMIT = 100
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,18 @@ def job(page: Page, job_id: int) -> Response:
         parents=page.queue.parents(record.id),
         children=page.queue.dependents(record.id),
         batch={status: n for status, n in page.queue.batch_status(record.id).items() if n},
+        error_heading=error_heading(record),
     )
+
+
+def error_heading(record: JobRecord) -> str:
+    """What the row's last error is, in words: the error of which attempt, and for a job that
+    completed after it, that an earlier attempt failed (the job itself did not)."""
+    attempt = failed_attempt(record.history)
+    which = "an attempt" if attempt is None else f"attempt {attempt}"
+    if record.status is Status.COMPLETED:
+        return f"An earlier attempt failed: {which}" if attempt else "An earlier attempt failed"
+    return "Last error" if attempt is None else f"Last error, of {which}"
 
 
 def retry(page: Page, job_id: int) -> Response:
@@ -336,6 +350,14 @@ def moment(value: datetime | None) -> str:
     return NOTHING if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def gist(error: str) -> str:
+    """A traceback's last line, which names the exception and its message, cut short."""
+    lines = [line for line in error.splitlines() if line.strip()]
+    last = lines[-1].strip() if lines else ""
+    return last if len(last) <= GIST_LIMIT else last[: GIST_LIMIT - 1] + "\N{HORIZONTAL ELLIPSIS}"
+
+
 def add_filters(templates: Environment) -> None:
+    templates.filters["gist"] = gist
     templates.filters["duration"] = duration
     templates.filters["moment"] = moment
