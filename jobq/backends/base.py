@@ -23,6 +23,7 @@ from .limits import Limits
 from .reporting import Reporting
 from .retries import TRIES, pause_to_retry
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Refused, Renewal, Runner, claimed_only
+from .search import Search
 from .shapes import CHUNK_ROWS, chunks
 from .steps import CopyRows, Step, Steps, drive, every, fetched
 from .uniqueness import Uniqueness
@@ -52,7 +53,7 @@ def work_left(ready: str) -> str:
     )
 
 
-class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Workflows):
+class Backend(Uniqueness, Controls, Search, Installing, Batching, Reporting, Limits, Workflows):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import dataclasses
 
 from ..backends.base import Backend
+from ..backends.search import Found
 from ..codec import Codec
-from ..records import Horizon, JobRecord, Status
+from ..records import Horizon, JobFilter, JobRecord, Status
 from ..results import decode_result
-from . import controls
+from . import controls, search
 
 MINUTES_A_DAY = 24 * 60
 
@@ -88,6 +89,13 @@ class Operating:
             decoded(self.codec, record)
             for record in controls.jobs(self.backend, status, type, limit, before_id)
         ]
+
+    def search(self, wanted: JobFilter, limit: int = 100, before_id: int | None = None) -> Found:
+        """Jobs that match `wanted`, newest first, from one window of ids below before_id
+        (backends/search.py): a page may hold fewer than `limit` and still have a next one,
+        which starts below Found.following (None: no job is left below)."""
+        found = self.backend.run(search.search_steps(self.backend, wanted, limit, before_id))
+        return found._replace(records=[decoded(self.codec, each) for each in found.records])
 
     def cancel(self, job_id: int) -> bool:
         """Cancel a pending job at once; a job in progress has its attempt stopped and ends

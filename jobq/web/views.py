@@ -17,12 +17,14 @@ from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
 from ..attempt_log import failed_attempt
+from ..backends import search
 from ..backends.controls import RETRYABLE
 from ..job import check_type_name
 from ..limits import count_from_text, rate_from_text
 from ..queue import Queue
 from ..queue.controls import on_retry, why_not_retried
 from ..records import Horizon, JobRecord, Status
+from . import filters
 from .auth import CSRF_FIELD, NOTICE_COOKIE, set_cookie
 
 T = TypeVar("T")
@@ -152,31 +154,37 @@ def schedules(page: Page) -> Response:
 
 def jobs(page: Page) -> Response:
     args = page.request.args
-    status, job_type = args.get("status") or None, args.get("type") or None
     before, batch = args.get("before") or None, args.get("batch") or None
     if batch is not None:
         if not batch.isdigit():
             raise BadRequest(f"batch must be a batch's id, got {batch!r}.")
         shown = page.queue.batch_jobs(int(batch), limit=PAGE_SIZE)
-        return page.render(
-            "jobs.html", jobs=shown, status=None, type=None, following=None, first=None
-        )
+        return page.render("jobs.html", jobs=shown, following=None, first=None, **form({}))
     if before is not None and not before.isdigit():
         raise BadRequest(f"before must be a job id, got {before!r}.")
-    try:
+    before_id = None if before is None else int(before)
+    wanted, fields = filters.job_filter(args), filters.given(args)
+    following = None
+    if wanted.narrow:  # one window of ids a page (backends/search.py)
+        found = page.queue.search(wanted, limit=PAGE_SIZE, before_id=before_id)
+        shown = found.records
+        if found.following is not None:
+            following = {**fields, "before": found.following}
+    else:
         # One row more than shown tells whether there is a next page.
         records = page.queue.jobs(
-            status, job_type, limit=PAGE_SIZE + 1, before_id=None if before is None else int(before)
+            wanted.status, wanted.type, limit=PAGE_SIZE + 1, before_id=before_id
         )
-    except ValueError as error:  # Queue.jobs names what is wrong with a filter
-        raise BadRequest(str(error)) from None
-    shown = records[:PAGE_SIZE]
-    following = None
-    if len(records) > PAGE_SIZE:
-        following = {"before": shown[-1].id, "status": status or "", "type": job_type or ""}
-    return page.render(
-        "jobs.html", jobs=shown, status=status, type=job_type, following=following, first=before
-    )
+        shown = records[:PAGE_SIZE]
+        if len(records) > PAGE_SIZE:
+            following = {**fields, "before": shown[-1].id}
+    return page.render("jobs.html", jobs=shown, following=following, first=before, **form(fields))
+
+
+def form(fields: dict[str, str]) -> dict[str, Any]:
+    """What the filter form shows: the fields given, and whether to open the rest."""
+    more = any(name not in ("status", "type") for name in fields)
+    return {"fields": fields, "more": more, "searched": more, "window": search.SEARCH_WINDOW}
 
 
 def job(page: Page, job_id: int) -> Response:

@@ -32,6 +32,7 @@ from .limits import LIMITS
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import BINARY_IDENTIFIERS, MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
+from .search import MysqlSearch
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, MysqlWorkflows
@@ -72,7 +73,9 @@ def insert_statement(rows: int) -> str:
     """
 
 
-class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows, Backend):
+class MysqlBackend(
+    MysqlUniqueness, MysqlControls, MysqlSearch, MysqlBatching, MysqlWorkflows, Backend
+):
     kind = "mysql"
     migrations = (
         *MIGRATIONS,

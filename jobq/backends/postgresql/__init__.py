@@ -35,6 +35,7 @@ from .rates import RATES
 from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, READY, TRACE_CONTEXT, WORKER_IDS, in_progress
+from .search import PostgresSearch
 from .successors import SUCCESSOR_CLAIMS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
@@ -70,6 +71,7 @@ T = TypeVar("T")
 class PostgresBackend(
     PostgresUniqueness,
     PostgresControls,
+    PostgresSearch,
     PostgresBatching,
     PostgresReporting,
     PostgresLimits,
