@@ -27,7 +27,7 @@ from .search import Search
 from .shapes import CHUNK_ROWS, chunks
 from .steps import CopyRows, Step, Steps, drive, every, fetched
 from .uniqueness import Uniqueness
-from .workflows import Workflows
+from .workflows import ENDINGS, KEPT, Workflows
 
 log = logging.getLogger("jobq")
 
@@ -346,6 +346,19 @@ class Backend(Uniqueness, Controls, Search, Installing, Batching, Reporting, Lim
     def delete_finished(self, sql: str, params: dict[str, Any]) -> int:
         """Run sql_prune; how many jobs it deleted."""
         return self.execute(sql, params)
+
+    # How a SELECT of the ids to delete becomes sql_prune's kind of statement, which
+    # delete_finished runs.
+    deletion: ClassVar[str] = "DELETE FROM jobq_jobs WHERE id IN ({select})"
+
+    def delete_ended(self, ids: Sequence[int]) -> int:
+        """Delete those of these jobs that have ended and that no other job still needs, as
+        prune keeps them (workflows.KEPT); how many it deleted."""
+        marks, params = self.marks("id", list(ids))
+        select = (
+            f"SELECT id FROM jobq_jobs WHERE id IN ({marks}) AND status IN ({ENDINGS}) AND {KEPT}"
+        )
+        return self.delete_finished(self.deletion.format(select=select), params)
 
     @abstractmethod
     @contextmanager

@@ -4,6 +4,7 @@ its jobs (the rules are in controls.py)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 
 from ..backends.base import Backend
 from ..backends.search import Found
@@ -13,6 +14,8 @@ from ..results import decode_result
 from . import controls, search
 
 MINUTES_A_DAY = 24 * 60
+# Ids in one statement of delete_ended, a bound like prune's batches (PRUNE_BATCH).
+BULK_BATCH = 500
 
 
 def check_minutes(minutes: object) -> int:
@@ -96,6 +99,26 @@ class Operating:
         which starts below Found.following (None: no job is left below)."""
         found = self.backend.run(search.search_steps(self.backend, wanted, limit, before_id))
         return found._replace(records=[decoded(self.codec, each) for each in found.records])
+
+    def retry_many(self, ids: Sequence[int]) -> set[int]:
+        """retry() each of these jobs, in one transaction (give a bounded batch); the ids of
+        those retried."""
+        return controls.retry_many(self.backend, ids)
+
+    def cancel_many(self, ids: Sequence[int]) -> set[int]:
+        """cancel() each of these jobs, in one transaction (give a bounded batch); the ids
+        of those cancelled."""
+        return controls.cancel_many(self.backend, ids)
+
+    def delete_ended(self, ids: Iterable[int]) -> int:
+        """Delete the jobs of these ids that have ended (completed, failed, expired or
+        cancelled), but none another job still needs, as prune() keeps them; how many it
+        deleted. An id that is no job's is passed over. BULK_BATCH ids a statement."""
+        wanted = [job_id for job_id in ids if controls.is_id(job_id)]
+        return sum(
+            self.backend.delete_ended(wanted[start : start + BULK_BATCH])
+            for start in range(0, len(wanted), BULK_BATCH)
+        )
 
     def cancel(self, job_id: int) -> bool:
         """Cancel a pending job at once; a job in progress has its attempt stopped and ends

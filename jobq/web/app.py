@@ -39,6 +39,7 @@ URLS = Map(
         Rule("/jobs", endpoint="jobs", methods=["GET"]),
         Rule("/jobs/<int:job_id>", endpoint="job", methods=["GET"]),
         Rule("/schedules", endpoint="schedules", methods=["GET"]),
+        Rule("/jobs/act", endpoint="act", methods=["POST"]),
         Rule("/jobs/<int:job_id>/retry", endpoint="retry", methods=["POST"]),
         Rule("/jobs/<int:job_id>/cancel", endpoint="cancel", methods=["POST"]),
         Rule("/pause", endpoint="pause", methods=["POST"]),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from http import HTTPStatus
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 from jinja2 import Environment
 from werkzeug.exceptions import BadRequest, HTTPException, NotFound
@@ -24,10 +26,12 @@ from ..limits import count_from_text, rate_from_text
 from ..queue import Queue
 from ..queue.controls import on_retry, why_not_retried
 from ..records import Horizon, JobRecord, Status
-from . import filters
+from . import bulk, filters
 from .auth import CSRF_FIELD, NOTICE_COOKIE, set_cookie
 
 T = TypeVar("T")
+
+log = logging.getLogger("jobq.web")
 
 # What a page shows for a time or duration that is not set.
 NOTHING = "\N{EN DASH}"
@@ -76,12 +80,16 @@ class Page:
         )
         return Response(html, code, mimetype="text/html")
 
-    def done(self, endpoint: str, notice: str, **values: Any) -> Response:
+    def done(
+        self, endpoint: str, notice: str, query: Mapping[str, str] | None = None, **values: Any
+    ) -> Response:
         """The redirect that ends an action, to a page that says what it did when it was
         taken, in words of its own: the job may have moved on by the time the page is read, a
-        retried job run and failed again, and its status says so."""
+        retried job run and failed again, and its status says so. `query`: the page's
+        filter, which its notice is sealed without (a page's address is its path)."""
         target = self.urls.build(endpoint, values)
-        response = redirect(target, 303)
+        location = f"{target}?{urlencode(query)}" if query else target
+        response = redirect(location, 303)
         if self.seal is not None:
             set_cookie(response, self.request, NOTICE_COOKIE, self.seal(target, notice))
         return response
@@ -179,6 +187,42 @@ def jobs(page: Page) -> Response:
         if len(records) > PAGE_SIZE:
             following = {**fields, "before": shown[-1].id}
     return page.render("jobs.html", jobs=shown, following=following, first=before, **form(fields))
+
+
+def act(page: Page) -> Response:
+    """Retry, cancel or delete the jobs ticked on a page, or every job the filter matches
+    (scope=all), and say what was done; logged with who did it, where that is known."""
+    form_data = page.request.form
+    action = form_data.get("action", "")
+    if action not in bulk.PAST:
+        raise BadRequest(f"action must be one of {', '.join(bulk.PAST)}, got {action!r}.")
+    fields = filters.given(form_data)
+    tally = bulk.Tally(action)
+    if form_data.get("scope") == "all":
+        if not fields:
+            raise BadRequest("An action on every match needs a filter: choose one first.")
+        for ids in bulk.matches(page.queue, filters.job_filter(form_data)):
+            bulk.act(page.queue, tally, ids)
+    else:
+        texts = form_data.getlist("id")
+        if not texts or not all(text.isdigit() for text in texts):
+            raise BadRequest("Tick the jobs to act on (each an id), or act on every match.")
+        bulk.act(page.queue, tally, [int(text) for text in texts])
+    notice = tally.notice()
+    scope = "every match of " + urlencode(fields) if form_data.get("scope") == "all" else "ticked"
+    log.info("The status page's operator %s: %s (%s).", operator(page.request), notice, scope)
+    return page.done("jobs", notice, query=fields)
+
+
+def operator(request: Request) -> str:
+    """Who acts, as far as the page knows: the user the host application or basic
+    authentication names, or the bearer of the token."""
+    if request.remote_user:
+        return repr(request.remote_user)
+    given = request.authorization
+    if given is not None and given.type == "basic" and given.username:
+        return repr(given.username)
+    return "with the token" if given is not None else "(unknown)"
 
 
 def form(fields: dict[str, str]) -> dict[str, Any]:

@@ -376,6 +376,8 @@ class MysqlBackend(
         ORDER BY finished_at LIMIT %(batch)s FOR UPDATE
     """
 
+    deletion = "{select} FOR UPDATE"
+
     def delete_finished(self, sql: str, params: dict[str, Any]) -> int:
         # MySQL refuses a DELETE that reads jobq_dependencies (KEPT does) while its trigger
         # deletes the pruned jobs' edges from it (error 1442): the ids are picked first, in
