@@ -20,6 +20,7 @@ from ...errors import ConfigurationError
 from ...records import ClaimedJob, Status
 from ..base import Backend, bring_forward, work_left
 from ..limits import REFUSALS
+from ..naming import connection_name
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Steps, every, last_id, value
@@ -104,7 +105,10 @@ class MysqlBackend(
         # FOUND_ROWS: rowcount counts matched rows, so a renewal that leaves the lease
         # unchanged still reports that it held.
         connection = pymysql.connect(
-            **connect_args(dsn), autocommit=True, client_flag=CLIENT.FOUND_ROWS
+            **connect_args(dsn),
+            autocommit=True,
+            client_flag=CLIENT.FOUND_ROWS,
+            program_name=connection_name(),
         )
         try:
             return cls(connection, owns_connection=True)
