@@ -14,6 +14,7 @@ from ..results import decode_result
 from . import controls, search
 
 MINUTES_A_DAY = 24 * 60
+WEEK = 7 * MINUTES_A_DAY
 # Ids in one statement of delete_ended, a bound like prune's batches (PRUNE_BATCH).
 BULK_BATCH = 500
 
@@ -173,6 +174,26 @@ class Operating:
         """Jobs completed in each of the last `minutes` minutes by the database's clock,
         oldest first: the last entry is the minute now ending."""
         return per_minute(self.backend.completions(check_minutes(minutes)), minutes)
+
+    def endings_by_type(self, minutes: int, buckets: int) -> dict[str, dict[str, list[int]]]:
+        """{type: {"completed": counts, "failed": counts}} over the last `minutes`, in
+        `buckets` equal spans, oldest first (the last is the span now ending); failed
+        counts the expired too. Reads the finished_at index's range, as the overview's other
+        figures do."""
+        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 0 < minutes <= WEEK:
+            raise ValueError(f"minutes must be a whole number from 1 to {WEEK}, got {minutes!r}")
+        if not 0 < buckets <= minutes * 60:
+            raise ValueError(f"buckets must be from 1 to {minutes * 60}, got {buckets!r}")
+        size = minutes * 60 // buckets
+        found: dict[str, dict[str, list[int]]] = {}
+        for (name, status, ago), n in self.backend.endings(minutes, size).items():
+            kind = {Status.COMPLETED: "completed", Status.FAILED: "failed"}.get(status)
+            kind = "failed" if status is Status.EXPIRED else kind
+            if kind is None or not 0 <= ago < buckets:
+                continue
+            row = found.setdefault(name, {"completed": [0] * buckets, "failed": [0] * buckets})
+            row[kind][buckets - 1 - ago] += n
+        return found
 
     def recent_counts_by_type(self, minutes: int = 60) -> dict[str, dict[str, int]]:
         """{type: {status: number of jobs}}: every pending and in_progress job, and of the

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
@@ -45,6 +46,12 @@ REFRESH = 5
 # and charts completions over as many.
 RECENT_MINUTES = 60
 UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS), str(Status.WAITING))
+# The overview's chart windows: (minutes, bars); the bars span whole minutes.
+WINDOWS = {"15m": (15, 15), "1h": (60, 60), "24h": (1440, 96), "7d": (10080, 84)}
+DEFAULT_WINDOW = "1h"
+# Seconds between two refreshes of the overview's figures by live.js.
+LIVE_EVERY = 5
+LIVE_SCRIPT = (Path(__file__).parent / "live.js").read_text()
 # The overview lists at most this many running jobs under their workers (the newest claimed).
 RUNNING_SHOWN = 200
 # The overview names what holds back the database's cleanup once it has for this long.
@@ -112,24 +119,58 @@ class Page:
 
 
 def overview(page: Page) -> Response:
+    return page.render("overview.html", **overview_figures(page))
+
+
+def overview_live(page: Page) -> Response:
+    """The overview's figures alone, which live.js puts in place of the last ones."""
+    return page.render("overview_live.html", **overview_figures(page))
+
+
+def live_script(page: Page) -> Response:
+    return Response(LIVE_SCRIPT, mimetype="text/javascript")
+
+
+def overview_figures(page: Page) -> dict[str, Any]:
     queue = page.queue
+    window = page.request.args.get("window") or DEFAULT_WINDOW
+    if window not in WINDOWS:
+        raise BadRequest(f"window must be one of {', '.join(WINDOWS)}, got {window!r}.")
+    minutes, buckets = WINDOWS[window]
+    endings = queue.endings_by_type(minutes, buckets)
     table = queue.recent_counts_by_type(RECENT_MINUTES)
     paused = queue.paused()
-    per_minute = queue.completions_per_minute(RECENT_MINUTES)
-    return page.render(
-        "overview.html",
+    return dict(
+        window=window,
+        windows=list(WINDOWS),
+        live=LIVE_EVERY,
+        bucket_minutes=minutes // buckets,
+        charts=charts(endings, buckets),
+        backlog={name: row.get("pending", 0) for name, row in table.items()},
         types=sorted(set(table) | paused),
         table=table,
         oldest=queue.oldest_ready(),
         paused=paused,
         limits=queue.limits(),
-        per_minute=per_minute,
-        busiest=max(per_minute),
         unfinished=list(UNFINISHED),
         finished=[str(each) for each in Status if each not in UNFINISHED],
         workers=by_worker(queue.jobs(Status.IN_PROGRESS, limit=RUNNING_SHOWN)),
         horizon=held_horizon(queue),
     )
+
+
+def charts(
+    endings: dict[str, dict[str, list[int]]], buckets: int
+) -> list[tuple[str, dict[str, list[int]], int]]:
+    """Each chart's name, its completed and failed counts per span, and its tallest bar:
+    every type together first, then each type."""
+    total = {"completed": [0] * buckets, "failed": [0] * buckets}
+    for row in endings.values():
+        for kind, counts in row.items():
+            total[kind] = [a + b for a, b in zip(total[kind], counts, strict=True)]
+    shown = [("all types", total), *sorted(endings.items())]
+    return [(name, row, max(map(sum, zip(*row.values(), strict=True)), default=0))
+            for name, row in shown]  # fmt: skip
 
 
 def held_horizon(queue: Queue) -> Horizon | None:

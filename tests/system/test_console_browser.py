@@ -24,6 +24,8 @@ SCRIPT = "<script>alert('owned')</script>"
 NO_RETRY = jobq.RetryPolicy(max_attempts=1)
 # A bulk action on 5,000 jobs is one request that acts on each.
 BULK_TIMEOUT = 120.0
+# The overview refreshes every 5 s (views.LIVE_EVERY): a few rounds.
+LIVE_TIMEOUT = 30.0
 
 
 def listed(browser: webdriver.Chrome) -> list[int]:
@@ -121,3 +123,26 @@ def test_a_read_only_page_offers_no_action_and_refuses_every_post(
             refused = httpx.post(address + path, data=form)
             assert refused.status_code == 405, path
     assert queue.get(job_id).status is jobq.Status.FAILED  # type: ignore[union-attr]
+
+
+@pytest.mark.databases("sqlite")
+def test_the_overview_moves_without_a_reload_while_jobs_complete(
+    queue: jobq.Queue, server: str, browser: webdriver.Chrome
+) -> None:
+    queue.enqueue(Record(0))
+    assert queue.process_jobs(1) == 1
+    browser.get(server)
+    caption = browser.find_element(By.CSS_SELECTOR, "#chart-0 figcaption").text
+    assert caption.startswith("all types: 1 completed")
+    browser.execute_script("window.loadedOnce = true")
+
+    queue.enqueue_many([Record(n) for n in range(4)])
+    assert queue.process_jobs(4) == 4
+
+    def moved(driver: webdriver.Chrome) -> bool:
+        text = driver.find_element(By.CSS_SELECTOR, "#chart-0 figcaption").text
+        return text.startswith("all types: 5 completed")
+
+    WebDriverWait(browser, LIVE_TIMEOUT).until(moved)
+    assert browser.execute_script("return window.loadedOnce") is True, "no reload"
+    browser.save_screenshot(str(artifacts() / "overview-live.png"))
