@@ -83,11 +83,11 @@ class Search:
     def search_steps(self, wanted: JobFilter, limit: int, before_id: int | None) -> Steps[Found]:
         """The newest `limit` jobs that match, below `before_id`, in one window of ids."""
         mark = self.placeholder.format
-        if before_id is None:
-            top = yield from value("SELECT max(id) FROM jobq_jobs")
-            if top is None:
-                return Found([], None)
-            before_id = int(top) + 1
+        # Above the newest job there is nothing to read: a page's bound starts below it.
+        top = yield from value("SELECT max(id) FROM jobq_jobs")
+        if top is None:
+            return Found([], None)
+        before_id = int(top) + 1 if before_id is None else min(before_id, int(top) + 1)
         floor = max(before_id - SEARCH_WINDOW, 0)
         conditions, params = self.conditions(wanted)
         conditions[:0] = [f"id < {mark('before')}", f"id >= {mark('floor')}"]

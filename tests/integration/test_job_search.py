@@ -90,6 +90,8 @@ def test_a_search_reads_one_window_of_ids_and_says_where_the_next_begins(
 
     first = queue.search(wanted, limit=2)
     assert first.following == first.records[-1].id, "a full page continues below its last"
+    far = queue.search(wanted, limit=100, before_id=2**62)
+    assert [record.id for record in far.records] == expected[:4], "a bound past the newest"
 
 
 @pytest.mark.databases("sqlite")
