@@ -51,6 +51,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "100,000 on MariaDB and SQLite, or this if smaller)",
     )
     parser.add_argument(
+        "--horizon-rounds",
+        type=int,
+        help="rounds drained behind a held snapshot in the horizon section (default 10)",
+    )
+    parser.add_argument(
+        "--horizon-jobs", type=int, help="jobs per round of the horizon section (default 20,000)"
+    )
+    parser.add_argument(
         "--out", type=Path, default=HERE, help="where RESULTS.md and throughput.png go (bench/)"
     )
     parser.add_argument(
@@ -109,6 +117,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         prefetch_jobs=3000 if quick else 20_000,
         prefetch_kills=1 if quick else 3,
         io_jobs=3000 if quick else 10_000,
+        horizon_jobs=args.horizon_jobs or (5000 if quick else 20_000),
+        horizon_rounds=args.horizon_rounds or (3 if quick else 10),
         jobq_at=args.jobq_at,
         profile_prefetch=args.profile_prefetch,
     )

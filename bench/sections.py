@@ -21,6 +21,8 @@ from .harness.servers import MariadbServer, PostgresServer
 from .measures import (
     drain,
     floor,
+    footprint,
+    horizon,
     iobound,
     key_limits,
     latency,
@@ -149,7 +151,7 @@ def wanted_peers(sections: set[str]) -> tuple[type[Peer], ...]:
     """The peers to set up: all for their own sections, pgqueuer alone for prefetch's."""
     if sections & {"peers", "latency", "iobound"}:
         return PEERS
-    return (Pgqueuer,) if "prefetch" in sections else ()
+    return (Pgqueuer,) if sections & {"prefetch", "horizon"} else ()
 
 
 def run(bench: Bench) -> None:
@@ -169,9 +171,17 @@ def run(bench: Bench) -> None:
             latencies(bench, dsn, peers)
         if "pools" in s.sections:
             pooled(bench, dsn)
+        if "horizon" in s.sections:
+            held(bench, dsn, peers)
     finally:
         for peer, _ in peers:
             peer.close()
+    without_peers(bench, dsn)
+
+
+def without_peers(bench: Bench, dsn: str) -> None:
+    """The sections that measure jobq alone, once the peers are closed."""
+    s = bench.settings
     if "limits" in s.sections:
         workers = min(s.workers, key=lambda w: abs(w - key_limits.WORKERS))
         key_limits.section(bench, dsn, workers, partial(measured, bench))
@@ -183,6 +193,8 @@ def run(bench: Bench) -> None:
         other_databases(bench)
     if "scale" in s.sections:
         at_scale(bench, dsn)
+    if "footprint" in s.sections:
+        footprints(bench, dsn)
 
 
 def start_postgres(bench: Bench) -> str:
@@ -283,6 +295,17 @@ def latencies(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
             bench.latencies.append(lat)
             p50, p99 = (tables.ms(latency.percentile(lat.samples, q)) for q in (50, 99))
             bench.say(f"latency {lat.system}: p50 {p50}, p99 {p99} {lat.note}")
+
+
+def held(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
+    """Drains behind a held snapshot, jobq's and pgqueuer's in turn (measures/horizon.py)."""
+    s = bench.settings
+    pgq = next((p for p, _ in peers if isinstance(p, Pgqueuer)), None)
+    rounds = partial(
+        horizon.section, bench, dsn, pgq, s.horizon_workers, s.horizon_jobs, s.horizon_rounds,
+        partial(attempt, bench),
+    )  # fmt: skip
+    bench.held_rounds = attempt(bench, "held snapshot rounds", rounds) or []
 
 
 def pooled(bench: Bench, dsn: str) -> None:
@@ -398,3 +421,22 @@ def at_scale(bench: Bench, dsn: str) -> None:
         for r in rates or []:
             bench.enqueue_rates.append(r)
             bench.say(f"{database} {r.method}: {r.rate:,.0f} jobs/s ({r.jobs:,} jobs)")
+
+
+def footprints(bench: Bench, dsn: str) -> None:
+    """Idle nodes by role, then one worker's memory per attempt in flight."""
+    for w in footprint.IDLE_WORKERS:
+        node = attempt(bench, f"idle node W={w}", partial(footprint.idle_node, bench, dsn, w))
+        if node is not None:
+            bench.idle_nodes.append(node)
+            t = node.total
+            bench.say(
+                f"idle node W={w}: PSS {footprint.mib(t.pss)} MiB, USS {footprint.mib(t.uss)} "
+                f"MiB over {t.processes} processes {node.note}"
+            )
+    for n in footprint.AT_ONCE:
+        found = attempt(bench, f"{n} in flight", partial(footprint.in_flight, bench, dsn, n))
+        if found is not None:
+            bench.in_flight.append(found)
+            per = found.per_attempt_uss / 1024
+            bench.say(f"{n} in flight: {per:.1f} KiB USS per attempt {found.note}")

@@ -20,6 +20,10 @@ class NoSchema(ConfigurationError):
     """The database lacks jobq's schema, or holds an older one: `jobq migrate` fixes it."""
 
 
+class InstallLockTimeout(JobqError):
+    """Another migration held the database's install lock for longer than a migration waits."""
+
+
 class CommandError(JobqError):
     """A command line's failure already worded for the user, with any password taken out:
     printed as one line, and the command exits 1."""

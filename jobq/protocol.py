@@ -232,11 +232,14 @@ class Stop:
 
 @dataclass(frozen=True)
 class Renew:
-    """Extend these (job id, token) leases, all in one statement."""
+    """Extend these (job id, token) leases, all in one statement; and record the starts of
+    `started` (job id -> seconds since it started), attempts a worker claimed behind others
+    and has started since, whose starts no statement recorded yet."""
 
     kind: ClassVar[str] = "renew"
     round: int
     claims: list[tuple[int, str]]
+    started: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

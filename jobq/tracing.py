@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
-from importlib.metadata import version
 from typing import Any, Protocol
 
 from .outcomes import printable
@@ -52,8 +51,16 @@ def tracer() -> trace.Tracer | None:
     provider = trace.get_tracer_provider()
     if provider is not _seen[0]:
         off = isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
-        _seen = (provider, None if off else provider.get_tracer("jobq", version("jobq")))
+        _seen = (provider, None if off else provider.get_tracer("jobq", jobq_version()))
     return _seen[1]
+
+
+def jobq_version() -> str:
+    # Imported here: importlib.metadata (with zipfile and csv) is 0.4 MiB that a process on
+    # MariaDB or SQLite would otherwise hold for nothing (psycopg_binary imports it anyway).
+    from importlib.metadata import version
+
+    return version("jobq")
 
 
 def flush(timeout_millis: int = 2000) -> None:

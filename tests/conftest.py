@@ -19,8 +19,10 @@ import jobq
 from .support.servers import (
     LocalServer,
     ServerInfo,
+    fresh_database,
     fresh_mariadb_database,
     fresh_postgresql_database,
+    server_of,
     started_mariadb,
     started_pgbouncer,
     started_postgresql,
@@ -110,11 +112,7 @@ def db_kind(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def dsn(db_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A DSN for a fresh, empty database of each kind (see the `databases` marker)."""
-    if db_kind == "sqlite":
-        yield f"sqlite:///{tmp_path}/jobq.sqlite3"
-        return
-    fresh = fresh_postgresql_database if db_kind == "postgresql" else fresh_mariadb_database
-    with fresh(request.getfixturevalue(f"{db_kind}_server")) as url:
+    with fresh_database(db_kind, server_of(db_kind, request), tmp_path / "jobq.sqlite3") as url:
         yield url
 
 

@@ -88,6 +88,20 @@ class Wait(jobq.Job):
         time.sleep(IO_WAIT)
 
 
+class AsyncHold(jobq.Job):
+    """Awaits `seconds` on the worker's event loop: an attempt held in flight while the
+    bench reads the worker's memory."""
+
+    job_name = "bench.AsyncHold"
+    type = "hold"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    async def handle(self) -> None:
+        await asyncio.sleep(self.seconds)
+
+
 class AsyncWait(jobq.Job):
     """Awaits IO_WAIT on the worker's event loop, as pgqueuer's and procrastinate's do."""
 

@@ -12,8 +12,11 @@ from .procs import Processes
 from .results import (
     Drain,
     EnqueueRate,
+    HeldRounds,
+    InFlight,
     Latency,
     MasterLoad,
+    NodeFootprint,
     Profile,
     Recovery,
     RenewalRound,
@@ -27,7 +30,7 @@ REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parents[2])
 SECTIONS = (
     "drain", "limit", "peers", "prefetch", "iobound", "latency", "limits", "pools", "renewal",
     "other-dbs",
-    "profile", "scale",
+    "profile", "scale", "footprint", "horizon",
 )  # fmt: skip
 
 
@@ -60,6 +63,11 @@ class Settings:
     prefetch_jobs: int = 20_000
     prefetch_kills: int = 3
     io_jobs: int = 10_000  # jobs per drain of the I/O section (bench/measures/iobound.py)
+    # The held-snapshot section (bench/measures/horizon.py): jobs per round, held rounds,
+    # and workers (processes, for pgqueuer).
+    horizon_jobs: int = 20_000
+    horizon_rounds: int = 10
+    horizon_workers: int = 8
     jobq_at: str | None = None  # the commit whose jobq/ is measured, if not the work tree's
     profile_prefetch: int | None = None  # the profiled workers' --prefetch, if not the default
 
@@ -88,6 +96,9 @@ class Bench:
     enqueue_rates: list[EnqueueRate] = field(default_factory=list)
     recoveries: list[Recovery] = field(default_factory=list)
     io_drains: list[Drain] = field(default_factory=list)
+    idle_nodes: list[NodeFootprint] = field(default_factory=list)
+    in_flight: list[InFlight] = field(default_factory=list)
+    held_rounds: list[HeldRounds] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     server_settings: dict[str, dict[str, str]] = field(default_factory=dict)

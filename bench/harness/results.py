@@ -13,6 +13,56 @@ class Footprint:
     processes: int
     rss: int
     pss: int
+    uss: int
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A system's memory over a run: each sum's largest and median over the samples."""
+
+    peak: Footprint
+    median: Footprint
+    samples: int
+
+
+@dataclass(frozen=True)
+class Role:
+    """The processes of one role in a supervisor's tree (the master, a helper, the workers),
+    the median of their summed memory over a window."""
+
+    role: str
+    memory: Footprint
+
+
+@dataclass
+class NodeFootprint:
+    """An idle `jobq-supervise --workers N`, every process of it read by role."""
+
+    workers: int
+    roles: list[Role]
+    samples: int
+    note: str = ""
+
+    @property
+    def total(self) -> Footprint:
+        return Footprint(*(sum(getattr(r.memory, f) for r in self.roles)
+                           for f in ("processes", "rss", "pss", "uss")))  # fmt: skip
+
+
+@dataclass
+class InFlight:
+    """One worker's memory with `at_once` attempts in flight against none, at --concurrency
+    `at_once` (medians over a window each)."""
+
+    at_once: int
+    running: int
+    idle: Footprint
+    busy: Footprint
+    note: str = ""
+
+    @property
+    def per_attempt_uss(self) -> float:
+        return (self.busy.uss - self.idle.uss) / max(self.running, 1)
 
 
 @dataclass
@@ -43,7 +93,7 @@ class Drain:
     client_cpu: float | None = None  # every process of the system under test
     master_cpu: float | None = None  # jobq-supervise's master alone
     db_cpu: float | None = None  # the database server (PostgreSQL only)
-    memory: Footprint | None = None  # the system's largest summed RSS while it ran
+    memory: Memory | None = None  # the system's summed RSS, PSS and USS while it ran
 
     def per_job_ms(self, seconds: float | None) -> str:
         if seconds is None or self.window_jobs == 0:
@@ -99,6 +149,9 @@ class MasterLoad:
     rounds_expected: float
     in_progress: int
     note: str = ""
+    # The largest of each sum over the window: the master alone, and its three helpers.
+    master_memory: Footprint | None = None
+    helpers_memory: Footprint | None = None
 
 
 @dataclass
@@ -140,3 +193,20 @@ class Recovery:
     released_delays: list[float] = field(default_factory=list)
     extra_attempts: int = 0  # attempts counted on those jobs beyond the one that completed
     note: str = ""
+
+
+@dataclass
+class HeldRounds:
+    """One system's drains behind a held snapshot (measures/horizon.py): its baseline
+    rate and each held round's, in jobs/s."""
+
+    system: str
+    settings: str
+    baseline: float = 0.0
+    rounds: list[float] = field(default_factory=list)
+    note: str = ""
+
+    def ratio(self) -> float | None:
+        if not self.rounds or not self.baseline:
+            return None
+        return self.rounds[-1] / self.baseline

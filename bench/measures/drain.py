@@ -64,7 +64,7 @@ def drain(bench: Bench, dsn: str, workers: int, jobs: int, variant: Variant = DE
             result.wall, result.note, result.window_jobs = wait_drained(
                 db.unfinished, jobs, exited(bench, proc), meter
             )
-        result.memory = memory.peak
+        result.memory = memory.summary
         result.client_cpu, result.master_cpu, result.db_cpu = meter.results()
         code = bench.procs.stop(proc, signal.SIGTERM, grace=45.0)
         if code not in (0, -signal.SIGTERM) and not result.note:

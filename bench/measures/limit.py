@@ -173,7 +173,7 @@ def drain_by(
         finished = bench.procs.wait_all(procs, EXIT_GRACE)
         result.wall = time.monotonic() - started
         server.sample()
-        result.memory = memory.peak
+        result.memory = memory.summary
         if not finished:
             result.note = f"{commands[0][0]} did not finish in time"
         codes = [bench.procs.stop(proc, grace=5.0) for proc in procs]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import statistics
 import time
+from dataclasses import astuple
 
 import psutil
 
@@ -18,7 +19,10 @@ import jobq
 from ..harness.app import Noop, Sleep
 from ..harness.context import REPO, Bench
 from ..harness.jobqdb import JobqDb, supervise_cmd
-from ..harness.results import MasterLoad, RenewalRound
+from ..harness.memory import processes_memory
+from ..harness.results import Footprint, MasterLoad, RenewalRound
+
+HELPERS = ("fence keeper", "renewer", "housekeeper")  # the master's helpers, by title
 
 SIZES = (10, 100, 1000)
 ROUNDS = 20
@@ -118,7 +122,7 @@ def master_load(bench: Bench, dsn: str) -> MasterLoad:
         helpers = [
             child
             for child in master.children()
-            if "renewer" in " ".join(child.cmdline()) or "housekeeper" in " ".join(child.cmdline())
+            if any(h in " ".join(child.cmdline()) for h in HELPERS)
         ]
         db.execute("SELECT pg_stat_statements_reset()")
         window = min(s.master_window, s.master_job_seconds - 5)
@@ -126,10 +130,13 @@ def master_load(bench: Bench, dsn: str) -> MasterLoad:
         master0 = cpu_seconds(master)
         helpers0 = sum(cpu_seconds(h) for h in helpers)
         master_rss = helpers_rss = 0.0
+        master_memory = helpers_memory = Footprint(0, 0, 0, 0)
         low_lease = float("inf")
         while time.monotonic() - wall0 < window:
             master_rss = max(master_rss, master.memory_info().rss / 2**20)
             helpers_rss = max(helpers_rss, sum(h.memory_info().rss for h in helpers) / 2**20)
+            master_memory = larger(master_memory, processes_memory([master.pid]))
+            helpers_memory = larger(helpers_memory, processes_memory(h.pid for h in helpers))
             # The leases must keep moving: the shortest time left never nears zero.
             left = db.scalar(
                 "SELECT extract(epoch FROM min(lease_until) - now()) FROM jobq_jobs "
@@ -164,4 +171,11 @@ def master_load(bench: Bench, dsn: str) -> MasterLoad:
         rounds_expected=elapsed / 2.0,
         in_progress=busy,
         note=note.strip("; "),
+        master_memory=master_memory,
+        helpers_memory=helpers_memory,
     )
+
+
+def larger(a: Footprint, b: Footprint) -> Footprint:
+    """Each sum's larger value of the two."""
+    return Footprint(*(max(x, y) for x, y in zip(astuple(a), astuple(b), strict=True)))

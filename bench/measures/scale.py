@@ -23,6 +23,7 @@ from typing import Any
 from ..harness.app import Noop
 from ..harness.context import REPO, Bench
 from ..harness.jobqdb import DATABASE_NAMES, JobqDb, exited, supervise_cmd, wait_drained
+from ..harness.memory import PeakMemory
 from ..harness.results import Drain, EnqueueRate
 
 # Jobs per transaction when loading a backlog.
@@ -185,12 +186,14 @@ def drain(bench: Bench, dsn: str, scenario: Scenario, sizes: Sizes) -> Drain:
         )
         done = finished(db)
         autovacuum = maintenance_runs(db)
-        result.wall, result.note, _ = wait_drained(
-            lambda: max(measured - done(), 0),
-            measured,
-            exited(bench, proc),
-            poll=0.2,
-        )
+        with PeakMemory([proc.pid]) as memory:
+            result.wall, result.note, _ = wait_drained(
+                lambda: max(measured - done(), 0),
+                measured,
+                exited(bench, proc),
+                poll=0.2,
+            )
+        result.memory = memory.summary
         bench.procs.stop(proc, signal.SIGTERM, grace=45.0)
         if ran := maintenance_runs(db) - autovacuum:
             result.note = ", ".join(filter(None, [result.note, f"{ran} autovacuum run(s)"]))

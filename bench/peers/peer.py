@@ -160,7 +160,7 @@ class Peer(ABC):
         meter = Meter([p.pid for p in procs], self.bench.pg.data)
         with PeakMemory([p.pid for p in procs]) as memory:
             _, result.note, result.window_jobs = wait_drained(self.remaining, jobs, gone, meter)
-        result.memory = memory.peak
+        result.memory = memory.summary
         result.client_cpu, _, result.db_cpu = meter.results()
         result.wall = time.monotonic() - started
         # Drain mode ends each worker once the queue is empty; acknowledgements still

@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..harness.context import Bench
-from ..harness.results import Drain, Latency
-from ..measures import iobound, prefetch, scale
+from ..harness.results import Drain, Footprint, Latency
+from ..measures import footprint as node_footprint
+from ..measures import horizon, iobound, prefetch, scale
 from ..measures.latency import percentile
-from . import cost
+from . import cost, footprint
 from .chart import plot
 from .tables import fmt_rate, markdown_table, ms, table_rows
 from .verdicts import explanations, targets
@@ -46,7 +47,10 @@ def write(bench: Bench, load_before: tuple[float, float, float], command: str) -
         *profiles(bench),
         *prefetch.markdown(bench.drains, bench.recoveries, s.prefetch_jobs, s.workers),
         *iobound.markdown(bench.io_drains, s.io_jobs),
+        *footprint.markdown([*bench.drains, *bench.io_drains, *bench.scale_drains]),
+        *node_footprint.markdown(bench.idle_nodes, bench.in_flight),
         *at_scale(bench),
+        *horizon.markdown(bench.held_rounds, s.horizon_jobs, s.horizon_workers),
         # Earlier runs, kept by hand: the before and after of each change a profile led to.
         BEFORE_AFTER.read_text().strip(),
         "",
@@ -161,6 +165,13 @@ def detail(drains: list[Drain]) -> list[str]:
     ]
 
 
+def kernel_shares(memory: Footprint | None) -> str:
+    """', PSS x MiB, USS y MiB' (see harness/memory.py), or nothing when not sampled."""
+    if memory is None:
+        return ""
+    return f", PSS {memory.pss / 2**20:.1f} MiB, USS {memory.uss / 2**20:.1f} MiB"
+
+
 def latencies(bench: Bench) -> list[str]:
     if not bench.latencies:
         return []
@@ -240,9 +251,11 @@ def renewal_cost(bench: Bench) -> list[str]:
             f"{s.master_job_seconds:g} s sleeping job, lease 20 s, renewal every 2 s, "
             f"sampled for {m.window:.1f} s with psutil while {m.in_progress} jobs ran:",
             "",
-            f"- master: {m.master_cpu_share:.2%} of one core, RSS {m.master_rss_mb:.1f} MB",
-            f"- renewer + housekeeper (the master's helper processes): "
-            f"{m.helpers_cpu_share:.2%} of one core, RSS {m.helpers_rss_mb:.1f} MB together",
+            f"- master: {m.master_cpu_share:.2%} of one core, RSS {m.master_rss_mb:.1f} MB"
+            f"{kernel_shares(m.master_memory)}",
+            f"- fence keeper, renewer and housekeeper (the master's helper processes): "
+            f"{m.helpers_cpu_share:.2%} of one core, RSS {m.helpers_rss_mb:.1f} MB together"
+            f"{kernel_shares(m.helpers_memory)}",
             f"- renewal statements in the window: {m.renew_statements} for about "
             f"{m.rounds_expected:.1f} rounds",
             *([f"- {m.note}"] if m.note else []),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, ClassVar, Self, TypeVar
@@ -250,10 +250,30 @@ class Backend(Uniqueness, Controls, Search, Installing, Batching, Reporting, Lim
     sql_bring_forward: ClassVar[str]
     sql_counts: ClassVar[str]
 
-    def complete(self, job_id: int, token: str, result: str | None = None) -> bool:
+    def complete(
+        self,
+        job_id: int,
+        token: str,
+        result: str | None = None,
+        began: float | None = None,
+        ended: float = 0.0,
+    ) -> bool:
         """Complete an attempt that still holds its job, with its encoded result, in one
-        statement; its checkpoint goes, its history gains the attempt."""
-        params = {"id": job_id, "token": token, "result": result}
+        statement; its checkpoint goes, its history gains the attempt. `began` and `ended`:
+        how many seconds ago the attempt began (if its claim did not record its start: it
+        waited in its worker's queue; None for a start nobody knows, which stays unknown)
+        and ended."""
+        params = {
+            "id": job_id,
+            "token": token,
+            "result": result,
+            "began": None if began is None else self.seconds(began),
+            "ended": self.seconds(ended),
+        }
+        return self.completing(params)
+
+    def completing(self, params: dict[str, Any]) -> bool:
+        """Run sql_complete (see complete())."""
         return self.execute(self.sql_complete, params) == 1
 
     def completed_by(self, job_id: int, attempt: int, worker: str) -> bool:
@@ -276,15 +296,18 @@ class Backend(Uniqueness, Controls, Search, Installing, Batching, Reporting, Lim
         delay: float,
         lease_ended_only: bool,
         error_class: str | None = None,
+        began: float | None = None,
     ) -> Status | None:
         """End an attempt that did not complete: requeue it `delay` seconds from now when status
         is pending, else finish it with that status. A requeue that could only start after the
         job's deadline expires it instead. With lease_ended_only, this is maintenance's
         recovery and applies only while the lease has ended. The error (with its exception's
         class, when it was one) is the job's latest, and goes into its history. Returns the
-        job's new status, or None when the attempt no longer owned the job."""
+        job's new status, or None when the attempt no longer owned the job. `began`: how
+        many seconds ago the attempt began, if its claim did not record its start (it waited
+        in its worker's queue); None when it never ran (an expired claim keeps no start)."""
         params = self.settle_params(
-            job_id, token, status, error, delay, lease_ended_only, error_class
+            job_id, token, status, error, delay, lease_ended_only, error_class, began
         )
         row = self.fetchone(self.sql_settle, params)
         return None if row is None else Status(row[0])
@@ -298,8 +321,10 @@ class Backend(Uniqueness, Controls, Search, Installing, Batching, Reporting, Lim
         delay: float,
         lease_ended_only: bool,
         error_class: str | None = None,
+        began: float | None = None,
     ) -> dict[str, Any]:
         return {
+            "began": None if began is None else self.seconds(began),
             "id": job_id,
             "token": token,
             "status": str(status),
@@ -402,6 +427,16 @@ class Backend(Uniqueness, Controls, Search, Installing, Batching, Reporting, Lim
         age = self.fetchone(self.sql_oldest_finished)[0]
         return None if age is None else max(0.0, float(age))
 
+    def claimed_unstarted(self) -> dict[str, int]:
+        """{type: jobs in progress that a prefetching worker claimed and has not started}
+        (JobRecord.claimed_unstarted): few, at most a batch a worker, found among the
+        in-progress rows."""
+        rows = self.fetchall(
+            "SELECT type, count(*) FROM jobq_jobs "
+            "WHERE status = 'in_progress' AND attempted_at IS NULL GROUP BY type"
+        )
+        return {name: int(n) for name, n in rows}
+
     def counts(self, job_type: str | None) -> dict[tuple[str, Status], int]:
         return self.run(self.counts_steps(job_type))
 
@@ -452,10 +487,13 @@ class Backend(Uniqueness, Controls, Search, Installing, Batching, Reporting, Lim
     def renew(self, job_id: int, token: str, lease: float) -> datetime | None: ...
 
     @abstractmethod
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
+    def renew_many(
+        self, claims: Sequence[tuple[int, str]], lease: float, started: Mapping[int, float]
+    ) -> Renewal:
         """Extend every (id, token) lease that is still held, in one statement; returns the
         ids that were extended, and which of them an operator asked to cancel. An ended lease
-        is never revived, and none is shortened."""
+        is never revived, and none is shortened. Of the attempts in `started` (job id ->
+        seconds since it started), the start is recorded unless one was already."""
 
     @abstractmethod
     def bound_statements(self, seconds: float) -> None:

@@ -18,7 +18,7 @@ from ..attempt_log import loaded
 from ..records import ClaimedJob, Claims
 from .controls import policy_of
 from .leases import expiry
-from .rows import Refused, Runner
+from .rows import Acknowledgement, Refused, Runner
 
 
 class Batching(ABC):
@@ -44,7 +44,8 @@ class Batching(ABC):
     def fetchall(self, sql: str, params: Any = None) -> list[Any]: ...
 
     @abstractmethod
-    def complete(self, job_id: int, token: str, result: str | None = None) -> bool: ...
+    def complete(self, *done: Any) -> bool:
+        """Backend.complete: complete(*an Acknowledgement)."""
 
     @abstractmethod
     def to_datetime(self, value: Any) -> datetime: ...
@@ -121,19 +122,18 @@ class Batching(ABC):
 
     def complete_many_and_claim(
         self,
-        done: Sequence[tuple[int, str, str | None]],
+        done: Sequence[Acknowledgement],
         types: Sequence[str],
         tokens: Sequence[str],
         lease: float,
         runner: Runner,
     ) -> tuple[set[int], Claims]:
-        """Complete every (id, token, encoded result) attempt still owned, and claim the next
-        batch, in one commit. Returns the ids whose completion applied, and the new claims."""
+        """Complete every attempt of `done` still owned, each with its own start and end,
+        and claim the next batch, in one commit. Returns the ids whose completion applied,
+        and the new claims."""
         expires = expiry(lease)
         with self.transaction():
-            completed = {
-                job_id for job_id, token, result in done if self.complete(job_id, token, result)
-            }
+            completed = {each[0] for each in done if self.complete(*each)}
             claims = self.claim_many_within(types, tokens, lease, expires, runner)
             # Fused with acknowledgements, as complete_and_claim: no second try (claimed_only),
             # but the batch was refused whole, which the adaptive prefetch counts as full.

@@ -15,6 +15,13 @@ class Installing(ABC):
     # and asking (without writing anything) whether it exists.
     sql_create_versions: ClassVar[str]
     sql_versions_exist: ClassVar[str]
+    # A script of the migrations for the database's own client (script()): what opens and
+    # closes it, as install_lock() does, and what ends each statement. psql and sqlite3 read
+    # `;` after a function's or a trigger's body; the mysql client needs another delimiter
+    # around bodies that hold `;`.
+    script_begin: ClassVar[tuple[str, ...]]
+    script_end: ClassVar[tuple[str, ...]]
+    script_delimiter: ClassVar[str] = ";"
 
     @abstractmethod
     @contextmanager
@@ -49,6 +56,17 @@ class Installing(ABC):
                     self.execute(statement)
                 self.record_version(version)
         return current, len(self.migrations)
+
+    def script(self, after: int, upto: int) -> Iterator[str]:
+        """The statements install() runs to bring the schema from version `after` to `upto`,
+        recording each version as it goes, between the same lock and transaction; for a
+        reader or the database's own client to run instead of `jobq migrate`."""
+        yield from self.script_begin
+        yield self.sql_create_versions
+        for version in range(after + 1, upto + 1):
+            yield from self.migrations[version - 1]
+            yield f"INSERT INTO jobq_schema (version) VALUES ({version:d})"
+        yield from self.script_end
 
     @abstractmethod
     def execute(self, sql: str, params: Any = None, connection: Any = None) -> int: ...

@@ -76,11 +76,15 @@ class Runner(NamedTuple):
     # The worker incarnation that claims (see running.worker_id): what its supervisor
     # settles by when it dies, whether or not it heard of the claim.
     worker: str
+    # Whether the attempts of a batch it claims wait in its queue, each started once the one
+    # before it ended (a process worker's prefetch), rather than all starting at once: then
+    # the claim records the start of the first only (see JobRecord.claimed_unstarted).
+    queued: bool = False
 
     def params(self) -> dict[str, Any]:
-        """The statement parameters host, pid and worker: as _asdict(), at a third of its
-        cost (a fused claim's statement builds them for every job)."""
-        return {"host": self.host, "pid": self.pid, "worker": self.worker}
+        """The statement parameters host, pid, worker and queued: as _asdict(), at a third
+        of its cost (a fused claim's statement builds them for every job)."""
+        return {"host": self.host, "pid": self.pid, "worker": self.worker, "queued": self.queued}
 
 
 class Refused(Enum):
@@ -98,6 +102,18 @@ def claimed_only(claim: ClaimedJob | Refused | None) -> ClaimedJob | None:
     """A claim fused with an acknowledgement takes no second try: the worker's next claim
     goes on past the refused rows without waiting."""
     return claim if isinstance(claim, ClaimedJob) else None
+
+
+# A completed attempt a batched acknowledgement records: its id, token and encoded result,
+# and how many seconds ago it began and ended (ClaimedJob.acknowledged).
+Acknowledgement = tuple[int, str, str | None, float, float]
+
+# How far a batched acknowledgement's recorded start or end may be from the attempt's own
+# (seconds): a batch whose attempts all began within it of their acknowledgement may be
+# stamped with the acknowledgement's moment. On PostgreSQL, reading each attempt's times from
+# the statement's JSON parameter costs five lookups a row, about a tenth of a no-op job's
+# server time; the attempts of so short a batch have no times worth telling apart.
+ACK_PRECISION = 0.05
 
 
 class Renewal(NamedTuple):

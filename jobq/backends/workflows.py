@@ -17,6 +17,8 @@ T = TypeVar("T")
 
 ENDINGS = "'completed', 'failed', 'expired', 'cancelled'"
 BAD_ENDINGS = "'failed', 'expired', 'cancelled'"
+
+
 # What pruning keeps of the finished jobs it would delete (on jobq_jobs, unaliased), for as
 # long as another job needs them:
 # - a parent, until each job enqueued after it (after=) has ended: that job reads its
@@ -27,11 +29,19 @@ BAD_ENDINGS = "'failed', 'expired', 'cancelled'"
 #   parent brings it back (the revive trigger finds it by its edge).
 # Unique keys need nothing kept: a key binds pending and running jobs only, never a finished
 # one, so pruning one changes nothing a key admits.
-KEPT = f"""NOT EXISTS (SELECT 1 FROM jobq_dependencies kept_d
+def kept(per_row: str = "") -> str:
+    """KEPT, each subquery ended by `per_row`: PostgreSQL's OFFSET 0, so that its planner
+    probes them row by row, by primary key, for the rows a prune batch walks, rather than
+    read every edge and every unfinished job (or every job id) into hash tables beside them,
+    which it does for a few thousand rows, and which breaks the walk's order."""
+    return f"""NOT EXISTS (SELECT 1 FROM jobq_dependencies kept_d
         JOIN jobq_jobs kept_c ON kept_c.id = kept_d.child
-        WHERE kept_d.parent = jobq_jobs.id AND kept_c.status NOT IN ({ENDINGS}))
-    AND (jobq_jobs.cancelled_by IS NULL
-        OR NOT EXISTS (SELECT 1 FROM jobq_jobs kept_p WHERE kept_p.id = jobq_jobs.cancelled_by))"""
+        WHERE kept_d.parent = jobq_jobs.id AND kept_c.status NOT IN ({ENDINGS}){per_row})
+    AND (jobq_jobs.cancelled_by IS NULL OR NOT EXISTS (
+        SELECT 1 FROM jobq_jobs kept_p WHERE kept_p.id = jobq_jobs.cancelled_by{per_row}))"""
+
+
+KEPT = kept()
 BAD = frozenset((Status.FAILED, Status.EXPIRED, Status.CANCELLED))
 
 # Dependency edges written by one statement: a bound on its parameters.

@@ -93,6 +93,13 @@ def open_queue(args: argparse.Namespace, worker: bool = False, migrating: bool =
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    if args.status:
+        have, need = schema.versions(args.dsn)
+        print(f"jobq: {schema.status(args.dsn)}")
+        return 0 if have >= need else 1
+    if args.sql or args.after is not None or args.upto is not None:
+        print(schema.script(args.dsn, args.after, args.upto), end="")
+        return 0
     with open_queue(args, migrating=True) as queue:
         print(f"jobq: {schema.describe(*queue.install())}")
     return 0
@@ -189,7 +196,34 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run, options=taken, parser=sub)
         return sub
 
-    command("migrate", cmd_migrate, "Create or upgrade jobq's tables.")
+    migrate = command("migrate", cmd_migrate, "Create or upgrade jobq's tables.")
+    migrate.add_argument(
+        "--sql",
+        action="store_true",
+        help="print the SQL the migration would run, as a script for psql, mysql or sqlite3, "
+        "and run nothing",
+    )
+    migrate.add_argument(
+        "--from",
+        dest="after",
+        type=int,
+        metavar="N",
+        help="with --sql: from schema version N (0 for an empty database; default: the "
+        "database's own)",
+    )
+    migrate.add_argument(
+        "--to",
+        dest="upto",
+        type=int,
+        metavar="M",
+        help="with --sql: up to schema version M (default: this jobq's)",
+    )
+    migrate.add_argument(
+        "--status",
+        action="store_true",
+        help="say which schema version the database holds and what is pending; exit 1 when "
+        "a migration is pending",
+    )
     command(
         "work",
         cmd_work,

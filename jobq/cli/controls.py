@@ -180,6 +180,17 @@ def where(record: JobRecord) -> str:
     return "" if record.host is None else f"{record.host}:{record.pid}"
 
 
+def status_text(record: JobRecord) -> str:
+    """The status as the text output shows it: of a job in progress, whether its attempt is
+    being cancelled, or is claimed and waits in its worker's queue, not running yet (--json
+    shows that as an attempted_at of null)."""
+    if cancelling(record):
+        return f"{record.status} (cancelling)"
+    if record.claimed_unstarted:
+        return f"{record.status} (claimed, not started)"
+    return str(record.status)
+
+
 def cancelling(record: JobRecord) -> bool:
     """Whether a cancel was asked of this job's attempt, which still runs: once it ends, the
     job is cancelled (or completed, had it won the race) and the request is history."""
@@ -206,7 +217,7 @@ def cmd_jobs(queue: Queue, args: argparse.Namespace) -> int:
         (
             str(r.id),
             r.type,
-            str(r.status) + (" (cancelling)" if cancelling(r) else ""),
+            status_text(r),
             str(r.priority),
             f"{r.attempts}/{r.retry.max_attempts}",
             r.scheduled_at.isoformat(timespec="seconds"),
@@ -241,6 +252,7 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(shown, indent=2, default=repr))
         return 0
+    shown["status"] = status_text(record)
     shown["payload"] = record.payload  # as stored: one line, whatever the codec
     shown["result"] = None if record.result is None else printed(record.result)
     shown["progress"] = record.progress

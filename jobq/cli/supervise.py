@@ -16,7 +16,6 @@ from ..lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
 from ..pool_specs import SHAPE, conflict
 from ..supervisor.config import TIMING_RULE, SupervisorConfig, fitted_timing
 from ..supervisor.master import Master
-from . import ctl
 from .closed_stdout import quiet_on_closed_stdout
 from .commands import Parser, parse
 from .title import hide_secrets
@@ -79,6 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     hide_secrets("jobq-supervise", argv)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["ctl"]:
+        # Imported here, not above: the master has no use for its own client.
+        from . import ctl
+
         return ctl.main(argv[1:])
     parser = supervise_parser()
     args = parse(parser, argv)

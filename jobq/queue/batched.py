@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Collection, Sequence
 
 from ..backends.leases import expiry
@@ -27,18 +28,20 @@ def tokens(n: int, least: int) -> list[str]:
 
 
 class BatchConsuming(Consuming):
-    def claim_many(self, n: int, type: Types = None) -> Claims:
+    def claim_many(self, n: int, type: Types = None, queued: bool = False) -> Claims:
         """Claim up to `n` ready jobs of `type` in one statement, as claim() picks them:
         highest priority first, then schedule order, never of a paused type. Each is its own
         attempt, with its own token and lease; they come back in the order picked, in a list
-        whose `refused` counts the rows a limit refused."""
+        whose `refused` counts the rows a limit refused. They all start now, unless `queued`:
+        then the first does, and each of the others once the one before it ended, its start
+        recorded with its end (run_unacknowledged); till then it reads as claimed."""
         fresh = tokens(n, 1)
         types = type_list(type)
         backend = self._consumer("claim")
         lease = self.lease_duration
 
         def attempt() -> Claims | Refused:
-            return backend.claim_many(types, fresh, lease, expiry(lease), runner())
+            return backend.claim_many(types, fresh, lease, expiry(lease), runner(queued))
 
         # A batch a limit refused whole claims again at once, as claim() does (see
         # past_refusals); nothing ready: maybe a slot freed by an ended lease, with jobs
@@ -52,28 +55,34 @@ class BatchConsuming(Consuming):
     def run_unacknowledged(self, claim: ClaimedJob) -> Outcome | ClaimedJob:
         """run(), except that a completed attempt is not acknowledged: its claim comes back,
         carrying its result, for complete_many_and_claim() to acknowledge with others. A
-        failed attempt is acknowledged at once, as run() does, and its outcome returned."""
-        ran = self._run_code(claim)
-        if isinstance(ran, Outcome) and self.hooks is not None:
-            self.hooks.after_job(claim, ran)
-        return ran
+        failed attempt is acknowledged at once, as run() does, and its outcome returned.
+        Either way the attempt carries when it began and ended, for the statement that
+        records its end: after the first of a batch, an attempt starts unrecorded."""
+        began = time.monotonic()
+        ran = self._run_code(claim, began)
+        if isinstance(ran, Outcome):
+            if self.hooks is not None:
+                self.hooks.after_job(claim, ran)
+            return ran
+        return ran.timed(began, time.monotonic())
 
     def complete_many_and_claim(
-        self, claims: Sequence[ClaimedJob], n: int, type: Types = None
+        self, claims: Sequence[ClaimedJob], n: int, type: Types = None, queued: bool = False
     ) -> tuple[list[Outcome], Claims]:
         """Complete every attempt of `claims` and claim up to `n` more jobs of `type`, in one
         commit (one statement where the database allows). Each completion is guarded by its
         own token. Returns each claim's outcome, in order (as complete() decides it: a job
         cancelled as it ran ends cancelled), and the new claims (with the count of rows a limit
-        refused, as claim_many's); n = 0 claims nothing."""
+        refused, as claim_many's, `queued` as there); n = 0 claims nothing."""
         fresh = tokens(n, 0)
         types = type_list(type)
         backend = self._consumer("complete")
-        done = [(claim.id, claim.token, claim.result) for claim in claims]
+        now = time.monotonic()
+        done = [claim.acknowledged(now) for claim in claims]
         completed, next_claims = backend.retrying(
             "complete",
             lambda: backend.complete_many_and_claim(
-                done, types, fresh, self.lease_duration, runner()
+                done, types, fresh, self.lease_duration, runner(queued)
             ),
         )
         return [self._completed(claim, claim.id in completed) for claim in claims], next_claims

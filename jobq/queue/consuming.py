@@ -8,7 +8,7 @@ import inspect
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .. import tracing
 from ..backends.base import Backend
@@ -206,27 +206,29 @@ class Consuming:
         self.listener.on_settled(claim, outcome)
         return outcome, next_claim, claim
 
-    def _run_code(self, claim: ClaimedJob) -> Outcome | ClaimedJob:
+    def _run_code(self, claim: ClaimedJob, began: float | None = None) -> Outcome | ClaimedJob:
         """Decode, check the lease and handle: the failure's outcome, acknowledged, or once
         the job's code completed, the claim carrying its encoded result, for the
         acknowledgement still to be made. A result that cannot be stored fails the attempt.
-        All of it in the attempt's span, when tracing is on."""
+        All of it in the attempt's span, when tracing is on. `began`: see _settle_failure."""
         with tracing.processing(claim, worker_id()) as span:
-            ran = self._run_traced(claim, span)
+            ran = self._run_traced(claim, span, began)
             span.ended(ran if isinstance(ran, Outcome) else None)
             return ran
 
-    def _run_traced(self, claim: ClaimedJob, span: tracing.AttemptSpan) -> Outcome | ClaimedJob:
+    def _run_traced(
+        self, claim: ClaimedJob, span: tracing.AttemptSpan, began: float | None
+    ) -> Outcome | ClaimedJob:
         job = self._startable(claim)
         if not isinstance(job, Job):
-            return self._failed(claim, job, span)
+            return self._failed(claim, job, span, began)
         try:
             handling = self._handled(claim, job)
         except BaseException as escaped:
-            self._failed(claim, escaped, span)
+            self._failed(claim, escaped, span, began)
             raise
         if handling.error is not None:
-            return self._failed(claim, handling.error, span)
+            return self._failed(claim, handling.error, span, began)
         self.listener.on_settling(claim)
         return claim.completed(handling.result)
 
@@ -271,12 +273,16 @@ class Consuming:
         return Handling(claim, backend or self.backend, self.hooks, self.codec)
 
     def _failed(
-        self, claim: ClaimedJob, error: BaseException | str, span: tracing.AttemptSpan
+        self,
+        claim: ClaimedJob,
+        error: BaseException | str,
+        span: tracing.AttemptSpan,
+        began: float | None = None,
     ) -> Outcome:
         span.failed(error)
         self.listener.on_settling(claim)
         try:
-            settled = self._settle_failure(claim, error)
+            settled = self._settle_failure(claim, error, began)
         except Exception as failure:
             raise Unacknowledged(claim, error) from failure
         outcome = FAILURE_OUTCOMES[settled]
@@ -358,14 +364,19 @@ class Consuming:
         """Record the attempt as failed; its retry policy decides whether the job runs again."""
         return self._settle_failure(claim, error) is not None
 
-    def _settle_failure(self, claim: ClaimedJob, error: BaseException | str) -> Status | None:
-        """fail(), returning the job's new status (None when ownership was lost)."""
+    def _settle_failure(
+        self, claim: ClaimedJob, error: BaseException | str, began: float | None = None
+    ) -> Status | None:
+        """fail(), returning the job's new status (None when ownership was lost). `began`:
+        the time.monotonic() reading as the attempt's code began, for one whose claim did
+        not record its start (it waited in its worker's queue); its start is that."""
         backend = self._consumer("fail")
         status, delay = next_step(claim.retry, claim.attempt)
         message, kind = describe(error), error_class(error)
+        ago = None if began is None else time.monotonic() - began
         settled = backend.retrying(
             "fail",
-            lambda: backend.settle(claim.id, claim.token, status, message, delay, False, kind),
+            lambda: backend.settle(claim.id, claim.token, status, message, delay, False, kind, ago),
         )
         if settled is None and self._end_cancelled(claim, message):
             settled = Status.CANCELLED
@@ -394,7 +405,9 @@ class Consuming:
         """Extend many attempts' leases in one statement; returns the ids still owned."""
         return self._renewal_round(claims).extended
 
-    def _renewal_round(self, claims: Sequence[tuple[int, str]]) -> Renewal:
+    def _renewal_round(
+        self, claims: Sequence[tuple[int, str]], started: Mapping[int, float] | None = None
+    ) -> Renewal:
         """renew_many(), and which of the attempts it extended an operator cancelled.
 
         This is the supervisor's renewal round: the caller anchors its own deadlines at the
@@ -403,4 +416,5 @@ class Consuming:
         backend = self._consumer("renew")
         if not claims:
             return Renewal(set(), set())
-        return backend.retrying("renew", lambda: backend.renew_many(claims, self.lease_duration))
+        lease = self.lease_duration
+        return backend.retrying("renew", lambda: backend.renew_many(claims, lease, started or {}))

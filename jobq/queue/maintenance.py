@@ -107,12 +107,19 @@ class Pruned(NamedTuple):
 def prune(backend: Backend, seconds: float, statuses: tuple[Status, ...]) -> Pruned:
     """Delete finished jobs of `statuses` older than `seconds`, PRUNE_BATCH rows per
     statement, each its own short transaction, until none is left or another process is
-    found pruning (Backend.prune)."""
+    found pruning (Backend.prune). One status at a time, oldest first: each batch is then one
+    ordered range of the pruning index (backends/pruning.py), where several statuses
+    together would be several ranges merged and sorted."""
     deleted = 0
-    while True:
-        batch = backend.retrying("prune", lambda: backend.prune(seconds, statuses, PRUNE_BATCH))
-        if batch is None:
-            return Pruned(deleted, left_to_another=True)
-        deleted += batch
-        if batch < PRUNE_BATCH:
-            return Pruned(deleted)
+    for status in statuses:
+        while True:
+            batch = backend.retrying(
+                "prune",
+                lambda: backend.prune(seconds, (status,), PRUNE_BATCH),  # noqa: B023
+            )
+            if batch is None:
+                return Pruned(deleted, left_to_another=True)
+            deleted += batch
+            if batch < PRUNE_BATCH:
+                break
+    return Pruned(deleted)

@@ -71,8 +71,17 @@ class Operating:
     codec: Codec
 
     def _depth(self) -> dict[tuple[str, str], int]:
-        """{(type, status): number of jobs}, for the supervisor's metrics."""
-        return {(name, str(status)): n for (name, status), n in self.backend.counts(None).items()}
+        """{(type, status): number of jobs}, for the supervisor's metrics, where a job a
+        prefetching worker claimed and has not started counts as `claimed`, not in progress:
+        it is not running yet."""
+        depth = {(name, str(status)): n for (name, status), n in self.backend.counts(None).items()}
+        for name, n in self.backend.claimed_unstarted().items():
+            key = (name, str(Status.IN_PROGRESS))
+            # Read a moment after the counts: some may have started or ended in between.
+            n = min(n, depth.get(key, 0))
+            depth[key] = depth.get(key, 0) - n
+            depth[(name, "claimed")] = n
+        return depth
 
     def get(self, job_id: int) -> JobRecord | None:
         record = self.backend.get(job_id)

@@ -22,12 +22,6 @@ from . import maintenance
 log = logging.getLogger("jobq")
 
 COMPLETED, FAILED = RETENTION
-# A cleaner run comes this many times per shortest retention, so a job outlives its
-# retention by a tenth of it at most; never less often than every CLEAN_AT_LEAST seconds.
-# Each run reads the finished rows (no index orders them by their end): with a day's
-# retention, once every 5 minutes, not at every maintenance run.
-RUNS_PER_RETENTION = 10
-CLEAN_AT_LEAST = 300.0
 
 
 @dataclass(frozen=True)
@@ -46,11 +40,11 @@ class Retention:
         return [(seconds, statuses) for seconds, statuses in groups if math.isfinite(seconds)]
 
     def interval(self, maintenance_interval: float) -> float:
-        """Seconds between cleaner runs (math.inf when nothing is pruned)."""
-        shortest = min(self.completed, self.failed)
-        if not math.isfinite(shortest):
-            return math.inf
-        return max(maintenance_interval, min(shortest / RUNS_PER_RETENTION, CLEAN_AT_LEAST))
+        """Seconds between cleaner runs (math.inf when nothing is pruned): every maintenance
+        run's, so that a job outlives its retention by one interval at most. A run that finds
+        nothing to delete costs a probe of the pruning index per status (backends/pruning.py),
+        however many finished jobs are kept."""
+        return maintenance_interval if self.groups() else math.inf
 
     def describe(self) -> str:
         return (

@@ -68,5 +68,5 @@ def work_as(worker: str) -> None:
     _worker = (getpid(), worker)
 
 
-def runner() -> Runner:
-    return Runner(HOST, getpid(), worker_id())
+def runner(queued: bool = False) -> Runner:
+    return Runner(HOST, getpid(), worker_id(), queued)

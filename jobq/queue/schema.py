@@ -8,7 +8,7 @@ opens an embedded database without creating it.
 from __future__ import annotations
 
 from .. import backends
-from ..errors import NoSchema
+from ..errors import ConfigurationError, NoSchema
 
 MIGRATE = "run `jobq migrate`"
 
@@ -40,6 +40,55 @@ def require(dsn: str) -> None:
             f"the database has jobq's schema version {have}, this jobq needs version {need}: "
             f"{MIGRATE} to upgrade it"
         )
+
+
+def status(dsn: str) -> str:
+    """Which version of the schema a database holds, and what `jobq migrate` would apply;
+    read only."""
+    have, need = versions(dsn)
+    if have >= need:
+        return f"the schema is current (version {have})"
+    pending = f"version {need}" if have + 1 == need else f"versions {have + 1} to {need}"
+    at = "no schema" if have == 0 else f"version {have}"
+    return f"the database has {at}, this jobq has {need}: {pending} pending ({MIGRATE})"
+
+
+def versions(dsn: str) -> tuple[int, int]:
+    """The schema version a database holds (0 for none) and the one this jobq installs."""
+    backend = backends.connect(dsn, create=False)
+    try:
+        return backend.schema_version(), len(backend.migrations)
+    finally:
+        backend.close()
+
+
+def script(dsn: str, after: int | None = None, upto: int | None = None) -> str:
+    """The SQL `jobq migrate` would run on this database, from version `after` (by default
+    the one it holds) to `upto` (by default this jobq's), as a script for the database's own
+    client (psql, mysql, sqlite3); nothing is run. The database is only read, for its kind
+    and its version."""
+    backend = backends.connect(dsn, create=False)
+    try:
+        last = len(backend.migrations)
+        start = backend.schema_version() if after is None else after
+        end = last if upto is None else upto
+        if not 0 <= start <= end <= last:
+            raise ConfigurationError(
+                f"no migration from version {start} to {end}: this jobq's versions run from 1 "
+                f"to {last}; pick --from and --to with 0 <= from <= to <= {last}"
+            )
+        delimiter = backend.script_delimiter
+        lines = [f"-- jobq's schema for {backend.kind}, version {start} to {end}"]
+        if delimiter != ";":
+            lines.append(f"DELIMITER {delimiter}")
+        # As they run, but for the ends: SQLite keeps a table's or a trigger's text verbatim.
+        statements = backend.script(start, end)
+        lines += [f"{statement.strip()}{delimiter}" for statement in statements]
+        if delimiter != ";":
+            lines.append("DELIMITER ;")
+        return "\n".join(lines) + "\n"
+    finally:
+        backend.close()
 
 
 def migrate(dsn: str) -> str:

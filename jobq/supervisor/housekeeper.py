@@ -153,7 +153,7 @@ class Cleaner:
 
     def run_if_due(self, connection: Queue, sock: socket.socket, metrics: bool) -> None:
         """Report a run to the master with, for /metrics, the oldest finished job's age
-        after it (which reads every finished row, so only when metrics are served)."""
+        after it (read only when metrics are served)."""
         now = time.monotonic()
         if now < self.next_run:
             return

@@ -282,7 +282,7 @@ class Master:
             )
             self.helpers.replace(Helper.RENEWER)
             return
-        request = self.renewals.start(now, self.pools.held())
+        request = self.renewals.start(now, self.pools.held(), self.pools.started_unrecorded(now))
         if request is not None:
             self.helpers.tell(Helper.RENEWER, request)  # or to the renewer started again
 

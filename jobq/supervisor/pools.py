@@ -82,6 +82,16 @@ class Pools:
             for lease in w.leases()
         }
 
+    def started_unrecorded(self, now: float) -> dict[int, float]:
+        """The queued attempts that started since the last renewal round and whose start no
+        statement recorded yet: job id -> seconds since it started (see workers.Lease)."""
+        return {
+            lease.claim.id: now - lease.started
+            for w in self.children.values()
+            for lease in w.running.values()
+            if not lease.start_recorded
+        }
+
     def next_due(self, running: bool) -> float:
         """The next moment a worker must be stopped, killed or spawned."""
         due = min((self.stopper.next_due(w) for w in self.children.values()), default=float("inf"))

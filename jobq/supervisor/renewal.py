@@ -44,6 +44,8 @@ class Renewals:
         self.config = config
         self.metrics = metrics
         self.round: Round | None = None
+        # The attempts whose starts the round in flight records.
+        self.starting: set[int] = set()
         self.ids = itertools.count(1)
         self.cycle_start = 0.0  # when the current renewal cycle's first round was sent
         self.retrying = False
@@ -68,9 +70,12 @@ class Renewals:
         self.failed(now)
         return True
 
-    def start(self, now: float, held: dict[int, tuple[int, str]]) -> protocol.Renew | None:
+    def start(
+        self, now: float, held: dict[int, tuple[int, str]], started: dict[int, float]
+    ) -> protocol.Renew | None:
         """The round to send now for the attempts `held` (job id -> (pid, token)), once
-        due() has passed with no round in flight; None when nothing is held."""
+        due() has passed with no round in flight, recording the starts of `started` (see
+        protocol.Renew); None when nothing is held."""
         if not self.retrying:
             self.cycle_start = now
         if not held:
@@ -78,7 +83,9 @@ class Renewals:
             self.next_round_at = now + self.config.renew_interval
             return None
         self.round = Round(next(self.ids), now, held)
-        return protocol.Renew(self.round.id, [(job, token) for job, (_, token) in held.items()])
+        self.starting = set(started)
+        claims = [(job, token) for job, (_, token) in held.items()]
+        return protocol.Renew(self.round.id, claims, started)
 
     def failed(self, now: float) -> None:
         """The round in flight failed or timed out, or its renewer died."""
@@ -115,6 +122,8 @@ class Renewals:
                 continue  # it finished or released that attempt meanwhile
             if job_id in extended:
                 lease.expires = lease_clock.extended(lease.expires, done.sent, self.config.lease)
+                if job_id in self.starting:
+                    lease.start_recorded = True
                 # Only running attempts are fenced on: a queued one's extension is written
                 # when it starts, a completed one runs no code. A cancelled queued job is
                 # stopped by the round after it starts; the database keeps it cancelled.

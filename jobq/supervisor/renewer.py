@@ -57,7 +57,7 @@ def renewed(
         try:
             if connection is None:
                 connection = connect(dsn, lease, timeout)
-            renewal = connection._renewal_round(claims)
+            renewal = connection._renewal_round(claims, request.started)
         except Exception as error:
             close_quietly(connection)
             connection = None

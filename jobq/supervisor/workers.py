@@ -34,6 +34,9 @@ class Lease:
     expires: float  # monotonic: the lease certainly lasts until then, never longer
     started: float  # monotonic: when the master learned the attempt started
     ended: float | None = None  # when its code was done, for one awaiting acknowledgement
+    # Whether its start is recorded: by its claim, unless it was claimed behind others (a
+    # queued attempt), then by the first renewal round after it started, or by its end.
+    start_recorded: bool = True
 
     def held_as(self, pid: int) -> Hold:
         """This attempt as the fence table writes it."""
@@ -165,7 +168,9 @@ class WorkerProcess:
         leases = [Lease(claim, claim.expires_monotonic, now) for claim in claims]
         running = leases if at_once else leases[:1]
         self.running.update((lease.claim.id, lease) for lease in running)
-        self.queued.update((lease.claim.id, lease) for lease in leases[len(running) :])
+        for lease in leases[len(running) :]:
+            lease.start_recorded = False
+            self.queued[lease.claim.id] = lease
         return claims
 
     def follow(self) -> int | None:

@@ -1,5 +1,7 @@
 """Assertions on what a test enqueued, as Oban.Testing's assert_enqueued: by Job class or type
-name, and by payload fields, with failures that list what was enqueued instead."""
+name, and by payload fields, with failures that list what was enqueued instead. On an
+AsyncQueue from jobq.testing.async_queue() (or the jobq_async_queue fixture) they read through
+the Queue beside it, and are called without await, like pytest's own assertions."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from typing import Any
 
 from ..job import Job
 from ..queue import Queue
+from ..queue.asynchronous import AsyncQueue
 from ..records import JobRecord, Status
+from .queues import companion
 
 # Enqueued and not yet run: what these assertions look at.
 WAITING = (Status.PENDING, Status.WAITING)
@@ -15,26 +19,35 @@ WAITING = (Status.PENDING, Status.WAITING)
 LISTED = 20
 
 
-def enqueued(queue: Queue, kind: type[Job] | str | None = None, **fields: Any) -> list[JobRecord]:
+Kind = type[Job] | str | None
+
+
+def enqueued(queue: Queue | AsyncQueue, kind: Kind = None, **fields: Any) -> list[JobRecord]:
     """The pending and waiting jobs of `kind` (a Job class, or a type name; None: any) whose
     payload has each of `fields` with that value, oldest first."""
-    return [record for record in waiting(queue) if matches(queue, record, kind, fields)]
+    reader = sync(queue)
+    return [record for record in waiting(reader) if matches(reader, record, kind, fields)]
 
 
-def assert_enqueued(queue: Queue, kind: type[Job] | str | None = None, **fields: Any) -> JobRecord:
+def assert_enqueued(queue: Queue | AsyncQueue, kind: Kind = None, **fields: Any) -> JobRecord:
     """The first job enqueued() finds; AssertionError listing what was enqueued if none."""
     found = enqueued(queue, kind, **fields)
     if not found:
-        raise AssertionError(f"no {wanted(kind, fields)} was enqueued; {listing(queue)}")
+        raise AssertionError(f"no {wanted(kind, fields)} was enqueued; {listing(sync(queue))}")
     return found[0]
 
 
-def refute_enqueued(queue: Queue, kind: type[Job] | str | None = None, **fields: Any) -> None:
+def refute_enqueued(queue: Queue | AsyncQueue, kind: Kind = None, **fields: Any) -> None:
     """AssertionError naming the jobs found, if enqueued() finds any."""
     found = enqueued(queue, kind, **fields)
     if found:
-        shown = "; ".join(describe(queue, record) for record in found[:LISTED])
+        shown = "; ".join(describe(record) for record in found[:LISTED])
         raise AssertionError(f"expected no {wanted(kind, fields)} enqueued, found: {shown}")
+
+
+def sync(queue: Queue | AsyncQueue) -> Queue:
+    """The Queue to read: an AsyncQueue's own reads are coroutines."""
+    return companion(queue) if isinstance(queue, AsyncQueue) else queue
 
 
 def waiting(queue: Queue) -> list[JobRecord]:
@@ -42,9 +55,7 @@ def waiting(queue: Queue) -> list[JobRecord]:
     return sorted(records, key=lambda record: record.id)
 
 
-def matches(
-    queue: Queue, record: JobRecord, kind: type[Job] | str | None, fields: dict[str, Any]
-) -> bool:
+def matches(queue: Queue, record: JobRecord, kind: Kind, fields: dict[str, Any]) -> bool:
     if isinstance(kind, str) and record.type != kind:
         return False
     if not fields and not isinstance(kind, type):
@@ -62,13 +73,13 @@ def decoded(queue: Queue, record: JobRecord) -> Job | None:
         return None  # a class this test process cannot import matches no Job class
 
 
-def wanted(kind: type[Job] | str | None, fields: dict[str, Any]) -> str:
+def wanted(kind: Kind, fields: dict[str, Any]) -> str:
     name = "job" if kind is None else kind if isinstance(kind, str) else kind.__name__
     given = ", ".join(f"{key}={value!r}" for key, value in fields.items())
     return f"{name}({given})" if given else name
 
 
-def describe(queue: Queue, record: JobRecord) -> str:
+def describe(record: JobRecord) -> str:
     return f"job {record.id} {record.class_name} (type {record.type}) {record.payload}"
 
 
@@ -76,6 +87,6 @@ def listing(queue: Queue) -> str:
     found = waiting(queue)
     if not found:
         return "nothing was enqueued"
-    shown = "; ".join(describe(queue, record) for record in found[:LISTED])
+    shown = "; ".join(describe(record) for record in found[:LISTED])
     more = f" and {len(found) - LISTED} more" if len(found) > LISTED else ""
     return f"enqueued instead: {shown}{more}"

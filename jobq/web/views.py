@@ -450,7 +450,14 @@ def gist(error: str) -> str:
     return last if len(last) <= GIST_LIMIT else last[: GIST_LIMIT - 1] + "\N{HORIZONTAL ELLIPSIS}"
 
 
+def shown_status(record: JobRecord) -> str:
+    """A job's status as the pages show it: one claimed that waits in its worker's queue
+    behind the jobs claimed with it is not running yet, and reads as claimed."""
+    return "claimed" if record.claimed_unstarted else str(record.status)
+
+
 def add_filters(templates: Environment) -> None:
     templates.filters["gist"] = gist
     templates.filters["duration"] = duration
     templates.filters["moment"] = moment
+    templates.filters["status"] = shown_status

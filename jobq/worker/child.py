@@ -166,7 +166,7 @@ class Child:
             claim = queue.claim(types)
             claims = Claims() if claim is None else Claims([claim])
         else:
-            claims = queue.claim_many(size, types)
+            claims = queue.claim_many(size, types, queued=True)
         self.came_back(size, claims.picked, claims)
         return claims
 
@@ -318,7 +318,9 @@ class Child:
         size = 0 if types is None else self.claim_size(session.queue)
         types = types or ()
         try:
-            outcomes, then = session.queue.complete_many_and_claim(completed, size, types)
+            outcomes, then = session.queue.complete_many_and_claim(
+                completed, size, types, queued=True
+            )
         except Exception as error:
             outcomes = self.recorder.again(
                 session,

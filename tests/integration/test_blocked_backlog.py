@@ -28,7 +28,7 @@ from tests.support.servers import fresh_mariadb_database, fresh_postgresql_datab
 BLOCKED = 20_000
 # Far fewer reads than blocked jobs: a walk past them reads each at least once.
 MOST_READS = BLOCKED // 10
-HERE = {"host": "here", "pid": 1, "worker": "w1"}
+HERE = {"host": "here", "pid": 1, "worker": "w1", "queued": True}
 
 
 # Written in a few statements: enqueued, then doubled by copies of itself up to BLOCKED.

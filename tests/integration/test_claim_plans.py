@@ -60,7 +60,7 @@ TYPES = [(), ("email",), ("email", "missing")]
 # as a worker of a drain acknowledges and claims.
 IN_PROGRESS, ACKED, BATCH = 300, 5, 60
 # Where a claim says its attempt runs.
-HERE = {"host": "here", "pid": 1, "worker": "w1"}
+HERE = {"host": "here", "pid": 1, "worker": "w1", "queued": True}
 
 
 @pytest.fixture(params=STATISTICS)
@@ -96,7 +96,7 @@ def test_postgresql_claims_probe_once_per_type(crowded: jobq.Queue, types: tuple
     # The arrays bound as the backend binds them.
     texts = postgresql_claims.texts
     params |= {"n": 3, "tokens": texts("abc"), "result": None}
-    params |= postgresql_claims.acknowledged([(1, "x", None), (2, "y", None)])
+    params |= postgresql_claims.acknowledged([(1, "x", None, 0.2, 0.1), (2, "y", None, 0.1, 0.0)])
     for statement, function in (
         (postgresql_claims.claim_statement(len(types)), "jobq_next_ready"),
         (postgresql_claims.complete_and_claim_statement(len(types)), "jobq_next_ready"),
@@ -273,7 +273,7 @@ def test_postgresql_batched_statements_generic_plans_read_jobs_by_primary_key(
     batch = claims[:BATCH]
     texts = postgresql_claims.texts
     params = {"n": BATCH, "tokens": texts(f"t{i}" for i in range(BATCH)), "lease": 60.0}
-    params |= HERE | postgresql_claims.acknowledged((c.id, c.token, None) for c in batch)
+    params |= HERE | postgresql_claims.acknowledged((c.id, c.token, None, 0.0, 0.0) for c in batch)
     generic = ("SET LOCAL plan_cache_mode = force_generic_plan",)
     analyzed = ("SET LOCAL auto_explain.log_analyze = on",)
     for statement in (
@@ -310,7 +310,7 @@ def test_postgresql_a_batched_acknowledgement_reads_its_own_rows_not_every_attem
     acked = [claim.completed(None) for claim in claims[:ACKED]]
     texts = postgresql_claims.texts
     params = {"n": 0, "tokens": texts([]), "lease": 60.0, **HERE}
-    params |= postgresql_claims.acknowledged((c.id, c.token, c.result) for c in acked)
+    params |= postgresql_claims.acknowledged((c.id, c.token, c.result, 0.0, 0.0) for c in acked)
     statement = postgresql_claims.complete_many_and_claim_statement(0)
     plan = postgresql_plan(queue, statement, params, analyze=True)
     read = [
@@ -340,7 +340,9 @@ def test_postgresql_an_acknowledgement_finds_its_rows_by_primary_key(crowded: jo
     texts = postgresql_claims.texts
     single = {"result": None, "new_token": "u", "lease": 60.0, **HERE}
     batched = {"n": 0, "tokens": texts([]), "lease": 60.0, **HERE}
-    batched |= postgresql_claims.acknowledged((claim.id, claim.token, None) for claim in batch)
+    batched |= postgresql_claims.acknowledged(
+        (claim.id, claim.token, None, 0.0, 0.0) for claim in batch
+    )
     for statement, params, acked in (
         (queue.backend.sql_complete, single | {"id": one.id, "token": one.token}, 1),
         (
@@ -381,7 +383,9 @@ def test_postgresql_an_acknowledgement_locks_its_keys_from_its_own_rows(
     batch = claims[:ACKED]
     texts = postgresql_claims.texts
     params = {"n": 0, "tokens": texts([]), "lease": 60.0, **HERE}
-    params |= postgresql_claims.acknowledged((claim.id, claim.token, None) for claim in batch)
+    params |= postgresql_claims.acknowledged(
+        (claim.id, claim.token, None, 0.0, 0.0) for claim in batch
+    )
     statement = postgresql_claims.complete_many_and_claim_statement(0)
     plan = postgresql_plan(queue, statement, params, analyze=True)
     held = next(node for node in nodes(plan) if node.get("Subplan Name") == "CTE held")
@@ -462,7 +466,13 @@ def test_postgresql_a_renewal_reads_its_own_rows_not_every_attempt_in_progress(
         queue.enqueue_many([Noop() for _ in range(IN_PROGRESS)])
         claims = queue.claim_many(IN_PROGRESS)
     mine = claims[:ACKED]
-    params = {"lease": 60.0, "ids": [c.id for c in mine], "tokens": [c.token for c in mine]}
+    params = {
+        "lease": 60.0,
+        "ids": [c.id for c in mine],
+        "tokens": [c.token for c in mine],
+        # One attempt started since the last round (its start is recorded), the rest not.
+        "ages": [1.0] + [None] * (len(mine) - 1),
+    }
     plan = postgresql_plan(queue, RENEW_MANY, params, analyze=True)
     read = [
         (node["Node Type"], node["Actual Rows"] * node["Actual Loops"])

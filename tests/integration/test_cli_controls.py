@@ -80,6 +80,21 @@ def test_show_prints_one_job_or_one_line_why_not(queue: jobq.Queue, jobq_) -> No
         assert message in err
 
 
+def test_show_and_jobs_tell_a_claimed_job_from_a_running_one(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
+    # A prefetching worker's batch: the first runs, the second waits in its queue.
+    running, claimed = queue.enqueue_many([Noop(), Noop()])
+    assert [claim.id for claim in queue.claim_many(2, queued=True)] == [running, claimed]
+    _, out, _ = jobq_("show", str(claimed))
+    assert "in_progress (claimed, not started)" in out
+    _, out, _ = jobq_("show", str(running))
+    assert "in_progress" in out
+    assert "not started" not in out
+    shown = json.loads(jobq_("show", str(claimed), "--json")[1])
+    assert (shown["status"], shown["attempted_at"]) == ("in_progress", None)
+    _, out, _ = jobq_("jobs", "--status", "in_progress")
+    assert out.count("(claimed, not started)") == 1
+
+
 def test_cancel_acts_on_every_id_and_says_which_it_refused(queue: jobq.Queue, jobq_) -> None:  # type: ignore[no-untyped-def]
     done, running, pending = queue.enqueue_many([Noop(), Noop(), Noop()])
     queue.process_jobs(1)  # the first

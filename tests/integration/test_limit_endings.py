@@ -110,7 +110,7 @@ def test_a_batched_acknowledgement_settles_its_endings_without_the_trigger(
     with queue.backend.transaction():
         queue.backend.execute("SET LOCAL track_functions = 'all'")
         # The backend's statement itself, which the queue runs in a transaction of its own.
-        done = [(claim.id, claim.token, None) for claim in first]
+        done = [(claim.id, claim.token, None, 0.0, 0.0) for claim in first]
         _, (second,) = queue.backend.complete_many_and_claim(done, [], ["t"], 60.0, runner())
         by_batch = dict(queue.backend.fetchall(functions))
         queue.backend.execute(

@@ -107,7 +107,7 @@ def fused(batched: bool) -> Callable[[jobq.Queue, list[ClaimedJob]], object]:
         return queue.backend.complete_and_claim(done.id, done.token, (), "next", 60.0, HERE)
 
     def many(queue: jobq.Queue, ended: list[ClaimedJob]) -> object:
-        done = [(claim.id, claim.token, None) for claim in ended]
+        done = [(claim.id, claim.token, None, 0.0, 0.0) for claim in ended]
         return queue.backend.complete_many_and_claim(done, (), ["next"], 60.0, HERE)
 
     return many if batched else single

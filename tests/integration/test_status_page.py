@@ -190,6 +190,22 @@ def test_the_overview_lists_each_worker_s_running_jobs(queue: jobq.Queue, client
     assert running == sorted(claim.id for claim in claims)
 
 
+def test_a_job_claimed_behind_another_shows_as_claimed_not_running(
+    queue: jobq.Queue, client: Client
+) -> None:
+    # A prefetching worker's batch: the first runs, the second waits in the worker.
+    running, claimed = queue.enqueue_many([Noop(), Noop()])
+    assert [claim.id for claim in queue.claim_many(2, queued=True)] == [running, claimed]
+
+    assert '<span class="status status-claimed" id="status">claimed</span>' in page(
+        client, f"/jobs/{claimed}"
+    )
+    assert 'id="status">in_progress</span>' in page(client, f"/jobs/{running}")
+    (row,) = re.findall(r'<table id="workers">.*?</table>', page(client, "/"), re.S)
+    assert re.search(r'<td class="n">1</td>', row), row
+    assert f'href="/jobs/{claimed}">{claimed}</a> noop (claimed)' in row, row
+
+
 def test_a_job_page_shows_the_unique_key_escaped(queue: jobq.Queue, client: Client) -> None:
     job_id = queue.enqueue(Noop(), unique_key="<b>import</b>:42")
 

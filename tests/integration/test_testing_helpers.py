@@ -1,7 +1,7 @@
 """jobq.testing as an application's test suite uses it: a test file of its own, run by
 pytest in a subprocess with jobq's plugin loaded from its entry point, on in-memory SQLite
-and on the test's PostgreSQL database (JOBQ_TEST_DSN); the failure messages as printed. The
-async suite runs on anyio's pytest plugin, as an application's might."""
+and on the test's PostgreSQL or MariaDB database (JOBQ_TEST_DSN); the failure messages as
+printed. The async suite runs on anyio's pytest plugin, as an application's might."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ import asyncio
 
 import jobq
 import pytest
-from jobq.testing import drain
+from jobq.testing import assert_enqueued, drain, enqueued, refute_enqueued
 
 pytestmark = pytest.mark.anyio
 ON = {}  # the queue the jobs enqueue on, and the loop the coroutine job ran on
@@ -140,6 +140,22 @@ async def test_await_drain_runs_coroutine_and_plain_jobs(jobq_async_queue):
     assert await jobq_async_queue.counts() == {"completed": 2}
 
 
+async def test_the_assertions_read_an_async_queue_and_it_reads_each_drain(jobq_async_queue):
+    ON["queue"] = jobq_async_queue
+    fetch = await jobq_async_queue.enqueue(Fetch("c"))
+    # Read before the drain, on the AsyncQueue's own connection: it must see the drain's ends.
+    assert (await jobq_async_queue.get(fetch)).status == "pending"
+    assert assert_enqueued(jobq_async_queue, Fetch, url="c").id == fetch
+    refute_enqueued(jobq_async_queue, "parse")
+    await drain(jobq_async_queue, with_recursion=False)
+    assert (await jobq_async_queue.get(fetch)).status == "completed"
+    (parse,) = enqueued(jobq_async_queue, Parse, url="c")
+    await drain(jobq_async_queue)
+    assert (await jobq_async_queue.get(parse.id)).result == "parsed c"
+    assert await jobq_async_queue.counts() == {"completed": 2}
+    refute_enqueued(jobq_async_queue)
+
+
 async def test_an_async_queue_of_its_own_is_refused(jobq_async_queue):
     with pytest.raises(TypeError, match="jobq_async_queue fixture"):
         drain(jobq.AsyncQueue(jobq_async_queue.driver))
@@ -160,7 +176,7 @@ def run_suite(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, db_kind: str, dsn: str, suite: str
 ) -> pytest.RunResult:
     """`suite` as an application's test file, run by pytest in a subprocess on in-memory or
-    temporary SQLite, or with JOBQ_TEST_DSN naming the test's PostgreSQL database."""
+    temporary SQLite, or with JOBQ_TEST_DSN naming the test's PostgreSQL or MariaDB database."""
     if db_kind == "sqlite":
         monkeypatch.delenv("JOBQ_TEST_DSN", raising=False)
     else:
@@ -169,7 +185,7 @@ def run_suite(
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
 
 
-@pytest.mark.databases("sqlite", "postgresql")
+@pytest.mark.databases("sqlite", "postgresql", "mariadb")
 def test_an_applications_suite_uses_the_helpers(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, db_kind: str, dsn: str
 ) -> None:
@@ -185,8 +201,8 @@ def test_an_applications_suite_uses_the_helpers(
     )
 
 
-@pytest.mark.databases("sqlite", "postgresql")
+@pytest.mark.databases("sqlite", "postgresql", "mariadb")
 def test_an_async_suite_drains_its_async_queue(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, db_kind: str, dsn: str
 ) -> None:
-    run_suite(pytester, monkeypatch, db_kind, dsn, ASYNC_SUITE).assert_outcomes(passed=3)
+    run_suite(pytester, monkeypatch, db_kind, dsn, ASYNC_SUITE).assert_outcomes(passed=4)

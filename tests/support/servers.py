@@ -24,6 +24,7 @@ from typing import Any
 
 import psycopg
 import pymysql
+import pytest
 from psycopg import sql
 
 IS_ROOT = os.geteuid() == 0
@@ -241,6 +242,26 @@ def fresh_postgresql_database(server: ServerInfo) -> Iterator[str]:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+def server_of(db_kind: str, request: pytest.FixtureRequest) -> ServerInfo | None:
+    """The session's server of this kind (its `<kind>_server` fixture); None for SQLite."""
+    if db_kind == "sqlite":
+        return None
+    server: ServerInfo = request.getfixturevalue(f"{db_kind}_server")
+    return server
+
+
+@contextlib.contextmanager
+def fresh_database(kind: str, server: ServerInfo | None, sqlite_file: Path) -> Iterator[str]:
+    """A DSN for a fresh, empty database of this kind: on `server`, or `sqlite_file`."""
+    if kind == "sqlite":
+        yield f"sqlite:///{sqlite_file}"
+        return
+    assert server is not None
+    fresh = fresh_postgresql_database if kind == "postgresql" else fresh_mariadb_database
+    with fresh(server) as url:
+        yield url
 
 
 def mariadb_admin(server: ServerInfo) -> pymysql.Connection[Any]:

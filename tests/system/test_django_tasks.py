@@ -105,7 +105,7 @@ def test_task_results_read_as_djangos_own_backends_give_them(dsn: str) -> None:
     run_after and enqueue time given, each task's own keys, queue names, every failed
     attempt in errors, task_finished once the outcome is recorded."""
     output = ok(manage(dsn, "test", "orders.test_task_results", "--noinput"))
-    assert "Ran 9 tests" in output, output
+    assert "Ran 10 tests" in output, output
     assert "\nOK" in output, output
 
 
@@ -141,3 +141,12 @@ def test_django_tasks_monitor_records_how_each_task_ended(dsn: str) -> None:
     assert (failed["status"], failed["finished"], failed["attempts"]) == ("FAILED", True, 2)
     assert failed["exception_class"] == "builtins.ValueError"
     assert "ValueError: bad input" in failed["traceback"]
+
+
+@pytest.mark.databases("postgresql", "sqlite", "mariadb")
+def test_the_backend_does_what_djangos_immediate_backend_is_tested_to_do(dsn: str) -> None:
+    """tests/support/djangoproject/orders/test_backend_parity.py: the behaviours of Django's
+    own ImmediateBackend tests, run on both backends, and each deliberate difference."""
+    output = ok(manage(dsn, "test", "orders.test_backend_parity", "--noinput"))
+    assert "Ran 25 tests" in output, output
+    assert "\nOK" in output, output

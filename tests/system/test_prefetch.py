@@ -5,10 +5,12 @@ nothing lost and no overlap under kills, a frozen master and drains."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import re
 import signal
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
@@ -137,7 +139,7 @@ def run_ending(queue: jobq.Queue, dsn: str, tmp_path: Path, ending: str) -> None
 
 
 # On PostgreSQL a batch's acknowledgement is one statement, whose time each of its jobs'
-# finished_at holds: its jobs are those that share one.
+# updated_at holds (finished_at is each attempt's own end): its jobs are those that share one.
 @pytest.mark.databases("postgresql")
 def test_an_adaptive_worker_s_first_acknowledgement_claims_a_batch(
     dsn: str, tmp_path: Path
@@ -153,7 +155,7 @@ def test_an_adaptive_worker_s_first_acknowledgement_claims_a_batch(
         with supervisor(dsn, "--workers", "1", *SETTINGS):
             wait_for("the jobs done", partial(all_completed, Observer(dsn), 100), 30)
         acknowledged = queue.backend.fetchall(
-            "SELECT count(*) FROM jobq_jobs GROUP BY finished_at ORDER BY finished_at"
+            "SELECT count(*) FROM jobq_jobs GROUP BY updated_at ORDER BY updated_at"
         )
     assert [n for (n,) in acknowledged][:4] == [1, 10, 20, 40]
 
@@ -380,3 +382,70 @@ def test_no_job_stays_held_after_a_prefetching_worker_is_killed_at_any_moment(
         assert running.wait(30) == 0, running.log
         judged(journal, deaths, records_of(observer, ids))
     observer.close()
+
+
+def test_a_worker_s_queued_jobs_read_claimed_until_each_runs_with_its_own_times(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Issue 54, item 11: a worker that claimed a head job and two behind it ran them one
+    after another, yet all three read as running at once, sharing a start and an end. The
+    ones behind read as claimed until they run; each attempt keeps its own start and end."""
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        first = queue.enqueue(Hold(str(journal), str(release)), priority=10)
+        queued = [queue.enqueue(Sleep(0.05, str(journal))) for _ in range(2)]
+        with supervisor(dsn, "--workers", "1", "--prefetch", "3", *LONG_LEASE) as running:
+            wait_for_events(journal, "start")
+            assert record(queue, first).attempted_at is not None
+            for job_id in queued:
+                waiting = record(queue, job_id)
+                assert waiting.status is Status.IN_PROGRESS, waiting
+                assert (waiting.started_at, waiting.attempted_at) == (None, None), waiting
+            release.touch()
+            wait_for("the jobs done", partial(all_completed, Observer(dsn), 3), 30)
+            running.signal(signal.SIGTERM)
+            assert running.wait(30) == 0, running.log
+        entries = [record(queue, job_id).history for job_id in (first, *queued)]
+    attempts = [only for (only,) in entries]
+    for before, after in itertools.pairwise(attempts):
+        assert before.started_at is not None
+        assert before.finished_at is not None
+        assert after.started_at is not None
+        assert before.started_at < before.finished_at
+        # Each recorded by its own statement, from the database's clock: SQLite's counts
+        # milliseconds.
+        assert before.finished_at <= after.started_at + timedelta(milliseconds=1), attempts
+
+
+def test_a_long_job_queued_behind_a_short_one_reads_as_running_within_a_renewal_round(
+    dsn: str, tmp_path: Path
+) -> None:
+    """The master's renewal round records the start of a queued attempt that its worker's
+    fence slot says started: a long job does not read as claimed until it ends."""
+    journal, release = tmp_path / "journal", tmp_path / "release"
+    with jobq.Queue.connect(dsn) as queue:
+        queue.install()
+        first = queue.enqueue(Sleep(0, str(journal)), priority=10)
+        long = queue.enqueue(Hold(str(journal), str(release)))
+        with supervisor(dsn, "--workers", "1", "--prefetch", "2", *LONG_LEASE) as running:
+            started = wait_for_events(journal, "start", 2)
+            assert [event["job"] for event in started] == [first, long], started
+            # FAST's rounds are a second apart: the next records the start.
+            wait_for(
+                "the long job to read as running",
+                lambda: record(queue, long).attempted_at is not None,
+                timeout=30,
+            )
+            assert record(queue, long).status is Status.IN_PROGRESS
+            assert events(journal, "end", long) == []
+            release.touch()
+            wait_for("the jobs done", partial(all_completed, Observer(dsn), 2), 30)
+            running.signal(signal.SIGTERM)
+            assert running.wait(30) == 0, running.log
+        done = record(queue, long)
+    # The round's start, kept by the acknowledgement (a float in the history's JSON).
+    (entry,) = done.history
+    assert entry.started_at is not None
+    assert done.attempted_at is not None
+    assert abs(entry.started_at - done.attempted_at) < timedelta(milliseconds=1)

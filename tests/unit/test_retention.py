@@ -9,7 +9,7 @@ import math
 import pytest
 
 from jobq.options import BY_NAME, MIN_RETENTION, shown_duration
-from jobq.queue.retention import CLEAN_AT_LEAST, Retention
+from jobq.queue.retention import Retention
 from jobq.queue.waiting import MAX_POLL
 from jobq.records import Status
 
@@ -56,10 +56,10 @@ def test_durations_are_shown_in_their_largest_whole_unit() -> None:
     ]  # fmt: skip
 
 
-def test_the_cleaner_runs_a_tenth_of_the_shortest_retention_apart_within_bounds() -> None:
-    assert Retention().interval(10.0) == CLEAN_AT_LEAST
+def test_the_cleaner_runs_at_every_maintenance_run_unless_nothing_is_pruned() -> None:
+    assert Retention().interval(10.0) == 10.0
     assert Retention(completed=4.0, failed=math.inf).interval(1.0) == 1.0
-    assert Retention(completed=600.0, failed=7200.0).interval(10.0) == 60.0
+    assert Retention(completed=math.inf, failed=7200.0).interval(30.0) == 30.0
     assert Retention(completed=math.inf, failed=math.inf).interval(10.0) == math.inf
 
 

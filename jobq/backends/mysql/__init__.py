@@ -8,7 +8,7 @@ locks on the status index and make concurrent claims deadlock. Times are DATETIM
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -16,16 +16,18 @@ from typing import Any
 import pymysql
 from pymysql.constants import CLIENT, SERVER_STATUS
 
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, InstallLockTimeout
 from ...records import ClaimedJob, Status
 from ..base import Backend, bring_forward, work_left
 from ..limits import REFUSALS
 from ..naming import connection_name
+from ..pruning import INDEX as PRUNING
+from ..pruning import OLDEST_FINISHED_AT
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Steps, every, last_id, value
-from ..workflows import ENDINGS, KEPT
-from .claims import READY, MysqlBatching, claim_select, later
+from ..workflows import KEPT
+from .claims import READY, MysqlBatching, ago, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
 from .dsn import connect_args
@@ -44,6 +46,10 @@ BY_ID = "FROM jobq_jobs WHERE id = %(id)s"
 BEGIN = ("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "BEGIN")
 # Server error numbers: deadlock found, and lock wait timeout exceeded.
 TRANSIENT_ERRORS = {1213, 1205}
+# Taken by every install and migration script of a database: concurrent ones queue up, for
+# as long as a migration of a large table may take.
+INSTALL_LOCK = "SELECT GET_LOCK('jobq_install', 600)"
+INSTALL_UNLOCK = "SELECT RELEASE_LOCK('jobq_install')"
 
 INSERT_ROW = (
     "(%(type{i})s, %(class_name{i})s, %(payload{i})s, %(max_attempts{i})s, %(backoff{i})s, "
@@ -90,6 +96,7 @@ class MysqlBackend(
         WORKFLOWS,
         RATES,
         BINARY_IDENTIFIERS,
+        PRUNING,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -152,11 +159,21 @@ class MysqlBackend(
 
     @contextmanager
     def install_lock(self) -> Iterator[None]:
-        self.execute("SELECT GET_LOCK('jobq_install', 60)")
+        if self.fetchone(INSTALL_LOCK)[0] != 1:
+            raise InstallLockTimeout(
+                "another jobq migration has held this database's install lock for 10 minutes: "
+                "let it finish (or end the session holding GET_LOCK('jobq_install')), then "
+                "run `jobq migrate` again"
+            )
         try:
             yield
         finally:
-            self.execute("SELECT RELEASE_LOCK('jobq_install')")
+            self.execute(INSTALL_UNLOCK)
+
+    # DDL commits as it goes on MySQL: the lock, not a transaction, keeps scripts apart.
+    script_begin = (INSTALL_LOCK,)
+    script_end = (INSTALL_UNLOCK,)
+    script_delimiter = "$$"
 
     sql_create_versions = "CREATE TABLE IF NOT EXISTS jobq_schema (version INT NOT NULL)"
     sql_versions_exist = (
@@ -280,7 +297,9 @@ class MysqlBackend(
         else:  # MySQL bounds only SELECTs this way; its UPDATEs by the lock wait above
             self.execute("SET SESSION max_execution_time = %s", (max(1, round(seconds * 1000)),))
 
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
+    def renew_many(
+        self, claims: Sequence[tuple[int, str]], lease: float, started: Mapping[int, float]
+    ) -> Renewal:
         """One UPDATE for every claim, then a read of which leases now reach a lease past a
         moment pinned before the UPDATE: exactly the ones this round extended, however long
         the UPDATE waited for its locks. MySQL has no UPDATE … RETURNING to do both at once."""
@@ -289,9 +308,18 @@ class MysqlBackend(
         params: dict[str, Any] = {"lease": self.seconds(lease), "pinned": pinned}
         for i, (job_id, token) in enumerate(claims):
             params[f"id{i}"], params[f"token{i}"] = job_id, token
+        starts = ""
+        if started:
+            began = " ".join(f"WHEN %(sid{i})s THEN {ago(f'sage{i}')}" for i in range(len(started)))
+            for i, (job_id, age) in enumerate(started.items()):
+                params[f"sid{i}"], params[f"sage{i}"] = job_id, self.seconds(age)
+            starts = (
+                f", started_at = coalesce(started_at, CASE id {began} END)"
+                f", attempted_at = coalesce(attempted_at, CASE id {began} END)"
+            )
         self.execute(
             f"""
-            UPDATE jobq_jobs SET lease_until = GREATEST(lease_until, {later("lease")})
+            UPDATE jobq_jobs SET lease_until = GREATEST(lease_until, {later("lease")}){starts}
             WHERE (id, token) IN ({pairs}) AND status = 'in_progress' AND lease_until > {NOW}
             """,
             params,
@@ -315,11 +343,12 @@ class MysqlBackend(
         delay: float,
         lease_ended_only: bool,
         error_class: str | None = None,
+        began: float | None = None,
     ) -> Status | None:
         """The UPDATE and a read of the status it set, in one transaction (the row stays locked,
         so no claim changes it first), which wakes the freed slot's blocked jobs too."""
         params = self.settle_params(
-            job_id, token, status, error, delay, lease_ended_only, error_class
+            job_id, token, status, error, delay, lease_ended_only, error_class, began
         )
         row = None
         with self.transaction():
@@ -332,8 +361,11 @@ class MysqlBackend(
 
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = {NOW}, finished_at = {NOW}, result = %(result)s, checkpoint = NULL,
-            {logged()}
+            updated_at = {NOW}, finished_at = {ago("ended")}, result = %(result)s,
+            checkpoint = NULL,
+            {logged(began=f"coalesce(attempted_at, {ago('began')})", ended=ago("ended"))},
+            started_at = coalesce(started_at, {ago("began")}),
+            attempted_at = coalesce(attempted_at, {ago("began")})
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND cancel_requested_at IS NULL
     """
@@ -344,7 +376,7 @@ class MysqlBackend(
 
     sql_settle = f"""
         UPDATE jobq_jobs SET
-            {logged("%(error)s", "%(error_class)s")},
+            {logged("%(error)s", "%(error_class)s", f"coalesce(attempted_at, {ago('began')})")},
             error_class = %(error_class)s,
             finished_at = CASE
                 WHEN %(status)s = 'pending' AND (deadline IS NULL OR deadline > {later("delay")})
@@ -354,7 +386,9 @@ class MysqlBackend(
                 WHEN deadline <= {later("delay")} THEN 'expired'
                 ELSE 'pending' END,
             scheduled_at = {later("delay")},
-            token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = {NOW}
+            token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = {NOW},
+            started_at = coalesce(started_at, {ago("began")}),
+            attempted_at = coalesce(attempted_at, {ago("began")})
         WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
           AND (NOT %(lease_ended_only)s OR lease_until <= {NOW}) AND cancel_requested_at IS NULL
     """
@@ -373,9 +407,12 @@ class MysqlBackend(
     """
 
     # Picks the ids only (see delete_finished), locking them as enqueue's after= locks a
-    # parent: no dependent can be added to one between the pick and the delete.
+    # parent: no dependent can be added to one between the pick and the delete. The pruning
+    # index named: on its own, MariaDB takes it for the status alone (ref, then
+    # every finished row of the status walked to find the few past the cutoff), or walks
+    # finished_at across every status.
     sql_prune = f"""
-        SELECT id FROM jobq_jobs WHERE status IN ({{statuses}})
+        SELECT id FROM jobq_jobs FORCE INDEX (jobq_jobs_pruning) WHERE status IN ({{statuses}})
           AND finished_at < DATE_SUB({NOW}, INTERVAL %(older_than)s MICROSECOND) AND {KEPT}
         ORDER BY finished_at LIMIT %(batch)s FOR UPDATE
     """
@@ -397,8 +434,7 @@ class MysqlBackend(
     sql_bring_forward = bring_forward(NOW)
 
     sql_oldest_finished = f"""
-        SELECT TIMESTAMPDIFF(MICROSECOND, min(finished_at), {NOW}) / 1000000 FROM jobq_jobs
-        WHERE status IN ({ENDINGS})
+        SELECT TIMESTAMPDIFF(MICROSECOND, {OLDEST_FINISHED_AT}, {NOW}) / 1000000
     """
 
     @contextmanager

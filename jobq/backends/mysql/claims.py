@@ -26,6 +26,11 @@ def later(seconds_param: str) -> str:
     return f"DATE_ADD({NOW}, INTERVAL %({seconds_param})s MICROSECOND)"
 
 
+def ago(seconds_param: str) -> str:
+    """now - a duration parameter given in whole microseconds (see MysqlBackend.seconds)."""
+    return f"DATE_SUB({NOW}, INTERVAL %({seconds_param})s MICROSECOND)"
+
+
 def probe(index: int | None, limit: str = "1") -> str:
     """The next ready row of job type `index` (a parameter), or of any type for None, with
     the columns of a claim, scheduled_at and its concurrency or rate key (a limit's trigger
@@ -98,18 +103,23 @@ class MysqlBatching(Batching, MysqlLimits, Workflows):
         rows = self.fetchall(claim_many_select(len(types)), params)
         if not rows:
             return Claims()
-        # One UPDATE for the batch: each row its own token and the lease its SELECT read.
+        # One UPDATE for the batch: each row its own token and the lease its SELECT read; the
+        # first starts now, the others once the worker gets to them if they wait in its queue
+        # (as PostgreSQL's FIRST_STARTED).
         handed: dict[str, Any] = {}
         for i, (row, token) in enumerate(zip(rows, tokens, strict=False)):
             handed |= {f"id{i}": row[0], f"token{i}": token, f"lease_until{i}": row[5]}
         ids = ", ".join(f"%(id{i})s" for i in range(len(rows)))
+        starting = "%(id0)s" if runner.queued else ids
         self.execute(
             f"""
             UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
                 token = {handing("token", len(rows))},
                 lease_until = {handing("lease_until", len(rows))},
                 host = %(host)s, pid = %(pid)s, worker = %(worker)s, updated_at = {NOW},
-                started_at = coalesce(started_at, {NOW}), attempted_at = {NOW}
+                started_at = CASE WHEN id IN ({starting}) THEN coalesce(started_at, {NOW})
+                    ELSE started_at END,
+                attempted_at = CASE WHEN id IN ({starting}) THEN {NOW} END
             WHERE id IN ({ids})
             """,
             handed | runner.params(),

@@ -27,13 +27,16 @@ def epoch(moment: str) -> str:
     return f"TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {moment}) / 1000000"
 
 
-def logged(error: str = "NULL", error_class: str = "NULL") -> str:
+def logged(
+    error: str = "NULL", error_class: str = "NULL", began: str = "attempted_at", ended: str = NOW
+) -> str:
     """The SET of attempt_log that appends the ending attempt (see shapes.attempt_entry).
-    It reads only columns that no assignment before it changes (MySQL assigns in order)."""
+    The attempt began and ended at the moments `began` and `ended`. It reads only columns
+    that no assignment before it changes (MySQL assigns in order)."""
     entry = attempt_entry(
         "JSON_OBJECT",
-        started=epoch("attempted_at"),
-        finished=epoch(NOW),
+        started=epoch(began),
+        finished=epoch(ended),
         error=error,
         error_class=error_class,
     )

@@ -113,10 +113,9 @@ class MysqlWorkflows(Workflows):
     lock_rows = " LOCK IN SHARE MODE"
     sql_complete: ClassVar[str]
 
-    def complete(self, job_id: int, token: str, result: str | None = None) -> bool:
+    def completing(self, params: dict[str, Any]) -> bool:
         """The acknowledgement and the endings it recorded, in one transaction: the caller's
         when one is open (an acknowledgement fused with the next claim), else its own."""
-        params = {"id": job_id, "token": token, "result": result}
         with self.in_a_transaction():
             done = self.execute(self.sql_complete, params) == 1
             self.apply_endings()

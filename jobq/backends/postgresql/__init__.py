@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -17,14 +17,17 @@ from ..base import Backend, bring_forward, work_left
 from ..leases import expiry
 from ..limits import REFUSALS
 from ..naming import application_name
+from ..pruning import OLDEST_FINISHED_AT
+from ..pruning import PARTIAL_INDEX as PRUNING
 from ..rows import INSERT_NAMES, REFUSED, NewJob, Refused, Renewal, Runner, claimed_only
 from ..shapes import type_params
 from ..steps import CopyRows, Step, Steps, fetched, one
-from ..workflows import ENDINGS, KEPT
+from ..workflows import kept
 from .claims import COMPLETE, PostgresBatching, claim_statement, complete_and_claim_statement
 from .claims import MIGRATION as BATCHES
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
+from .cursors import CLAIM_CURSORS
 from .dsn import libpq_dsn
 from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
@@ -55,8 +58,10 @@ RENEW = f"""
 # Every lease a master's workers hold, extended in one statement, each guarded by its token.
 RENEW_MANY = """
     UPDATE jobq_jobs AS j
-    SET lease_until = greatest(j.lease_until, now() + make_interval(secs => %(lease)s))
-    FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS c(id, token)
+    SET lease_until = greatest(j.lease_until, now() + make_interval(secs => %(lease)s)),
+        started_at = coalesce(j.started_at, now() - make_interval(secs => c.age)),
+        attempted_at = coalesce(j.attempted_at, now() - make_interval(secs => c.age))
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(ages)s::float8[]) AS c(id, token, age)
     WHERE j.id = c.id AND j.token = c.token AND j.status = 'in_progress'
       AND j.lease_until > now()
       -- Implied by the join, and there so that the rows are read by primary key: with
@@ -67,6 +72,14 @@ RENEW_MANY = """
 """
 
 T = TypeVar("T")
+
+# Taken by every install and migration script of a database: concurrent ones queue up.
+INSTALL_LOCK = "SELECT pg_advisory_xact_lock(4242001)"
+
+
+# When an attempt that ends began, %(began)s seconds ago by its worker's account: for one
+# that waited in its worker's queue, whose claim left its start unrecorded (claims.py).
+BEGAN = "now() - make_interval(secs => %(began)s::float8)"
 
 
 class PostgresBackend(
@@ -102,6 +115,8 @@ class PostgresBackend(
         KEY_LOCKS,
         SET_ENDINGS,
         (*LEANER_ENDINGS, *SUCCESSOR_CLAIMS),
+        CLAIM_CURSORS,
+        PRUNING,
     )
 
     def __init__(
@@ -216,8 +231,11 @@ class PostgresBackend(
         # transaction pooler a session-level lock and its unlock may reach different server
         # connections, and the lock would stay held on one of them for good.
         with self.connection.transaction():
-            self.execute("SELECT pg_advisory_xact_lock(4242001)")
+            self.execute(INSTALL_LOCK)
             yield
+
+    script_begin = ("BEGIN", INSTALL_LOCK)
+    script_end = ("COMMIT",)
 
     sql_create_versions = "CREATE TABLE IF NOT EXISTS jobq_schema (version integer NOT NULL)"
     sql_versions_exist = "SELECT to_regclass('jobq_schema') IS NOT NULL"
@@ -307,14 +325,21 @@ class PostgresBackend(
         row = self.fetchone(RENEW, {"id": job_id, "token": token, "lease": lease})
         return None if row is None else self.to_datetime(row[0])
 
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
+    def renew_many(
+        self, claims: Sequence[tuple[int, str]], lease: float, started: Mapping[int, float]
+    ) -> Renewal:
         # Never prepared: a prepared statement soon gets a generic plan, which guesses a small
         # array and probes the lease index once per claim against every claim (quadratic:
         # 160 ms for 1,000 claims against 5 ms planned with the real arrays).
         with self.connection.cursor() as cursor:
             cursor.execute(
                 RENEW_MANY,
-                {"lease": lease, "ids": [c[0] for c in claims], "tokens": [c[1] for c in claims]},
+                {
+                    "lease": lease,
+                    "ids": [c[0] for c in claims],
+                    "tokens": [c[1] for c in claims],
+                    "ages": [started.get(c[0]) for c in claims],
+                },
                 prepare=False,
             )
             rows = cursor.fetchall()
@@ -362,7 +387,10 @@ class PostgresBackend(
                     THEN NULL ELSE now() END,
                 scheduled_at = now() + make_interval(secs => %(delay)s),
                 token = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now(),
-                error_class = %(error_class)s, {logged("%(error)s", "%(error_class)s")}
+                error_class = %(error_class)s,
+                {logged("%(error)s", "%(error_class)s", began=f"coalesce(attempted_at, {BEGAN})")},
+                started_at = coalesce(started_at, {BEGAN}),
+                attempted_at = coalesce(attempted_at, {BEGAN})
             WHERE id = %(id)s AND token = %(token)s AND {in_progress()}
               AND (NOT %(lease_ended_only)s OR lease_until <= now()) AND cancel_requested_at IS NULL
             RETURNING status, type, scheduled_at <= now() AS ready
@@ -388,7 +416,8 @@ class PostgresBackend(
     sql_prune = f"""
         DELETE FROM jobq_jobs WHERE id IN (
             SELECT id FROM jobq_jobs WHERE status IN ({{statuses}})
-              AND finished_at < now() - make_interval(secs => %(older_than)s) AND {KEPT}
+              AND finished_at < now() - make_interval(secs => %(older_than)s)
+              AND {kept(per_row=" OFFSET 0")}
             ORDER BY finished_at LIMIT %(batch)s
         )
     """
@@ -396,10 +425,7 @@ class PostgresBackend(
     sql_work_left = work_left(READY)
     sql_bring_forward = bring_forward("now()")
 
-    sql_oldest_finished = f"""
-        SELECT extract(epoch FROM now() - min(finished_at)) FROM jobq_jobs
-        WHERE status IN ({ENDINGS})
-    """
+    sql_oldest_finished = f"SELECT extract(epoch FROM now() - {OLDEST_FINISHED_AT})"
 
     @contextmanager
     def pruning(self) -> Iterator[bool]:

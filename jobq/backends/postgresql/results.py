@@ -43,12 +43,18 @@ RESULTS: tuple[str, ...] = (
 )
 
 
-def logged(error: str = "NULL", error_class: str = "NULL") -> str:
-    """The SET of attempt_log that appends the ending attempt (see shapes.attempt_entry)."""
+def logged(
+    error: str = "NULL",
+    error_class: str = "NULL",
+    began: str = "attempted_at",
+    ended: str = "now()",
+) -> str:
+    """The SET of attempt_log that appends the ending attempt (see shapes.attempt_entry),
+    which began and ended at the moments `began` and `ended`."""
     entry = attempt_entry(
         "jsonb_build_object",
-        started="extract(epoch FROM attempted_at)",
-        finished="extract(epoch FROM now())",
+        started=f"extract(epoch FROM {began})",
+        finished=f"extract(epoch FROM {ended})",
         error=f"{error}::text",
         error_class=f"{error_class}::text",
     )

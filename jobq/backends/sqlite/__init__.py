@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,10 +19,12 @@ from ...records import ClaimedJob, Claims
 from ..base import Backend, bring_forward, work_left
 from ..batching import in_picked_order
 from ..limits import REFUSALS
+from ..pruning import OLDEST_FINISHED_AT
+from ..pruning import PARTIAL_INDEX as PRUNING
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
 from ..shapes import type_params
 from ..steps import Fetch, Statement, Step, Steps, every, fetched
-from ..workflows import ENDINGS, KEPT
+from ..workflows import KEPT
 from .claims import claim_many_statement, claim_statement, picked_count_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
@@ -71,6 +73,7 @@ class SqliteBackend(
         LIMITS,
         WORKFLOWS,
         RATES,
+        PRUNING,
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
@@ -176,6 +179,9 @@ class SqliteBackend(
         self.connection.execute("COMMIT")
 
     install_lock = transaction
+    # As transaction(): the write lock, taken at BEGIN, keeps scripts and installs apart.
+    script_begin = ("BEGIN IMMEDIATE",)
+    script_end = ("COMMIT",)
 
     sql_create_versions = "CREATE TABLE IF NOT EXISTS jobq_schema (version INTEGER NOT NULL)"
     sql_versions_exist = (
@@ -278,10 +284,15 @@ class SqliteBackend(
         """In-process: a statement ends with the process that runs it, when the renewer is
         killed; there is no server to run it on."""
 
-    def renew_many(self, claims: Sequence[tuple[int, str]], lease: float) -> Renewal:
+    def renew_many(
+        self, claims: Sequence[tuple[int, str]], lease: float, started: Mapping[int, float]
+    ) -> Renewal:
+        began = f"{NOW} - json_extract(:started, '$.\"' || id || '\"')"
         rows = self.fetchall(
             f"""
-            UPDATE jobq_jobs SET lease_until = max(lease_until, {NOW} + :lease)
+            UPDATE jobq_jobs SET lease_until = max(lease_until, {NOW} + :lease),
+                started_at = coalesce(started_at, {began}),
+                attempted_at = coalesce(attempted_at, {began})
             WHERE status = 'in_progress' AND lease_until > {NOW}
               AND (id, token) IN (
                   SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
@@ -289,7 +300,11 @@ class SqliteBackend(
               )
             RETURNING id, cancel_requested_at IS NOT NULL
             """,
-            {"lease": lease, "claims": json.dumps([list(claim) for claim in claims])},
+            {
+                "lease": lease,
+                "claims": json.dumps([list(claim) for claim in claims]),
+                "started": json.dumps({str(job_id): age for job_id, age in started.items()}),
+            },
         )
         return Renewal({int(row[0]) for row in rows}, {int(row[0]) for row in rows if row[1]})
 
@@ -309,8 +324,10 @@ class SqliteBackend(
 
     sql_complete = f"""
         UPDATE jobq_jobs SET status = 'completed', token = NULL, lease_until = NULL,
-            updated_at = {NOW}, finished_at = {NOW}, result = :result, checkpoint = NULL,
-            {logged()}
+            updated_at = {NOW}, finished_at = {NOW} - :ended, result = :result,
+            checkpoint = NULL, started_at = coalesce(started_at, {NOW} - :began),
+            attempted_at = coalesce(attempted_at, {NOW} - :began),
+            {logged(began=f"coalesce(attempted_at, {NOW} - :began)", ended=f"{NOW} - :ended")}
         WHERE id = :id AND token = :token AND status = 'in_progress'
           AND cancel_requested_at IS NULL
     """
@@ -328,7 +345,10 @@ class SqliteBackend(
                 THEN NULL ELSE {NOW} END,
             scheduled_at = {NOW} + :delay,
             token = NULL, lease_until = NULL, last_error = :error, updated_at = {NOW},
-            error_class = :error_class, {logged(":error", ":error_class")}
+            error_class = :error_class,
+            {logged(":error", ":error_class", began=f"coalesce(attempted_at, {NOW} - :began)")},
+            started_at = coalesce(started_at, {NOW} - :began),
+            attempted_at = coalesce(attempted_at, {NOW} - :began)
         WHERE id = :id AND token = :token AND status = 'in_progress'
           AND (NOT :lease_ended_only OR lease_until <= {NOW}) AND cancel_requested_at IS NULL
         RETURNING status
@@ -358,9 +378,7 @@ class SqliteBackend(
     sql_work_left = work_left(READY)
     sql_bring_forward = bring_forward(NOW)
 
-    sql_oldest_finished = f"""
-        SELECT {NOW} - min(finished_at) FROM jobq_jobs WHERE status IN ({ENDINGS})
-    """
+    sql_oldest_finished = f"SELECT {NOW} - {OLDEST_FINISHED_AT}"
 
     @contextmanager
     def pruning(self) -> Iterator[bool]:

@@ -10,6 +10,14 @@ from .schema import NOW, READY
 
 # What a claim sets besides the attempt: when the job's first and this attempt began.
 STARTED = f"started_at = coalesce(started_at, {NOW}), attempted_at = {NOW}"
+# A batch's first attempt starts as it is claimed; the others', when they wait in the worker's
+# queue (Runner.queued), are recorded with their ends (see the PostgreSQL backend's
+# FIRST_STARTED).
+STARTS_NOW = "(handed.place = 1 OR NOT :queued)"
+FIRST_STARTED = (
+    f"started_at = CASE WHEN {STARTS_NOW} THEN coalesce(started_at, {NOW}) "
+    f"ELSE started_at END, attempted_at = CASE WHEN {STARTS_NOW} THEN {NOW} END"
+)
 
 TYPED_READY = READY.replace("scheduled_at <=", "+scheduled_at <=", 1)
 
@@ -72,12 +80,12 @@ def claim_many_statement(type_count: int) -> str:
             FROM ({earliest(probes, ":n")})
         ),
         handed AS (
-            SELECT picked.id, given.value AS token FROM picked
+            SELECT picked.id, picked.place, given.value AS token FROM picked
             JOIN json_each(:tokens) AS given ON given.key + 1 = picked.place
         )
         UPDATE jobq_jobs SET status = 'in_progress', attempts = attempts + 1,
             token = handed.token, lease_until = {NOW} + :lease, host = :host, pid = :pid,
-            worker = :worker, updated_at = {NOW}, {STARTED}
+            worker = :worker, updated_at = {NOW}, {FIRST_STARTED}
         FROM handed WHERE jobq_jobs.id = handed.id
         RETURNING token, {CLAIM_COLUMNS}
     """

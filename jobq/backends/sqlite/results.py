@@ -21,12 +21,15 @@ RESULTS: tuple[str, ...] = tuple(
 )
 
 
-def logged(error: str = "NULL", error_class: str = "NULL") -> str:
-    """The SET of attempt_log that appends the ending attempt (see shapes.attempt_entry)."""
+def logged(
+    error: str = "NULL", error_class: str = "NULL", began: str = "attempted_at", ended: str = NOW
+) -> str:
+    """The SET of attempt_log that appends the ending attempt (see shapes.attempt_entry),
+    which began and ended at the moments `began` and `ended`."""
     entry = attempt_entry(
         "json_object",
-        started="attempted_at",
-        finished=NOW,
+        started=began,
+        finished=ended,
         error=error,
         error_class=error_class,
     )

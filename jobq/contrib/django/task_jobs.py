@@ -14,7 +14,7 @@ with @task on a JobqBackend, which registers each as it validates it (every inst
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, cast
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
@@ -22,7 +22,23 @@ from django.db import close_old_connections
 from ...errors import DecodeError
 from ...job import Job
 from ...queue.running import current_claim
-from .task_api import Task, TaskContext, normalize_json, task_backends, task_started
+from ...records import ClaimedJob
+from .task_api import (
+    Task,
+    TaskContext,
+    TaskResult,
+    normalize_json,
+    task_backends,
+    task_started,
+)
+
+
+class StartedResults(Protocol):
+    """JobqBackend, the backend that stores task jobs: the result of an attempt as it starts,
+    whether or not its worker claimed it with others (see JobqBackend.started_result)."""
+
+    def started_result(self, claim: ClaimedJob) -> TaskResult[Any, Any]: ...
+
 
 # The tasks this process's application defines, by module path.
 DEFINED: dict[str, Task[Any, Any]] = {}
@@ -79,17 +95,17 @@ class TaskJob(Job):
         """Send task_started with this attempt's result (RUNNING, this attempt counted); the
         task, and its arguments, led by its TaskContext if it takes one."""
         task = defined(self.module_path)
-        backend = task_backends[self.backend]
-        result = backend.get_result(self.result_id())
+        backend = cast(StartedResults, task_backends[self.backend])
+        result = backend.started_result(self.claim())
         task_started.send(type(backend), task_result=result)
-        context = [TaskContext(task_result=result)] if task.takes_context else []
+        context: list[Any] = [TaskContext(task_result=result)] if task.takes_context else []
         return task, [*context, *self.args]
 
     @staticmethod
-    def result_id() -> str:
+    def claim() -> ClaimedJob:
         claim = current_claim()
         assert claim is not None, "a task's job runs only in a jobq worker"
-        return str(claim.id)
+        return claim
 
 
 class AsyncTaskJob(TaskJob):

@@ -129,10 +129,25 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
         return result
 
     def get_result(self, result_id: str) -> TaskResult[Any, Any]:
+        return self.result_of(self.record_of(result_id))
+
+    def record_of(self, result_id: str) -> JobRecord:
         job_id = job_id_of(result_id)
         record = None if job_id is None else producer.queue_for(self.database).get(job_id)
         if record is None or record.class_name not in TASK_JOBS:
             raise TaskResultDoesNotExist(result_id)
+        return record
+
+    def started_result(self, claim: ClaimedJob) -> TaskResult[Any, Any]:
+        """The result as the attempt `claim` starts (for task_started and the TaskContext):
+        RUNNING, though an attempt that waited in its worker's queue has its start recorded
+        only with its end (see jobq's prefetch guide): this one begins now, as its task does."""
+        record = self.record_of(str(claim.id))
+        if record.claimed_unstarted:
+            began = datetime.now(UTC)
+            record = dataclasses.replace(
+                record, attempted_at=began, started_at=record.started_at or began
+            )
         return self.result_of(record)
 
     def attempt_result(self, job_id: int, attempt: int, outcome: Outcome) -> TaskResult[Any, Any]:
@@ -157,8 +172,13 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
         payload = producer.queue_for(self.database).codec.decode(record.class_name, record.payload)
         assert isinstance(payload, TaskJob)
         task: Task[Any, Any] = defined(payload.module_path)
-        # The attempt under way has no history entry yet, but counts as an attempt.
-        running = [record.worker or ""] if record.status is Status.IN_PROGRESS else []
+        # The attempt under way has no history entry yet, but counts as an attempt; one claimed
+        # that waits in its worker's queue has not run yet: READY, as a pending job.
+        waiting = record.claimed_unstarted
+        running = (
+            [record.worker or ""] if record.status is Status.IN_PROGRESS and not waiting else []
+        )
+        last_attempt = record.history[-1].started_at if record.history else None
         result: TaskResult[Any, Any] = TaskResult(
             task=task.using(
                 priority=record.priority,
@@ -167,14 +187,18 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
                 run_after=run_after_of(payload, record),
             ),
             id=str(record.id),
-            status=STATUSES.get(record.status, TaskResultStatus.FAILED),
+            status=(
+                TaskResultStatus.READY
+                if waiting
+                else STATUSES.get(record.status, TaskResultStatus.FAILED)
+            ),
             enqueued_at=(
                 record.created_at
                 if payload.enqueued_at is None
                 else datetime.fromisoformat(payload.enqueued_at)
             ),
             started_at=record.started_at,
-            last_attempted_at=record.attempted_at,
+            last_attempted_at=record.attempted_at or last_attempt,
             finished_at=record.finished_at,
             args=payload.args,
             kwargs=payload.kwargs,
@@ -184,7 +208,8 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
             errors=[
                 TaskError(
                     exception_class_path=e.error_class or unraised_class(e.error),
-                    traceback=e.error,
+                    # Ended by a newline, as Python prints one (jobq keeps it stripped).
+                    traceback=e.error if e.error.endswith("\n") else f"{e.error}\n",
                 )
                 for e in record.history
                 if e.error is not None
@@ -253,6 +278,12 @@ def send_task_finished(claim: ClaimedJob, outcome: Outcome) -> None:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        on_a_loop = False
+    else:
+        on_a_loop = True
+    if not on_a_loop:
+        # Outside the except clause: django.tasks logs a failed task with logger.exception,
+        # which would otherwise print "no running event loop" as the task's traceback.
         send()
         return
     # An async task's attempt, on a worker's event loop, where Django refuses the ORM: sent

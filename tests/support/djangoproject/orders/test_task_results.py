@@ -147,6 +147,38 @@ class Runs(TransactionTestCase):
         failing.refresh()
         self.assertEqual((failing.status, failing.task.run_after), ("FAILED", None))
 
+    def test_a_task_claimed_behind_another_reads_ready_until_it_runs(self) -> None:
+        # A prefetching worker claims both and runs them one after the other (issue 54,
+        # item 11): the second must not read RUNNING before it runs, and each keeps its
+        # own start and end.
+        first, second = add.enqueue(1, b=1), add.enqueue(2, b=2)
+        with jobq.Queue.connect(dsn()) as worker:
+            running, queued = worker.claim_many(2, queued=True)
+            self.assertEqual([str(running.id), str(queued.id)], [first.id, second.id])
+            self.assertEqual(add.get_result(first.id).status, "RUNNING")
+            waiting = add.get_result(second.id)
+            self.assertEqual(
+                (waiting.status, waiting.started_at, waiting.last_attempted_at),
+                ("READY", None, None),
+            )
+            self.assertEqual(waiting.worker_ids, [])
+            ran = [worker.run_unacknowledged(claim) for claim in (running, queued)]
+            worker.complete_many_and_claim([c for c in ran if isinstance(c, jobq.ClaimedJob)], 0)
+        # task_started, and the TaskContext, see each attempt run as it starts.
+        self.assertEqual(
+            [status for name, status, _, _ in self.received.seen if name == "started"],
+            ["RUNNING", "RUNNING"],
+        )
+        one, two = add.get_result(first.id), add.get_result(second.id)
+        self.assertEqual((one.status, two.status), ("SUCCESSFUL", "SUCCESSFUL"))
+        assert one.finished_at is not None
+        assert two.started_at is not None
+        assert two.finished_at is not None
+        # SQLite's clock counts milliseconds, and two statements read it.
+        self.assertLessEqual(one.finished_at, two.started_at + timedelta(milliseconds=1))
+        self.assertLess(two.started_at, two.finished_at)
+        self.assertEqual(two.last_attempted_at, two.started_at)
+
     def test_an_attempt_that_raised_nothing_is_in_errors_named_by_jobq(self) -> None:
         result = fails.enqueue("never raised")
         with jobq.Queue.connect(dsn(), lease_duration=0.001) as worker:
