@@ -10,7 +10,7 @@ from .queue import Queue
 from .queue.asynchronous import AsyncQueue
 from .queue.progress import checkpoint, progress
 from .queue.running import cancel_requested, current_claim
-from .records import ClaimedJob, JobRecord, Outcome, Status
+from .records import ClaimedJob, JobFilter, JobRecord, Outcome, Status
 from .retry import RetryPolicy
 from .schedules import schedule
 
@@ -25,6 +25,7 @@ __all__ = [
     "DecodeError",
     "HookFailed",
     "Job",
+    "JobFilter",
     "JobRecord",
     "JobqError",
     "JsonCodec",

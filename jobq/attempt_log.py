@@ -58,6 +58,12 @@ class AttemptEntry:
     def traceback(self) -> str | None:
         return None if self.error_class is None else self.error
 
+    @property
+    def outcome(self) -> str:
+        """How the attempt ended in a word: the exception's class, "failed" for an attempt
+        that ended without raising (its lease ran out, it was cancelled), or "completed"."""
+        return self.error_class or ("failed" if self.error else "completed")
+
     @classmethod
     def of(cls, entry: dict[str, Any]) -> AttemptEntry:
         return cls(
@@ -77,3 +83,10 @@ def moment(seconds: float | None) -> datetime | None:
 
 def history(text: str | None) -> tuple[AttemptEntry, ...]:
     return tuple(AttemptEntry.of(entry) for entry in loaded(text) or ())
+
+
+def failed_attempt(entries: tuple[AttemptEntry, ...]) -> int | None:
+    """The number of the latest attempt the history holds that ended badly, whose error the
+    row's last_error then is; None if none did (or it is past HISTORY_LIMIT)."""
+    failed = [entry.attempt for entry in entries if entry.outcome != "completed"]
+    return failed[-1] if failed else None

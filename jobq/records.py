@@ -195,3 +195,37 @@ class Horizon:
     age: float | None
     backlog: int | None
     holder: str | None
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """What an operator looks for among the jobs (the status page's Jobs list, its bulk
+    actions): every field given must hold. Times bound a range, `after` inclusive and
+    `before` exclusive. `path` holds the keys into a JSON payload (("customer", "id")), where
+    the value as text must equal `equals`; `error` is text the last error contains, in
+    any case."""
+
+    status: Status | None = None
+    type: str | None = None
+    priority: int | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    scheduled_after: datetime | None = None
+    scheduled_before: datetime | None = None
+    finished_after: datetime | None = None
+    finished_before: datetime | None = None
+    unique_key: str | None = None
+    concurrency_key: str | None = None
+    host: str | None = None
+    path: tuple[str, ...] = ()
+    equals: str | None = None
+    error: str | None = None
+
+    @property
+    def narrow(self) -> bool:
+        """Whether it asks more than a status and a type, which an index answers alone."""
+        return any(
+            getattr(self, name) not in (None, ())
+            for name in self.__dataclass_fields__
+            if name not in ("status", "type")
+        )

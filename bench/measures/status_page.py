@@ -42,6 +42,13 @@ PAGES = (
     # Nothing matches: the list reads until it has a page or the table ends.
     ("expired jobs of one type (none)", "/jobs?status=expired&type=email"),
     ("one job", "/jobs/{middle}"),
+    # The console's filters and charts (issue 58): each filter reads one window of ids.
+    ("a payload field (none match)", "/jobs?field=customer.id&equals=42"),
+    ("error text among failed jobs", "/jobs?status=failed&error=boom"),
+    ("priority and a creation range", "/jobs?priority=0&created_after=2020-01-01T00:00"),
+    ("overview, 24 h window", "/?window=24h"),
+    ("overview, 7 d window", "/?window=7d"),
+    ("the overview's live fragment", "/live"),
 )
 
 # Of every 100 jobs by id: {completed} completed, 2 failed, the rest pending.

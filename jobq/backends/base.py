@@ -23,10 +23,11 @@ from .limits import Limits
 from .reporting import Reporting
 from .retries import TRIES, pause_to_retry
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Refused, Renewal, Runner, claimed_only
+from .search import Search
 from .shapes import CHUNK_ROWS, chunks
 from .steps import CopyRows, Step, Steps, drive, every, fetched
 from .uniqueness import Uniqueness
-from .workflows import Workflows
+from .workflows import ENDINGS, KEPT, Workflows
 
 log = logging.getLogger("jobq")
 
@@ -52,7 +53,7 @@ def work_left(ready: str) -> str:
     )
 
 
-class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Workflows):
+class Backend(Uniqueness, Controls, Search, Installing, Batching, Reporting, Limits, Workflows):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -370,6 +371,19 @@ class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Wor
     def delete_finished(self, sql: str, params: dict[str, Any]) -> int:
         """Run sql_prune; how many jobs it deleted."""
         return self.execute(sql, params)
+
+    # How a SELECT of the ids to delete becomes sql_prune's kind of statement, which
+    # delete_finished runs.
+    deletion: ClassVar[str] = "DELETE FROM jobq_jobs WHERE id IN ({select})"
+
+    def delete_ended(self, ids: Sequence[int]) -> int:
+        """Delete those of these jobs that have ended and that no other job still needs, as
+        prune keeps them (workflows.KEPT); how many it deleted."""
+        marks, params = self.marks("id", list(ids))
+        select = (
+            f"SELECT id FROM jobq_jobs WHERE id IN ({marks}) AND status IN ({ENDINGS}) AND {KEPT}"
+        )
+        return self.delete_finished(self.deletion.format(select=select), params)
 
     @abstractmethod
     @contextmanager

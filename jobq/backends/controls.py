@@ -141,6 +141,10 @@ class Controls(ABC):
     # Completed jobs by whole minutes ago (0: the last minute), over the last %(minutes)s
     # minutes: a range scan of the finished_at index.
     sql_completions: ClassVar[str]
+    # (type, status, buckets ago, count) of the jobs that finished in the last %(minutes)s
+    # minutes, in buckets of %(bucket)s seconds (0: the one now ending): the same range of
+    # the finished_at index as sql_completions.
+    sql_endings: ClassVar[str]
     # (type, status, count) of every unfinished job, and of the jobs that finished in the
     # last %(minutes)s minutes: the partial indexes of pending and running jobs, and a range
     # of the finished_at index, where counting every status would read the whole table.
@@ -353,6 +357,14 @@ class Controls(ABC):
         """{minutes ago: jobs completed then}, over the last `minutes` minutes."""
         rows = yield from every(self.sql_completions, {"minutes": minutes})
         return {int(ago): int(n) for ago, n in rows}
+
+    def endings(self, minutes: int, bucket: int) -> dict[tuple[str, Status, int], int]:
+        return self.run(self.endings_steps(minutes, bucket))
+
+    def endings_steps(self, minutes: int, bucket: int) -> Steps[dict[tuple[str, Status, int], int]]:
+        """{(type, status, buckets ago): jobs that ended so}, over the last `minutes`."""
+        rows = yield from every(self.sql_endings, {"minutes": minutes, "bucket": bucket})
+        return {(name, Status(status), int(ago)): int(n) for name, status, ago, n in rows}
 
     def horizon(self) -> Horizon:
         return self.run(self.horizon_steps())

@@ -10,6 +10,7 @@ from typing import NoReturn
 
 from .. import hooks, logs, options
 from ..app import import_app, load_app, start_worker
+from ..backends.naming import name_process, of_this_host
 from ..dsn import default_dsn, scrub
 from ..errors import CommandError, ConfigurationError, JobqError, NoSchema
 from ..options import Option
@@ -366,10 +367,18 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
+def connection_name_of(command: str) -> str:
+    """What the command's connections are called in the database (backends/naming.py)."""
+    if command == "work":
+        return of_this_host(f"jobq worker {os.getpid()}")
+    return of_this_host(f"jobq {command}") if command == "web" else f"jobq {command}"
+
+
 @quiet_on_closed_stdout
 def main(argv: Sequence[str] | None = None) -> int:
     hide_secrets("jobq", argv)
     args = parse(build_parser(), argv)
+    name_process(connection_name_of(args.command))
     try:
         return int(args.run(args))
     except CommandError as error:

@@ -172,9 +172,8 @@ def printed(value: Any) -> str:
 
 
 def attempt_line(entry: AttemptEntry) -> str:
-    ended = entry.error_class or ("failed" if entry.error else "completed")
     began = "?" if entry.started_at is None else entry.started_at.isoformat(timespec="seconds")
-    return f"attempt {entry.attempt} on worker {entry.worker or '?'} from {began}: {ended}"
+    return f"attempt {entry.attempt} on worker {entry.worker or '?'} from {began}: {entry.outcome}"
 
 
 def where(record: JobRecord) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from .. import options
 from ..backends import for_dsn
+from ..backends.naming import name_process, of_this_host
 from ..dsn import default_dsn, scrub
 from ..errors import JobqError
 from ..lease_clock import FENCE_LEAD, RENEW_RETRY_PAUSE
@@ -83,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ctl.main(argv[1:])
     parser = supervise_parser()
     args = parse(parser, argv)
+    name_process(of_this_host("jobq supervisor"))
     check_pools(parser, args)
     dsn = args.dsn or default_dsn()
     settings = {o.name: getattr(args, o.name) for o in options.SUPERVISOR}

@@ -9,6 +9,7 @@ error (a status that does not exist, a negative limit) raises ValueError naming 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -88,6 +89,29 @@ def retry(backend: Backend, job_id: int) -> bool:
     return backend.retrying(
         "retry", lambda: backend.in_one(retry_steps(backend, job_id), connection=None)
     )
+
+
+def retry_many(backend: Backend, ids: Sequence[int]) -> set[int]:
+    """Retry each of these jobs, by retry()'s rules, in one transaction; the ids retried."""
+    return backend.retrying("retry", lambda: backend.in_one(each(retry_steps, backend, ids), None))
+
+
+def cancel_many(backend: Backend, ids: Sequence[int]) -> set[int]:
+    """Cancel each of these jobs, by cancel()'s rules, in one transaction; the ids cancelled."""
+    return backend.retrying(
+        "cancel", lambda: backend.in_one(each(cancel_steps, backend, ids), None)
+    )
+
+
+def each(
+    control: Callable[[Backend, int], Steps[bool]], backend: Backend, ids: Sequence[int]
+) -> Steps[set[int]]:
+    """One control's statements for each job in turn; the ids it acted on."""
+    acted: set[int] = set()
+    for job_id in ids:
+        if (yield from control(backend, job_id)):
+            acted.add(job_id)
+    return acted
 
 
 def retry_steps(backend: Backend, job_id: int) -> Steps[bool]:

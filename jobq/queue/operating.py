@@ -4,14 +4,19 @@ its jobs (the rules are in controls.py)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 
 from ..backends.base import Backend
+from ..backends.search import Found
 from ..codec import Codec
-from ..records import Horizon, JobRecord, Status
+from ..records import Horizon, JobFilter, JobRecord, Status
 from ..results import decode_result
-from . import controls
+from . import controls, search
 
 MINUTES_A_DAY = 24 * 60
+WEEK = 7 * MINUTES_A_DAY
+# Ids in one statement of delete_ended, a bound like prune's batches (PRUNE_BATCH).
+BULK_BATCH = 500
 
 
 def check_minutes(minutes: object) -> int:
@@ -98,6 +103,33 @@ class Operating:
             for record in controls.jobs(self.backend, status, type, limit, before_id)
         ]
 
+    def search(self, wanted: JobFilter, limit: int = 100, before_id: int | None = None) -> Found:
+        """Jobs that match `wanted`, newest first, from one window of ids below before_id
+        (backends/search.py): a page may hold fewer than `limit` and still have a next one,
+        which starts below Found.following (None: no job is left below)."""
+        found = self.backend.run(search.search_steps(self.backend, wanted, limit, before_id))
+        return found._replace(records=[decoded(self.codec, each) for each in found.records])
+
+    def retry_many(self, ids: Sequence[int]) -> set[int]:
+        """retry() each of these jobs, in one transaction (give a bounded batch); the ids of
+        those retried."""
+        return controls.retry_many(self.backend, ids)
+
+    def cancel_many(self, ids: Sequence[int]) -> set[int]:
+        """cancel() each of these jobs, in one transaction (give a bounded batch); the ids
+        of those cancelled."""
+        return controls.cancel_many(self.backend, ids)
+
+    def delete_ended(self, ids: Iterable[int]) -> int:
+        """Delete the jobs of these ids that have ended (completed, failed, expired or
+        cancelled), but none another job still needs, as prune() keeps them; how many it
+        deleted. An id that is no job's is passed over. BULK_BATCH ids a statement."""
+        wanted = [job_id for job_id in ids if controls.is_id(job_id)]
+        return sum(
+            self.backend.delete_ended(wanted[start : start + BULK_BATCH])
+            for start in range(0, len(wanted), BULK_BATCH)
+        )
+
     def cancel(self, job_id: int) -> bool:
         """Cancel a pending job at once; a job in progress has its attempt stopped and ends
         cancelled (see the README). False for an unknown id or a finished job."""
@@ -151,6 +183,26 @@ class Operating:
         """Jobs completed in each of the last `minutes` minutes by the database's clock,
         oldest first: the last entry is the minute now ending."""
         return per_minute(self.backend.completions(check_minutes(minutes)), minutes)
+
+    def endings_by_type(self, minutes: int, buckets: int) -> dict[str, dict[str, list[int]]]:
+        """{type: {"completed": counts, "failed": counts}} over the last `minutes`, in
+        `buckets` equal spans, oldest first (the last is the span now ending); failed
+        counts the expired too. Reads the finished_at index's range, as the overview's other
+        figures do."""
+        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 0 < minutes <= WEEK:
+            raise ValueError(f"minutes must be a whole number from 1 to {WEEK}, got {minutes!r}")
+        if not 0 < buckets <= minutes * 60:
+            raise ValueError(f"buckets must be from 1 to {minutes * 60}, got {buckets!r}")
+        size = minutes * 60 // buckets
+        found: dict[str, dict[str, list[int]]] = {}
+        for (name, status, ago), n in self.backend.endings(minutes, size).items():
+            kind = {Status.COMPLETED: "completed", Status.FAILED: "failed"}.get(status)
+            kind = "failed" if status is Status.EXPIRED else kind
+            if kind is None or not 0 <= ago < buckets:
+                continue
+            row = found.setdefault(name, {"completed": [0] * buckets, "failed": [0] * buckets})
+            row[kind][buckets - 1 - ago] += n
+        return found
 
     def recent_counts_by_type(self, minutes: int = 60) -> dict[str, dict[str, int]]:
         """{type: {status: number of jobs}}: every pending and in_progress job, and of the

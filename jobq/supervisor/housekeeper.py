@@ -21,6 +21,7 @@ from setproctitle import setproctitle
 
 from .. import protocol, wire
 from ..app import load_app
+from ..backends.naming import name_process, of_this_host
 from ..outcomes import FAILURE_OUTCOMES
 from ..queue import Queue
 from ..queue.retention import Retention
@@ -53,6 +54,7 @@ def serve(
     run too: the figures exist for /metrics alone, and each reading counts every job in
     the table (1.2 s of PostgreSQL time at 1,000,000 jobs, every maintenance interval)."""
     setproctitle("jobq-supervise: housekeeper")
+    name_process(of_this_host("jobq housekeeper"))
     sock.setblocking(True)
     schedules = declared(app)
     if schedules:

@@ -21,6 +21,7 @@ import time
 from setproctitle import setproctitle
 
 from .. import protocol, wire
+from ..backends.naming import name_process, of_this_host
 from ..queue import Queue
 
 log = logging.getLogger("jobq")
@@ -34,6 +35,7 @@ TRYING_SHARE = 0.8
 def serve(dsn: str, lease: float, timeout: float, sock: socket.socket) -> int:
     """Answer renewal rounds until the master closes the socket."""
     setproctitle("jobq-supervise: renewer")
+    name_process(of_this_host("jobq renewer"))
     sock.setblocking(True)
     connection: Queue | None = None
     while (request := wire.receive(sock)) is not None:

@@ -36,9 +36,12 @@ log = logging.getLogger("jobq.web")
 URLS = Map(
     [
         Rule("/", endpoint="overview", methods=["GET"]),
+        Rule("/live", endpoint="overview_live", methods=["GET"]),
+        Rule("/live.js", endpoint="live_script", methods=["GET"]),
         Rule("/jobs", endpoint="jobs", methods=["GET"]),
         Rule("/jobs/<int:job_id>", endpoint="job", methods=["GET"]),
         Rule("/schedules", endpoint="schedules", methods=["GET"]),
+        Rule("/jobs/act", endpoint="act", methods=["POST"]),
         Rule("/jobs/<int:job_id>/retry", endpoint="retry", methods=["POST"]),
         Rule("/jobs/<int:job_id>/cancel", endpoint="cancel", methods=["POST"]),
         Rule("/pause", endpoint="pause", methods=["POST"]),
@@ -49,9 +52,11 @@ URLS = Map(
 )
 
 # Nothing the page needs comes from elsewhere, and nothing may frame it or post it elsewhere;
-# the styles and the chart are inline.
+# the styles and the charts are inline. The one script is the page's own file (/live.js,
+# no inline script runs), and it may fetch from this page alone.
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "script-src 'self'; connect-src 'self'; "
     "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 from jinja2 import Environment
 from werkzeug.exceptions import BadRequest, HTTPException, NotFound
@@ -16,15 +19,20 @@ from werkzeug.routing import MapAdapter
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
+from ..attempt_log import failed_attempt
+from ..backends import search
 from ..backends.controls import RETRYABLE
 from ..job import check_type_name
 from ..limits import count_from_text, rate_from_text
 from ..queue import Queue
 from ..queue.controls import on_retry, why_not_retried
 from ..records import Horizon, JobRecord, Status
+from . import bulk, filters
 from .auth import CSRF_FIELD, NOTICE_COOKIE, set_cookie
 
 T = TypeVar("T")
+
+log = logging.getLogger("jobq.web")
 
 # What a page shows for a time or duration that is not set.
 NOTHING = "\N{EN DASH}"
@@ -38,10 +46,18 @@ REFRESH = 5
 # and charts completions over as many.
 RECENT_MINUTES = 60
 UNFINISHED = (str(Status.PENDING), str(Status.IN_PROGRESS), str(Status.WAITING))
+# The overview's chart windows: (minutes, bars); the bars span whole minutes.
+WINDOWS = {"15m": (15, 15), "1h": (60, 60), "24h": (1440, 96), "7d": (10080, 84)}
+DEFAULT_WINDOW = "1h"
+# Seconds between two refreshes of the overview's figures by live.js.
+LIVE_EVERY = 5
+LIVE_SCRIPT = (Path(__file__).parent / "live.js").read_text()
 # The overview lists at most this many running jobs under their workers (the newest claimed).
 RUNNING_SHOWN = 200
 # The overview names what holds back the database's cleanup once it has for this long.
 HORIZON_SHOWN = 60.0
+# The most characters of an error's last line an attempt's row shows before its traceback.
+GIST_LIMIT = 100
 
 
 @dataclass(frozen=True)
@@ -71,12 +87,16 @@ class Page:
         )
         return Response(html, code, mimetype="text/html")
 
-    def done(self, endpoint: str, notice: str, **values: Any) -> Response:
+    def done(
+        self, endpoint: str, notice: str, query: Mapping[str, str] | None = None, **values: Any
+    ) -> Response:
         """The redirect that ends an action, to a page that says what it did when it was
         taken, in words of its own: the job may have moved on by the time the page is read, a
-        retried job run and failed again, and its status says so."""
+        retried job run and failed again, and its status says so. `query`: the page's
+        filter, which its notice is sealed without (a page's address is its path)."""
         target = self.urls.build(endpoint, values)
-        response = redirect(target, 303)
+        location = f"{target}?{urlencode(query)}" if query else target
+        response = redirect(location, 303)
         if self.seal is not None:
             set_cookie(response, self.request, NOTICE_COOKIE, self.seal(target, notice))
         return response
@@ -99,24 +119,58 @@ class Page:
 
 
 def overview(page: Page) -> Response:
+    return page.render("overview.html", **overview_figures(page))
+
+
+def overview_live(page: Page) -> Response:
+    """The overview's figures alone, which live.js puts in place of the last ones."""
+    return page.render("overview_live.html", **overview_figures(page))
+
+
+def live_script(page: Page) -> Response:
+    return Response(LIVE_SCRIPT, mimetype="text/javascript")
+
+
+def overview_figures(page: Page) -> dict[str, Any]:
     queue = page.queue
+    window = page.request.args.get("window") or DEFAULT_WINDOW
+    if window not in WINDOWS:
+        raise BadRequest(f"window must be one of {', '.join(WINDOWS)}, got {window!r}.")
+    minutes, buckets = WINDOWS[window]
+    endings = queue.endings_by_type(minutes, buckets)
     table = queue.recent_counts_by_type(RECENT_MINUTES)
     paused = queue.paused()
-    per_minute = queue.completions_per_minute(RECENT_MINUTES)
-    return page.render(
-        "overview.html",
+    return dict(
+        window=window,
+        windows=list(WINDOWS),
+        live=LIVE_EVERY,
+        bucket_minutes=minutes // buckets,
+        charts=charts(endings, buckets),
+        backlog={name: row.get("pending", 0) for name, row in table.items()},
         types=sorted(set(table) | paused),
         table=table,
         oldest=queue.oldest_ready(),
         paused=paused,
         limits=queue.limits(),
-        per_minute=per_minute,
-        busiest=max(per_minute),
         unfinished=list(UNFINISHED),
         finished=[str(each) for each in Status if each not in UNFINISHED],
         workers=by_worker(queue.jobs(Status.IN_PROGRESS, limit=RUNNING_SHOWN)),
         horizon=held_horizon(queue),
     )
+
+
+def charts(
+    endings: dict[str, dict[str, list[int]]], buckets: int
+) -> list[tuple[str, dict[str, list[int]], int]]:
+    """Each chart's name, its completed and failed counts per span, and its tallest bar:
+    every type together first, then each type."""
+    total = {"completed": [0] * buckets, "failed": [0] * buckets}
+    for row in endings.values():
+        for kind, counts in row.items():
+            total[kind] = [a + b for a, b in zip(total[kind], counts, strict=True)]
+    shown = [("all types", total), *sorted(endings.items())]
+    return [(name, row, max(map(sum, zip(*row.values(), strict=True)), default=0))
+            for name, row in shown]  # fmt: skip
 
 
 def held_horizon(queue: Queue) -> Horizon | None:
@@ -149,31 +203,73 @@ def schedules(page: Page) -> Response:
 
 def jobs(page: Page) -> Response:
     args = page.request.args
-    status, job_type = args.get("status") or None, args.get("type") or None
     before, batch = args.get("before") or None, args.get("batch") or None
     if batch is not None:
         if not batch.isdigit():
             raise BadRequest(f"batch must be a batch's id, got {batch!r}.")
         shown = page.queue.batch_jobs(int(batch), limit=PAGE_SIZE)
-        return page.render(
-            "jobs.html", jobs=shown, status=None, type=None, following=None, first=None
-        )
+        return page.render("jobs.html", jobs=shown, following=None, first=None, **form({}))
     if before is not None and not before.isdigit():
         raise BadRequest(f"before must be a job id, got {before!r}.")
-    try:
+    before_id = None if before is None else int(before)
+    wanted, fields = filters.job_filter(args), filters.given(args)
+    following = None
+    if wanted.narrow:  # one window of ids a page (backends/search.py)
+        found = page.queue.search(wanted, limit=PAGE_SIZE, before_id=before_id)
+        shown = found.records
+        if found.following is not None:
+            following = {**fields, "before": found.following}
+    else:
         # One row more than shown tells whether there is a next page.
         records = page.queue.jobs(
-            status, job_type, limit=PAGE_SIZE + 1, before_id=None if before is None else int(before)
+            wanted.status, wanted.type, limit=PAGE_SIZE + 1, before_id=before_id
         )
-    except ValueError as error:  # Queue.jobs names what is wrong with a filter
-        raise BadRequest(str(error)) from None
-    shown = records[:PAGE_SIZE]
-    following = None
-    if len(records) > PAGE_SIZE:
-        following = {"before": shown[-1].id, "status": status or "", "type": job_type or ""}
-    return page.render(
-        "jobs.html", jobs=shown, status=status, type=job_type, following=following, first=before
-    )
+        shown = records[:PAGE_SIZE]
+        if len(records) > PAGE_SIZE:
+            following = {**fields, "before": shown[-1].id}
+    return page.render("jobs.html", jobs=shown, following=following, first=before, **form(fields))
+
+
+def act(page: Page) -> Response:
+    """Retry, cancel or delete the jobs ticked on a page, or every job the filter matches
+    (scope=all), and say what was done; logged with who did it, where that is known."""
+    form_data = page.request.form
+    action = form_data.get("action", "")
+    if action not in bulk.PAST:
+        raise BadRequest(f"action must be one of {', '.join(bulk.PAST)}, got {action!r}.")
+    fields = filters.given(form_data)
+    tally = bulk.Tally(action)
+    if form_data.get("scope") == "all":
+        if not fields:
+            raise BadRequest("An action on every match needs a filter: choose one first.")
+        for ids in bulk.matches(page.queue, filters.job_filter(form_data)):
+            bulk.act(page.queue, tally, ids)
+    else:
+        texts = form_data.getlist("id")
+        if not texts or not all(text.isdigit() for text in texts):
+            raise BadRequest("Tick the jobs to act on (each an id), or act on every match.")
+        bulk.act(page.queue, tally, [int(text) for text in texts])
+    notice = tally.notice()
+    scope = "every match of " + urlencode(fields) if form_data.get("scope") == "all" else "ticked"
+    log.info("The status page's operator %s: %s (%s).", operator(page.request), notice, scope)
+    return page.done("jobs", notice, query=fields)
+
+
+def operator(request: Request) -> str:
+    """Who acts, as far as the page knows: the user the host application or basic
+    authentication names, or the bearer of the token."""
+    if request.remote_user:
+        return repr(request.remote_user)
+    given = request.authorization
+    if given is not None and given.type == "basic" and given.username:
+        return repr(given.username)
+    return "with the token" if given is not None else "(unknown)"
+
+
+def form(fields: dict[str, str]) -> dict[str, Any]:
+    """What the filter form shows: the fields given, and whether to open the rest."""
+    more = any(name not in ("status", "type") for name in fields)
+    return {"fields": fields, "more": more, "searched": more, "window": search.SEARCH_WINDOW}
 
 
 def job(page: Page, job_id: int) -> Response:
@@ -194,7 +290,18 @@ def job(page: Page, job_id: int) -> Response:
         parents=page.queue.parents(record.id),
         children=page.queue.dependents(record.id),
         batch={status: n for status, n in page.queue.batch_status(record.id).items() if n},
+        error_heading=error_heading(record),
     )
+
+
+def error_heading(record: JobRecord) -> str:
+    """What the row's last error is, in words: the error of which attempt, and for a job that
+    completed after it, that an earlier attempt failed (the job itself did not)."""
+    attempt = failed_attempt(record.history)
+    which = "an attempt" if attempt is None else f"attempt {attempt}"
+    if record.status is Status.COMPLETED:
+        return f"An earlier attempt failed: {which}" if attempt else "An earlier attempt failed"
+    return "Last error" if attempt is None else f"Last error, of {which}"
 
 
 def retry(page: Page, job_id: int) -> Response:
@@ -336,6 +443,13 @@ def moment(value: datetime | None) -> str:
     return NOTHING if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def gist(error: str) -> str:
+    """A traceback's last line, which names the exception and its message, cut short."""
+    lines = [line for line in error.splitlines() if line.strip()]
+    last = lines[-1].strip() if lines else ""
+    return last if len(last) <= GIST_LIMIT else last[: GIST_LIMIT - 1] + "\N{HORIZONTAL ELLIPSIS}"
+
+
 def shown_status(record: JobRecord) -> str:
     """A job's status as the pages show it: one claimed that waits in its worker's queue
     behind the jobs claimed with it is not running yet, and reads as claimed."""
@@ -343,6 +457,7 @@ def shown_status(record: JobRecord) -> str:
 
 
 def add_filters(templates: Environment) -> None:
+    templates.filters["gist"] = gist
     templates.filters["duration"] = duration
     templates.filters["moment"] = moment
     templates.filters["status"] = shown_status

@@ -19,6 +19,7 @@ from functools import partial
 
 from .. import protocol, wire
 from ..app import start_worker
+from ..backends.naming import name_process, of_this_host
 from ..errors import ConfigurationError, Unacknowledged
 from ..lease_clock import kill_point, startable
 from ..options import MAX_PREFETCH
@@ -77,6 +78,8 @@ class Child:
 
     def main(self) -> int:
         title.starting(self.settings.pool)
+        pool = "" if self.settings.pool is None else f" [{self.settings.pool}]"
+        name_process(of_this_host(f"jobq worker {os.getpid()}{pool}"))
         try:
             start_worker(self.settings.app)
         except Exception as error:

@@ -94,7 +94,7 @@ def test_the_overview_counts_jobs_by_type_and_status(queue: jobq.Queue, client: 
     }
     assert "<td>boom</td>" in html
     assert "<td>record</td>" in html
-    assert "1 completed in the last hour" in html
+    assert "<strong>all types</strong>: 1 completed, 1 failed, backlog 2" in html
     assert "None: workers claim every type." in html
     # The oldest ready job's age, in the types' row, once it has waited a little.
     assert re.search(r"<td>record</td>.*?<td class=\"n\">\d+ s</td>", html, re.S)

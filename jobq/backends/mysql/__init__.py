@@ -20,6 +20,7 @@ from ...errors import ConfigurationError, InstallLockTimeout
 from ...records import ClaimedJob, Status
 from ..base import Backend, bring_forward, work_left
 from ..limits import REFUSALS
+from ..naming import connection_name
 from ..pruning import INDEX as PRUNING
 from ..pruning import OLDEST_FINISHED_AT
 from ..rows import REFUSED, NewJob, Refused, Renewal, Runner
@@ -34,6 +35,7 @@ from .limits import LIMITS
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import BINARY_IDENTIFIERS, MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
+from .search import MysqlSearch
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, MysqlWorkflows
@@ -78,7 +80,9 @@ def insert_statement(rows: int) -> str:
     """
 
 
-class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows, Backend):
+class MysqlBackend(
+    MysqlUniqueness, MysqlControls, MysqlSearch, MysqlBatching, MysqlWorkflows, Backend
+):
     kind = "mysql"
     migrations = (
         *MIGRATIONS,
@@ -108,7 +112,10 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         # FOUND_ROWS: rowcount counts matched rows, so a renewal that leaves the lease
         # unchanged still reports that it held.
         connection = pymysql.connect(
-            **connect_args(dsn), autocommit=True, client_flag=CLIENT.FOUND_ROWS
+            **connect_args(dsn),
+            autocommit=True,
+            client_flag=CLIENT.FOUND_ROWS,
+            program_name=connection_name(),
         )
         try:
             return cls(connection, owns_connection=True)
@@ -409,6 +416,8 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
           AND finished_at < DATE_SUB({NOW}, INTERVAL %(older_than)s MICROSECOND) AND {KEPT}
         ORDER BY finished_at LIMIT %(batch)s FOR UPDATE
     """
+
+    deletion = "{select} FOR UPDATE"
 
     def delete_finished(self, sql: str, params: dict[str, Any]) -> int:
         # MySQL refuses a DELETE that reads jobq_dependencies (KEPT does) while its trigger

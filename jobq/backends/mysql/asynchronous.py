@@ -10,6 +10,7 @@ import aiomysql
 from pymysql.constants import CLIENT
 
 from ..asynchronous import AsyncDriver
+from ..naming import connection_name
 from ..steps import Statement, Step
 from . import BEGIN, MysqlBackend
 from .dsn import connect_args
@@ -19,7 +20,9 @@ async def connect(dsn: str) -> MysqlAsyncDriver:
     args = connect_args(dsn)
     args["db"] = args.pop("database")
     # FOUND_ROWS, as the sync backend connects: rowcount counts matched rows.
-    connection = await aiomysql.connect(**args, autocommit=True, client_flag=CLIENT.FOUND_ROWS)
+    connection = await aiomysql.connect(
+        **args, autocommit=True, client_flag=CLIENT.FOUND_ROWS, program_name=connection_name()
+    )
     returning = "mariadb" in str(connection.get_server_info()).lower()
     return MysqlAsyncDriver(MysqlBackend.detached(returning=returning), connection)
 

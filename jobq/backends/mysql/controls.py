@@ -96,6 +96,13 @@ class MysqlControls(Controls):
         GROUP BY ago
     """
 
+    sql_endings = f"""
+        SELECT type, status, FLOOR(TIMESTAMPDIFF(SECOND, finished_at, {NOW}) / %(bucket)s) AS ago,
+               count(*)
+        FROM jobq_jobs WHERE finished_at > DATE_SUB({NOW}, INTERVAL %(minutes)s MINUTE)
+        GROUP BY type, status, ago
+    """
+
     sql_recent_counts = (
         UNFINISHED_COUNTS
         + f"""

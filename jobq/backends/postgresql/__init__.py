@@ -16,6 +16,7 @@ from ...records import ClaimedJob
 from ..base import Backend, bring_forward, work_left
 from ..leases import expiry
 from ..limits import REFUSALS
+from ..naming import application_name
 from ..pruning import OLDEST_FINISHED_AT
 from ..pruning import PARTIAL_INDEX as PRUNING
 from ..rows import INSERT_NAMES, REFUSED, NewJob, Refused, Renewal, Runner, claimed_only
@@ -38,6 +39,7 @@ from .rates import RATES
 from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, READY, TRACE_CONTEXT, WORKER_IDS, in_progress
+from .search import PostgresSearch
 from .successors import SUCCESSOR_CLAIMS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
@@ -83,6 +85,7 @@ BEGAN = "now() - make_interval(secs => %(began)s::float8)"
 class PostgresBackend(
     PostgresUniqueness,
     PostgresControls,
+    PostgresSearch,
     PostgresBatching,
     PostgresReporting,
     PostgresLimits,
@@ -171,7 +174,9 @@ class PostgresBackend(
         # A transaction pooler hands each transaction to any server connection, where a
         # statement prepared on another does not exist, or another statement has its name.
         prepare = {"prepare_threshold": None} if pooled else {}
-        connection = psycopg.connect(libpq_dsn(dsn), autocommit=True, **prepare)
+        connection = psycopg.connect(
+            libpq_dsn(dsn), autocommit=True, **prepare, **application_name(dsn)
+        )
         try:
             if not pooled and behind_pooler(connection):
                 # Maybe a transaction pooler the DSN does not name: the one statement run so
@@ -353,7 +358,9 @@ class PostgresBackend(
         # one, wake-ups come over a direct connection (listen_dsn), or idle workers poll.
         # The LISTEN itself waits for the idle mark (idle.py).
         if self.listen_dsn is not None:
-            self.listening = psycopg.connect(libpq_dsn(self.listen_dsn), autocommit=True)
+            self.listening = psycopg.connect(
+                libpq_dsn(self.listen_dsn), autocommit=True, **application_name(self.listen_dsn)
+            )
             return True
         return not self.pooled
 

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from ..asynchronous import AsyncDriver
+from ..naming import application_name
 from ..steps import CopyRows, Step, Steps, count
 from . import PostgresBackend
 from .dsn import libpq_dsn
@@ -23,7 +24,7 @@ async def connect(dsn: str) -> PostgresAsyncDriver:
     # No server-side prepared statements: a producer's statements are short, and through a
     # transaction pooler a prepared statement may be missing on the next server connection.
     connection = await psycopg.AsyncConnection.connect(
-        libpq_dsn(dsn), autocommit=True, prepare_threshold=None
+        libpq_dsn(dsn), autocommit=True, prepare_threshold=None, **application_name(dsn)
     )
     return PostgresAsyncDriver(PostgresBackend.detached(), connection, dsn)
 
@@ -85,7 +86,7 @@ class Wakeups:
             if self.reader is None or self.reader.done():
                 await self.close()
                 self.connection = await psycopg.AsyncConnection.connect(
-                    libpq_dsn(self.dsn), autocommit=True
+                    libpq_dsn(self.dsn), autocommit=True, **application_name(self.dsn)
                 )
                 await self.connection.execute(f"LISTEN {FINISHED_CHANNEL}")
                 self.reader = asyncio.create_task(self.read(self.connection))

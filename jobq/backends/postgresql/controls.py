@@ -217,6 +217,14 @@ class PostgresControls(Controls):
         GROUP BY ago
     """
 
+    sql_endings = """
+        SELECT type, status,
+               floor(extract(epoch FROM now() - finished_at) / %(bucket)s)::integer AS ago,
+               count(*)
+        FROM jobq_jobs WHERE finished_at > now() - make_interval(mins => %(minutes)s)
+        GROUP BY type, status, ago
+    """
+
     sql_recent_counts = (
         UNFINISHED_COUNTS
         + """

@@ -32,6 +32,7 @@ from .limits import LIMITS, SqliteLimits
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
+from .search import SqliteSearch
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, SqliteWorkflows
@@ -57,7 +58,9 @@ def path_of(dsn: str) -> str:
     return path[3:]
 
 
-class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkflows, Backend):
+class SqliteBackend(
+    SqliteUniqueness, SqliteControls, SqliteSearch, SqliteLimits, SqliteWorkflows, Backend
+):
     kind = "sqlite"
     migrations = (
         *MIGRATIONS,

@@ -85,6 +85,12 @@ class SqliteControls(Controls):
         WHERE finished_at > {NOW} - :minutes * 60 AND status = 'completed' GROUP BY ago
     """
 
+    sql_endings = f"""
+        SELECT type, status, CAST(({NOW} - finished_at) / :bucket AS INTEGER) AS ago, count(*)
+        FROM jobq_jobs INDEXED BY jobq_jobs_finished
+        WHERE finished_at > {NOW} - :minutes * 60 GROUP BY type, status, ago
+    """
+
     sql_recent_counts = (
         UNFINISHED_COUNTS
         + f"""
