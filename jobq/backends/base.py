@@ -24,6 +24,7 @@ from .reporting import Reporting
 from .retries import TRIES, pause_to_retry
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Refused, Renewal, Runner, claimed_only
 from .shapes import CHUNK_ROWS, chunks
+from .step_records import StepRecords
 from .steps import CopyRows, Step, Steps, drive, every, fetched
 from .uniqueness import Uniqueness
 from .workflows import Workflows
@@ -52,7 +53,9 @@ def work_left(ready: str) -> str:
     )
 
 
-class Backend(Uniqueness, Controls, Installing, Batching, Reporting, Limits, Workflows):
+class Backend(
+    Uniqueness, Controls, Installing, Batching, Reporting, Limits, Workflows, StepRecords
+):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

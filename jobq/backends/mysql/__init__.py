@@ -32,6 +32,7 @@ from .limits import LIMITS
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import BINARY_IDENTIFIERS, MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
+from .step_records import STEPS, MysqlStepRecords
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, MysqlWorkflows
@@ -72,7 +73,9 @@ def insert_statement(rows: int) -> str:
     """
 
 
-class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows, Backend):
+class MysqlBackend(
+    MysqlStepRecords, MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows, Backend
+):
     kind = "mysql"
     migrations = (
         *MIGRATIONS,
@@ -86,6 +89,7 @@ class MysqlBackend(MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows
         WORKFLOWS,
         RATES,
         BINARY_IDENTIFIERS,
+        STEPS,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

@@ -35,6 +35,7 @@ from .rates import RATES
 from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, READY, TRACE_CONTEXT, WORKER_IDS, in_progress
+from .step_records import STEPS, PostgresStepRecords
 from .successors import SUCCESSOR_CLAIMS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
@@ -68,6 +69,7 @@ T = TypeVar("T")
 
 
 class PostgresBackend(
+    PostgresStepRecords,
     PostgresUniqueness,
     PostgresControls,
     PostgresBatching,
@@ -99,6 +101,7 @@ class PostgresBackend(
         KEY_LOCKS,
         SET_ENDINGS,
         (*LEANER_ENDINGS, *SUCCESSOR_CLAIMS),
+        STEPS,
     )
 
     def __init__(

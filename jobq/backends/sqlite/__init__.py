@@ -30,6 +30,7 @@ from .limits import LIMITS, SqliteLimits
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
+from .step_records import STEPS, SqliteStepRecords
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, SqliteWorkflows
@@ -55,7 +56,9 @@ def path_of(dsn: str) -> str:
     return path[3:]
 
 
-class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkflows, Backend):
+class SqliteBackend(
+    SqliteStepRecords, SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkflows, Backend
+):
     kind = "sqlite"
     migrations = (
         *MIGRATIONS,
@@ -68,6 +71,7 @@ class SqliteBackend(SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkfl
         LIMITS,
         WORKFLOWS,
         RATES,
+        STEPS,
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
