@@ -1,13 +1,14 @@
 """jobq: a job queue that lives in your own PostgreSQL, MySQL/MariaDB or SQLite database."""
 
 from .codec import Codec, JsonCodec
-from .errors import ConfigurationError, DecodeError, JobqError
+from .errors import ConfigurationError, DecodeError, DuplicateStep, JobqError, StepRefused
 from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
 from .limits import Concurrency, Rate
 from .listener import Listener
 from .queue import Queue
 from .queue.asynchronous import AsyncQueue
+from .queue.durable import astep, step, step_key
 from .queue.progress import checkpoint, progress
 from .queue.running import cancel_requested, current_claim
 from .records import ClaimedJob, JobRecord, Outcome, Status
@@ -23,6 +24,7 @@ __all__ = [
     "Concurrency",
     "ConfigurationError",
     "DecodeError",
+    "DuplicateStep",
     "HookFailed",
     "Job",
     "JobRecord",
@@ -34,8 +36,10 @@ __all__ = [
     "Rate",
     "RetryPolicy",
     "Status",
+    "StepRefused",
     "__version__",
     "after_job",
+    "astep",
     "before_job",
     "cancel_requested",
     "checkpoint",
@@ -43,4 +47,6 @@ __all__ = [
     "on_worker_start",
     "progress",
     "schedule",
+    "step",
+    "step_key",
 ]

@@ -64,3 +64,13 @@ class WorkerStopped(AttemptEnded):
 
 class JobCancelled(AttemptEnded):
     """An operator cancelled the job while the attempt ran."""
+
+
+class StepRefused(JobqError):
+    """A durable step's record was refused: the attempt that ran it no longer holds its job
+    (its lease ended, or another attempt has it). The attempt stops; the attempt that holds
+    the job runs the step again, or has recorded it already."""
+
+
+class DuplicateStep(JobqError, ValueError):
+    """A step name used twice in one run of a job: each step needs a name of its own."""

@@ -32,6 +32,7 @@ from ..outcomes import (
 from ..records import ClaimedJob, Outcome, Status
 from ..results import encode_result, error_class
 from . import maintenance
+from .durable import Journal, journal
 from .progress import flush
 from .running import runner, running, running_on, worker_id
 
@@ -46,7 +47,8 @@ def never() -> bool:
 
 class Handling:
     """The frame around an attempt's code, in whichever thread or task runs it: there,
-    current_claim() and cancel_requested() answer for this attempt; begin() runs the
+    current_claim() and cancel_requested() answer for this attempt, and its steps are
+    journaled; begin() runs the
     before_job hooks; an Exception from the code is logged and kept as `error`, which fails
     the attempt; anything else (SystemExit, a task's CancelledError) goes through. The
     attempt's last progress is written as it leaves, before its outcome is."""
@@ -63,6 +65,7 @@ class Handling:
 
     def __enter__(self) -> Handling:
         self.tokens = running.set(self.claim), running_on.set(self.backend)
+        self.journal = journal.set(Journal(self.claim, self.backend, self.codec))
         return self
 
     def begin(self) -> None:
@@ -78,6 +81,7 @@ class Handling:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: object
     ) -> bool:
         flush()
+        journal.reset(self.journal)
         running.reset(self.tokens[0])
         running_on.reset(self.tokens[1])
         if not isinstance(error, Exception):

@@ -1,7 +1,7 @@
 """How a concurrent worker runs one attempt's code: an `async def handle` as a task on the
 worker's event loop, a plain `def handle` in one of its threads. Either way the attempt is
 framed as a process worker frames it (queue/consuming.py's Handling): current_claim(),
-cancel_requested(), progress() and checkpoint() answer for this attempt, in its task or its
+cancel_requested(), progress(), checkpoint() and steps answer for this attempt, in its task or its
 thread, and the before_job hooks run there (so Django's close_old_connections runs in the
 thread whose connections the job uses). The after_job hooks run there too (loop.py)."""
 
@@ -27,7 +27,7 @@ def is_coroutine(job: Job) -> bool:
 
 
 class OneStatementAtATime:
-    """The worker's backend as its jobs' progress() and checkpoint() reach it, from their
+    """The worker's backend as its jobs' progress(), checkpoint() and steps reach it, from their
     threads and tasks: each write waits for the statement the database thread may be
     running, as a connection takes one statement at a time. A coroutine's write holds up
     the event loop for as long: one short statement."""
@@ -39,6 +39,14 @@ class OneStatementAtATime:
     def attempt_write(self, column: str, job_id: int, token: str, value: str) -> bool:
         with self.lock:
             return self.backend.attempt_write(column, job_id, token, value)
+
+    def record_step(self, job_id: int, token: str, name: str, value: str, size: int) -> bool:
+        with self.lock:
+            return self.backend.record_step(job_id, token, name, value, size)
+
+    def steps_of(self, job_id: int) -> dict[str, str]:
+        with self.lock:
+            return self.backend.steps_of(job_id)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.backend, name)

@@ -1,0 +1,127 @@
+"""Durable steps: a recorded step returns its value on every later attempt without running,
+a step that raises records nothing, names are unique within a run, only the attempt that
+holds the job records a step (an attempt that lost it stops then). On the three databases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jobq
+from jobq.backends.step_records import StepRecord
+from tests.support.step_jobs import AsyncSteps, Flaky, Steps, Twice, entries
+from tests.support.waiting import wait_lease_ended
+
+AGAIN = jobq.RetryPolicy(max_attempts=3, backoff=0, jitter=False)
+
+
+def runs(journal: Path) -> list[tuple[int, int]]:
+    """(attempt, step) of every run of a step's function."""
+    return [(e["attempt"], e["step"]) for e in entries(journal) if e["event"] == "ran"]
+
+
+@pytest.mark.parametrize("kind", [Steps, AsyncSteps])
+def test_a_recorded_step_returns_its_value_on_later_attempts_without_running(
+    queue: jobq.Queue, tmp_path: Path, kind: type[Steps]
+) -> None:
+    journal = tmp_path / "journal"
+    job_id = queue.enqueue(kind(4, str(journal), fail_after=1), retry=AGAIN)
+    assert queue.process_jobs(2) == 2
+    record = queue.wait(job_id, timeout=0)
+    assert record.status is jobq.Status.COMPLETED
+    # Steps 0 and 1 ran in the first attempt alone; the second replayed them.
+    assert runs(journal) == [(1, 0), (1, 1), (2, 2), (2, 3)]
+    keys = [f"jobq-{job_id}-step-{n}" for n in range(4)]
+    assert record.result == [{"n": n, "key": keys[n]} for n in range(4)]
+    assert [e["key"] for e in entries(journal) if e["event"] == "ran"] == keys
+    listed = queue.backend.step_records(job_id)
+    assert [(step.name, step.attempt) for step in listed] == [
+        ("step-0", 1),
+        ("step-1", 1),
+        ("step-2", 2),
+        ("step-3", 2),
+    ]
+    assert all(isinstance(step, StepRecord) and step.size > 0 for step in listed)
+
+
+def test_a_step_that_raises_records_nothing_and_its_retry_reruns_it_in_place(
+    queue: jobq.Queue, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal"
+    job_id = queue.enqueue(Flaky(str(journal), failures=2, tries=3))
+    assert queue.process_jobs(1) == 1
+    assert queue.wait(job_id, timeout=0).result == "charged"
+    assert runs(journal) == [(1, 0)] * 3
+    assert len({e["key"] for e in entries(journal)}) == 1
+
+    other = tmp_path / "other"
+    failing = queue.enqueue(Flaky(str(other), failures=9, tries=2), retry=AGAIN)
+    assert queue.process_jobs(1) == 1
+    record = queue.get(failing)
+    assert record is not None
+    assert record.status is jobq.Status.PENDING
+    assert record.error_class == "builtins.ConnectionError"
+    assert queue.backend.steps_of(failing) == {}
+
+
+def test_a_name_used_twice_in_one_run_fails_the_attempt_with_a_clear_error(
+    queue: jobq.Queue,
+) -> None:
+    job_id = queue.enqueue(Twice(), retry=jobq.RetryPolicy(max_attempts=1))
+    assert queue.process_jobs(1) == 1
+    record = queue.wait(job_id, timeout=0)
+    assert record.status is jobq.Status.FAILED
+    assert record.error_class == "jobq.errors.DuplicateStep"
+    assert "step 'same' already ran in this run" in (record.last_error or "")
+    assert queue.backend.steps_of(job_id) == {"same": "1"}
+
+
+class Outlive(jobq.Job):
+    """A step that runs past its attempt's lease, then returns the attempt that ran it."""
+
+    job_name = "steps.Outlive"
+    type = "steps"
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def outlive(self) -> int:
+        claim = jobq.current_claim()
+        assert claim is not None
+        if claim.attempt == 1:
+            with jobq.Queue.connect(self.dsn) as other:
+                wait_lease_ended(other, claim.id)
+        return claim.attempt
+
+    def handle(self) -> Any:
+        return jobq.step("outlive", self.outlive)
+
+
+@pytest.mark.lease(0.5)
+def test_a_step_recorded_by_an_attempt_that_lost_its_lease_is_refused_and_it_stops(
+    queue: jobq.Queue, dsn: str
+) -> None:
+    job_id = queue.enqueue(Outlive(dsn), retry=AGAIN)
+    first = queue.claim()
+    assert first is not None
+    # Its failure lands (nobody took the job yet, and a failure is not a step): the job's
+    # retry policy decides, as for any attempt that stopped.
+    assert queue.run(first) is jobq.Outcome.RETRIED
+    assert queue.backend.steps_of(job_id) == {}
+    stopped = queue.get(job_id)
+    assert stopped is not None
+    assert stopped.error_class == "jobq.errors.StepRefused"
+    second = queue.claim()
+    assert second is not None
+    assert queue.run(second) is jobq.Outcome.COMPLETED
+    assert queue.wait(job_id, timeout=0).result == 2
+    assert queue.backend.steps_of(job_id) == {"outlive": "2"}
+
+
+def test_steps_and_their_keys_work_only_in_a_job() -> None:
+    with pytest.raises(RuntimeError, match=r"jobq.step\(\) is for a job's handle"):
+        jobq.step("x", lambda: 1)
+    with pytest.raises(RuntimeError, match=r"step_key\(\) is for the function"):
+        jobq.step_key()

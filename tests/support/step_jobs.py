@@ -1,0 +1,122 @@
+"""Durable jobs for the steps' tests: each step appends a line to a journal file as it runs,
+and another once its record is back, so that a test (or a killer) sees which ran when; run
+in the test's own process or, with the tests package on PYTHONPATH, in a worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import jobq
+
+
+def note(journal: str, **entry: Any) -> None:
+    claim = jobq.current_claim()
+    assert claim is not None
+    entry |= {"job": claim.id, "attempt": claim.attempt, "pid": os.getpid()}
+    with open(journal, "a") as file:
+        file.write(json.dumps(entry) + "\n")
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def entries(journal: Path) -> list[dict[str, Any]]:
+    if not journal.exists():
+        return []
+    return [json.loads(line) for line in journal.read_text().splitlines() if line]
+
+
+class Steps(jobq.Job):
+    """`count` steps, each returning its number and key; between two steps it waits `pause`
+    seconds; its first attempt raises after step `fail_after`, outside any step."""
+
+    job_name = "steps.Steps"
+    type = "steps"
+
+    def __init__(self, count: int, journal: str, fail_after: int = -1, pause: float = 0.0) -> None:
+        self.count = count
+        self.journal = journal
+        self.fail_after = fail_after
+        self.pause = pause
+
+    def run(self, n: int) -> dict[str, Any]:
+        note(self.journal, event="ran", step=n, key=jobq.step_key())
+        if self.pause:
+            time.sleep(self.pause)  # inside the step: a kill here lands before its record
+        return {"n": n, "key": jobq.step_key()}
+
+    def handle(self) -> list[Any]:
+        claim = jobq.current_claim()
+        assert claim is not None
+        values = []
+        for n in range(self.count):
+            values.append(jobq.step(f"step-{n}", self.run, n))
+            note(self.journal, event="recorded", step=n)
+            if self.pause:
+                time.sleep(self.pause)  # between steps: a kill here lands after a record
+            if n == self.fail_after and claim.attempt == 1:
+                raise RuntimeError(f"failing after step {n}")
+        return values
+
+
+class AsyncSteps(Steps):
+    """Steps as a coroutine: its steps are coroutine functions, awaited by jobq.astep."""
+
+    job_name = "steps.AsyncSteps"
+
+    async def arun(self, n: int) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        note(self.journal, event="ran", step=n, key=jobq.step_key())
+        if self.pause:
+            await asyncio.sleep(self.pause)
+        return {"n": n, "key": jobq.step_key()}
+
+    async def handle(self) -> list[Any]:  # type: ignore[override]
+        claim = jobq.current_claim()
+        assert claim is not None
+        values: list[Any] = []
+        for n in range(self.count):
+            values.append(await jobq.astep(f"step-{n}", self.arun, n))
+            note(self.journal, event="recorded", step=n)
+            if self.pause:
+                await asyncio.sleep(self.pause)
+            if n == self.fail_after and claim.attempt == 1:
+                raise RuntimeError(f"failing after step {n}")
+        return values
+
+
+class Flaky(jobq.Job):
+    """One step that raises its first `failures` times, retried in place by `retry`."""
+
+    job_name = "steps.Flaky"
+    type = "steps"
+
+    def __init__(self, journal: str, failures: int, tries: int) -> None:
+        self.journal = journal
+        self.failures = failures
+        self.tries = tries
+
+    def charge(self) -> str:
+        note(self.journal, event="ran", step=0, key=jobq.step_key())
+        if len([e for e in entries(Path(self.journal)) if e["event"] == "ran"]) <= self.failures:
+            raise ConnectionError("the provider did not answer")
+        return "charged"
+
+    def handle(self) -> str:
+        retry = jobq.RetryPolicy(max_attempts=self.tries, backoff=0, jitter=False)
+        return jobq.step("charge", self.charge, retry=retry)
+
+
+class Twice(jobq.Job):
+    """Uses one step name twice in one run."""
+
+    job_name = "steps.Twice"
+    type = "steps"
+
+    def handle(self) -> None:
+        jobq.step("same", lambda: 1)
+        jobq.step("same", lambda: 2)
