@@ -11,6 +11,7 @@ from .queue.asynchronous import AsyncQueue
 from .queue.durable import astep, step, step_key
 from .queue.progress import checkpoint, progress
 from .queue.running import cancel_requested, current_claim
+from .queue.suspending import sleep, sleep_until, snooze
 from .records import ClaimedJob, JobRecord, Outcome, Status
 from .retry import RetryPolicy
 from .schedules import schedule
@@ -47,6 +48,9 @@ __all__ = [
     "on_worker_start",
     "progress",
     "schedule",
+    "sleep",
+    "sleep_until",
+    "snooze",
     "step",
     "step_key",
 ]

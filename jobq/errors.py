@@ -74,3 +74,8 @@ class StepRefused(JobqError):
 
 class DuplicateStep(JobqError, ValueError):
     """A step name used twice in one run of a job: each step needs a name of its own."""
+
+
+class Suspended(AttemptEnded):
+    """The attempt suspended its job (jobq.sleep(), jobq.snooze()): it ran again later, and
+    the attempt did not count against its retry policy."""

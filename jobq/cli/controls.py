@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from ..attempt_log import AttemptEntry
+from ..backends.step_records import StepRecord
 from ..errors import CommandError
 from ..job import check_type_name
 from ..options import Option
@@ -60,7 +61,15 @@ RECORD_KEYS = (
 # `jobq show --json` adds the job's concurrency key and the limit it waits on (both null
 # when none), and the jobs it was enqueued after and those enqueued after it: reading them
 # is more queries, worth it for one job, not for a listing.
-SHOW_KEYS = (*RECORD_KEYS, "concurrency_key", "waits_on", "parents", "dependents", "on_retry")
+SHOW_KEYS = (
+    *RECORD_KEYS,
+    "concurrency_key",
+    "waits_on",
+    "parents",
+    "dependents",
+    "on_retry",
+    "steps",
+)
 STATUS = Option(
     "status",
     None,
@@ -177,6 +186,11 @@ def attempt_line(entry: AttemptEntry) -> str:
     return f"attempt {entry.attempt} on worker {entry.worker or '?'} from {began}: {ended}"
 
 
+def step_line(step: StepRecord) -> str:
+    at = step.recorded_at.isoformat(timespec="seconds")
+    return f"{step.name} (attempt {step.attempt}, {at}, {step.size} B)"
+
+
 def where(record: JobRecord) -> str:
     return "" if record.host is None else f"{record.host}:{record.pid}"
 
@@ -239,6 +253,8 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     shown["parents"] = list(queue.parents(record.id))
     shown["dependents"] = list(queue.dependents(record.id))
     shown["on_retry"] = on_retry(record, queue.parents_left(record.id))
+    steps = queue.steps(record.id)
+    shown["steps"] = [timed(step._asdict()) for step in steps]
     if args.json:
         print(json.dumps(shown, indent=2, default=repr))
         return 0
@@ -247,6 +263,7 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     shown["progress"] = record.progress
     shown["checkpoint"] = None if record.checkpoint is None else printed(record.checkpoint)
     shown["history"] = "; ".join(map(attempt_line, record.history)) or None
+    shown["steps"] = "; ".join(map(step_line, steps)) or None
     for key in ("parents", "dependents"):
         shown[key] = ", ".join(map(str, shown[key])) or None
     width = max(map(len, shown))

@@ -12,6 +12,7 @@ from .. import backends, tracing
 from ..backends.base import Backend
 from ..backends.limits import Declared
 from ..backends.rows import NewJob
+from ..backends.step_records import StepRecord
 from ..codec import Codec, JsonCodec
 from ..dsn import default_dsn
 from ..hooks import JobHooks
@@ -242,6 +243,11 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
     def oldest_finished(self) -> float | None:
         """How many seconds ago the longest-kept finished job finished; None for none."""
         return self.backend.oldest_finished()
+
+    def steps(self, job_id: int) -> list[StepRecord]:
+        """The durable steps the job recorded (jobq.step()), oldest first: each one's name,
+        the attempt that recorded it, when, and its encoded value's size in bytes."""
+        return self.backend.step_records(job_id)
 
     def prune(
         self, older_than: float | timedelta, statuses: Iterable[Status | str] | None = None

@@ -35,6 +35,7 @@ from . import maintenance
 from .durable import Journal, journal
 from .progress import flush
 from .running import runner, running, running_on, worker_id
+from .suspending import Suspend
 
 log = logging.getLogger("jobq")
 
@@ -60,7 +61,7 @@ class Handling:
         self.backend = backend
         self.hooks = hooks
         self.codec = codec
-        self.error: Exception | None = None
+        self.error: Exception | Suspend | None = None
         self.result: str | None = None
 
     def __enter__(self) -> Handling:
@@ -84,6 +85,13 @@ class Handling:
         journal.reset(self.journal)
         running.reset(self.tokens[0])
         running_on.reset(self.tokens[1])
+        if isinstance(error, Suspend):
+            # Kept as the attempt's end, as an error is, to be settled on the same paths.
+            log.info(
+                "Job %d: %s", self.claim.id, error.message, extra=job_extra(self.claim, "suspended")
+            )
+            self.error = error
+            return True
         if not isinstance(error, Exception):
             return False
         claim = self.claim
@@ -365,7 +373,13 @@ class Consuming:
     def _settle_failure(self, claim: ClaimedJob, error: BaseException | str) -> Status | None:
         """fail(), returning the job's new status (None when ownership was lost)."""
         backend = self._consumer("fail")
-        status, delay = next_step(claim.retry, claim.attempt)
+        suspended = isinstance(error, Suspend)
+        if isinstance(error, Suspend):
+            # Not counted: settled by the same guarded statement as a retry, for later.
+            status, delay, error = Status.PENDING, error.delay, error.message
+            backend.retrying("suspend", lambda: backend.uncount(claim.id, claim.token))
+        else:
+            status, delay = next_step(claim.retry, claim.attempt)
         message, kind = describe(error), error_class(error)
         settled = backend.retrying(
             "fail",
@@ -375,7 +389,7 @@ class Consuming:
             settled = Status.CANCELLED
         elif settled is None:
             self._ownership_lost(claim, "failure")
-        else:
+        elif not suspended:
             self.listener.on_failed(claim, error)
         return settled
 

@@ -44,6 +44,7 @@ class Journal:
     recorded: dict[str, str] | None = None
     used: set[str] = field(default_factory=set)
     lost: bool = False
+    sleeps: int = 0  # jobq.sleep() calls so far, which name their steps by default
 
     def replayed(self, name: str) -> tuple[bool, Any]:
         """Claim `name` for this run: (True, its value) when it was recorded before, else

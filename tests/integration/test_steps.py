@@ -4,6 +4,9 @@ holds the job records a step (an attempt that lost it stops then). On the three 
 
 from __future__ import annotations
 
+import json
+import logging
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +14,18 @@ import pytest
 
 import jobq
 from jobq.backends.step_records import StepRecord
-from tests.support.step_jobs import AsyncSteps, Flaky, Steps, Twice, entries
-from tests.support.waiting import wait_lease_ended
+from jobq.cli.commands import main
+from tests.support.step_jobs import (
+    AsyncSleeper,
+    AsyncSteps,
+    Flaky,
+    Sleeper,
+    Snoozer,
+    Steps,
+    Twice,
+    entries,
+)
+from tests.support.waiting import wait_for, wait_lease_ended
 
 AGAIN = jobq.RetryPolicy(max_attempts=3, backoff=0, jitter=False)
 
@@ -125,3 +138,77 @@ def test_steps_and_their_keys_work_only_in_a_job() -> None:
         jobq.step("x", lambda: 1)
     with pytest.raises(RuntimeError, match=r"step_key\(\) is for the function"):
         jobq.step_key()
+
+
+ONCE = jobq.RetryPolicy(max_attempts=1)
+
+
+def finished(queue: jobq.Queue, job_id: int) -> jobq.JobRecord | None:
+    """Run what is ready; the job's record once it has ended."""
+    queue.process_jobs(1)
+    record = queue.get(job_id)
+    assert record is not None
+    return record if record.status is not jobq.Status.PENDING else None
+
+
+@pytest.mark.parametrize("kind", [Sleeper, AsyncSleeper])
+def test_a_durable_sleep_frees_the_worker_and_resumes_past_itself_uncounted(
+    queue: jobq.Queue, tmp_path: Path, kind: type[Sleeper]
+) -> None:
+    journal = tmp_path / "journal"
+    job_id = queue.enqueue(kind(str(journal), 1.0), retry=ONCE)
+    assert queue.process_jobs(1) == 1
+    asleep = queue.get(job_id)
+    assert asleep is not None
+    # Pending again, due when it wakes: no worker holds it, and its one attempt is not spent.
+    assert asleep.status is jobq.Status.PENDING
+    assert asleep.scheduled_at > asleep.updated_at
+    assert (asleep.attempts, asleep.retry.max_attempts) == (1, 2)
+    assert (asleep.last_error or "").startswith("Suspended: sleeping until ")
+    assert queue.process_jobs(1) == 0  # not due yet
+    record = wait_for("the sleeper to wake and complete", lambda: finished(queue, job_id))
+    assert record.status is jobq.Status.COMPLETED
+    assert record.result == [0, 1]
+    assert [e["step"] for e in entries(journal)] == [0, 1]
+    assert (record.history[0].error or "").startswith("Suspended: sleeping until ")
+    assert record.history[1].error is None
+
+
+def test_a_snooze_runs_the_job_again_later_uncounted_and_no_handler_catches_it(
+    queue: jobq.Queue, tmp_path: Path
+) -> None:
+    job_id = queue.enqueue(Snoozer(str(tmp_path / "journal"), times=2), retry=ONCE)
+    assert queue.process_jobs(5) == 3
+    record = queue.wait(job_id, timeout=0)
+    assert record.status is jobq.Status.COMPLETED
+    assert record.result == 3
+    assert (record.attempts, record.retry.max_attempts) == (3, 3)
+    assert [entry.error for entry in record.history][:2] == ["Suspended: snoozed for 0 s"] * 2
+
+
+def test_sleep_and_snooze_refuse_bad_durations_and_work_only_in_a_job() -> None:
+    with pytest.raises(RuntimeError, match=r"jobq.snooze\(\) is for a job's handle"):
+        jobq.snooze(1)
+    with pytest.raises(ValueError, match=r"jobq.sleep\(\) takes a finite number of seconds"):
+        jobq.sleep(float("nan"))
+    with pytest.raises(ValueError, match=r"sleep_until\(\) takes an aware datetime"):
+        jobq.sleep_until(datetime(2030, 1, 1))
+
+
+def test_jobq_show_lists_a_job_s_steps(
+    queue: jobq.Queue, tmp_path: Path, capsys: pytest.CaptureFixture[str], dsn: str
+) -> None:
+    job_id = queue.enqueue(Steps(2, str(tmp_path / "journal")))
+    assert queue.process_jobs(1) == 1
+    logger = logging.getLogger("jobq")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    try:
+        assert main(["show", str(job_id), "--json", "--dsn", dsn]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert main(["show", str(job_id), "--dsn", dsn]) == 0
+        text = capsys.readouterr().out
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+    assert [(s["name"], s["attempt"]) for s in shown["steps"]] == [("step-0", 1), ("step-1", 1)]
+    assert all(s["size"] > 0 and s["recorded_at"] for s in shown["steps"])
+    assert "step-0 (attempt 1, " in text

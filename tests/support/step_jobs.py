@@ -120,3 +120,55 @@ class Twice(jobq.Job):
     def handle(self) -> None:
         jobq.step("same", lambda: 1)
         jobq.step("same", lambda: 2)
+
+
+class Sleeper(jobq.Job):
+    """A step, a durable sleep of `seconds`, another step."""
+
+    job_name = "steps.Sleeper"
+    type = "steps"
+
+    def __init__(self, journal: str, seconds: float) -> None:
+        self.journal = journal
+        self.seconds = seconds
+
+    def ran(self, n: int) -> int:
+        note(self.journal, event="ran", step=n)
+        return n
+
+    def handle(self) -> list[int]:
+        before = jobq.step("before", self.ran, 0)
+        jobq.sleep(self.seconds)
+        return [before, jobq.step("after", self.ran, 1)]
+
+
+class AsyncSleeper(Sleeper):
+    """Sleeper as a coroutine."""
+
+    job_name = "steps.AsyncSleeper"
+
+    async def handle(self) -> list[int]:  # type: ignore[override]
+        before = await jobq.astep("before", self.ran, 0)
+        jobq.sleep(self.seconds)
+        return [before, await jobq.astep("after", self.ran, 1)]
+
+
+class Snoozer(jobq.Job):
+    """Snoozes its first `times` runs, whatever catches exceptions around it."""
+
+    job_name = "steps.Snoozer"
+    type = "steps"
+
+    def __init__(self, journal: str, times: int) -> None:
+        self.journal = journal
+        self.times = times
+
+    def handle(self) -> int:
+        note(self.journal, event="run", step=0)
+        runs = len(entries(Path(self.journal)))
+        try:
+            if runs <= self.times:
+                jobq.snooze(0)
+        except Exception:
+            raise AssertionError("a snooze is no Exception to catch") from None
+        return runs

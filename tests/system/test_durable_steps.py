@@ -10,7 +10,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 import pytest
@@ -18,7 +18,7 @@ import pytest
 import jobq
 from chaos.observe import Deaths
 from tests.support.attempts import stop
-from tests.support.step_jobs import AsyncSteps, Steps, entries
+from tests.support.step_jobs import AsyncSleeper, AsyncSteps, Sleeper, Steps, entries
 from tests.support.supervising import FAST, Supervisor, supervisor
 from tests.support.waiting import wait_for, wait_lease_ended
 
@@ -27,7 +27,21 @@ APP = ("--app", "tests.support.step_jobs", *FAST)
 # Kill attempt n (from 1) once step KILLS[n-1][1] journaled KILLS[n-1][0]: after the
 # records of steps 0 to 3, then inside step 4, before its record.
 KILLS = [("recorded", 0), ("recorded", 1), ("recorded", 2), ("recorded", 3), ("ran", 4)]
-WORKERS = {"process": (Steps, ()), "coroutine": (AsyncSteps, ("--concurrency", "2"))}
+
+
+class Worker(NamedTuple):
+    """A kind of worker, with the jobs written for it."""
+
+    args: tuple[str, ...]
+    steps: type[Steps]
+    sleeper: type[Sleeper]
+
+
+@pytest.fixture(params=["process", "coroutine"])
+def worker(request: pytest.FixtureRequest) -> Worker:
+    if request.param == "process":
+        return Worker((), Steps, Sleeper)
+    return Worker(("--concurrency", "2"), AsyncSteps, AsyncSleeper)
 
 
 def at(journal: Path, event: str, step: int, attempt: int) -> list[dict[str, Any]]:
@@ -43,14 +57,12 @@ def completed(queue: jobq.Queue, job_id: int) -> bool:
     return record is not None and record.status is jobq.Status.COMPLETED
 
 
-@pytest.mark.parametrize("worker", WORKERS)
 def test_no_step_whose_record_committed_runs_again_after_its_worker_is_killed(
-    queue: jobq.Queue, dsn: str, tmp_path: Path, worker: str
+    queue: jobq.Queue, dsn: str, tmp_path: Path, worker: Worker
 ) -> None:
-    kind, args = WORKERS[worker]
     journal = tmp_path / "journal"
-    job_id = queue.enqueue(kind(5, str(journal), pause=0.5), retry=RETRY)
-    with Deaths() as deaths, supervisor(dsn, "--workers", "1", *args, *APP) as running:
+    job_id = queue.enqueue(worker.steps(5, str(journal), pause=0.5), retry=RETRY)
+    with Deaths() as deaths, supervisor(dsn, "--workers", "1", *worker.args, *APP) as running:
         deaths.family(running.pid)
         for attempt, (event, step) in enumerate(KILLS, start=1):
             what = f"attempt {attempt} to journal {event} {step}; log:\n{running.log}"
@@ -118,3 +130,21 @@ def test_a_step_whose_attempt_was_frozen_past_its_lease_is_recorded_only_by_the_
     assert ran == [(1, "ran"), (2, "ran"), (2, "recorded")], ran
     recorded = [(step.name, step.attempt) for step in queue.backend.step_records(job_id)]
     assert recorded == [("step-0", 2)]
+
+
+def test_sleeping_jobs_hold_no_worker_and_each_wakes_once_past_its_sleep(
+    queue: jobq.Queue, dsn: str, tmp_path: Path, worker: Worker
+) -> None:
+    journal, once = tmp_path / "journal", jobq.RetryPolicy(max_attempts=1)
+    sleepers = [queue.enqueue(worker.sleeper(str(journal), 3.0), retry=once) for _ in range(3)]
+    with supervisor(dsn, "--workers", "1", *worker.args, *APP) as running:
+        wait_for(
+            f"the sleepers to complete; log:\n{running.log}",
+            lambda: all(completed(queue, job_id) for job_id in sleepers),
+        )
+        stop(running)
+    steps = [(e["job"], e["step"], e["attempt"]) for e in entries(journal)]
+    # More sleepers than slots (one worker, one or two): each got to its sleep before any
+    # woke, so none held its slot while it slept.
+    assert sorted(steps[:3]) == [(job_id, 0, 1) for job_id in sleepers]
+    assert sorted(steps[3:]) == [(job_id, 1, 2) for job_id in sleepers]

@@ -30,7 +30,7 @@ from .controls import MysqlControls
 from .dsn import connect_args
 from .limits import LIMITS
 from .rates import RATES
-from .results import ATTEMPT_WRITE, RESULTS, logged
+from .results import ATTEMPT_WRITE, RESULTS, UNCOUNT, logged
 from .schema import BINARY_IDENTIFIERS, MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .step_records import STEPS, MysqlStepRecords
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
@@ -338,6 +338,7 @@ class MysqlBackend(
     # MySQL assigns SET columns left to right, each seeing the ones before: nothing below
     # reads a column that an earlier assignment changed.
     sql_attempt_write = ATTEMPT_WRITE
+    sql_uncount = UNCOUNT
 
     sql_settle = f"""
         UPDATE jobq_jobs SET

@@ -28,7 +28,7 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
 from .limits import LIMITS, SqliteLimits
 from .rates import RATES
-from .results import ATTEMPT_WRITE, RESULTS, logged
+from .results import ATTEMPT_WRITE, RESULTS, UNCOUNT, logged
 from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
 from .step_records import STEPS, SqliteStepRecords
 from .uniqueness import DECLARED_AT, SqliteUniqueness
@@ -317,6 +317,7 @@ class SqliteBackend(
     """
 
     sql_attempt_write = ATTEMPT_WRITE
+    sql_uncount = UNCOUNT
 
     sql_settle = f"""
         UPDATE jobq_jobs SET
