@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar, cast, overload
 
 from ..backends.base import Backend
@@ -104,19 +105,28 @@ def opened(what: str) -> Journal:
 
 
 def step(
-    name: str, fn: Callable[..., T], *args: Any, retry: RetryPolicy | None = None, **kwargs: Any
+    name: str,
+    fn: Callable[..., T],
+    *args: Any,
+    retry: RetryPolicy | None = None,
+    transaction: bool = False,
+    **kwargs: Any,
 ) -> T:
     """From inside a job's handle(): run `fn(*args, **kwargs)` as the step `name`, once per
     job. Its value is recorded (by the job's codec) as the attempt that holds the job; when
     the job runs again, the step returns its recorded value without running. A step that
     raises records nothing. `retry`: rerun it in place after an exception, with the policy's
-    backoff, before giving up. For a coroutine function, `await jobq.astep(...)`."""
+    backoff, before giving up. `transaction`: call `fn(connection, *args, **kwargs)` with
+    the job's own connection, in a transaction that commits its writes and the step's record
+    together (a process worker's only). For a coroutine function, `await jobq.astep(...)`."""
     current = opened("jobq.step()")
     if inspect.iscoroutinefunction(fn):
         raise TypeError(f"step {name!r}: {fn!r} is a coroutine function; use await jobq.astep()")
     done, value = current.replayed(name)
     if done:
         return cast(T, value)
+    if transaction:
+        return cast(T, transacted(current, name, partial(fn, *args, **kwargs), retry))
     for attempt in tries(name, retry):
         with attempt:
             value = fn(*args, **kwargs)
@@ -178,7 +188,9 @@ class Try:
     def __exit__(self, kind: type[BaseException] | None, error: object, trace: object) -> bool:
         inside.reset(self.token)
         self.succeeded = kind is None
-        return not self.last and kind is not None and issubclass(kind, Exception)
+        # A refused record is final: no try of this attempt's can record the step.
+        kept = kind is not None and issubclass(kind, Exception) and kind is not StepRefused
+        return not self.last and kept
 
 
 def tries(name: str, retry: RetryPolicy | None) -> Iterator[Try]:
@@ -207,6 +219,25 @@ def schedule(name: str, retry: RetryPolicy | None) -> Iterator[Try]:
     for n in range(1, retry.max_attempts + 1):
         last = not retry.allows_another(n)
         yield Try(name, last, 0.0 if last else retry.delay_after(n))
+
+
+def transacted(
+    current: Journal, name: str, fn: Callable[[Any], Any], retry: RetryPolicy | None
+) -> Any:
+    """A step whose writes on the job's connection commit with its record, or not at all:
+    each try is a transaction of its own, rolled back when it raises or the record is
+    refused."""
+    backend = current.backend
+    if getattr(backend, "shared", False):
+        raise RuntimeError(
+            f"step {name!r}: transaction=True needs the job's connection to itself; under "
+            "--concurrency the worker's connection serves every attempt: run such jobs on a "
+            "process worker (no --concurrency), or write in a transaction of your own"
+        )
+    for attempt in tries(name, retry):
+        with attempt, backend.transaction():
+            value = current.record(name, fn(backend.connection))
+    return value
 
 
 def step_key() -> str:

@@ -6,19 +6,23 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import jobq
+from jobq.backends.base import Backend
 from jobq.backends.step_records import StepRecord
 from jobq.cli.commands import main
+from jobq.worker.concurrent.attempts import OneStatementAtATime
 from tests.support.step_jobs import (
     AsyncSleeper,
     AsyncSteps,
     Flaky,
+    Ledger,
     Sleeper,
     Snoozer,
     Steps,
@@ -212,3 +216,56 @@ def test_jobq_show_lists_a_job_s_steps(
     assert [(s["name"], s["attempt"]) for s in shown["steps"]] == [("step-0", 1), ("step-1", 1)]
     assert all(s["size"] > 0 and s["recorded_at"] for s in shown["steps"])
     assert "step-0 (attempt 1, " in text
+
+
+def ledger(queue: jobq.Queue) -> list[tuple[int, int]]:
+    return [(int(a), int(b)) for a, b in queue.backend.fetchall("SELECT * FROM ledger")]
+
+
+@pytest.fixture
+def with_ledger(queue: jobq.Queue) -> jobq.Queue:
+    queue.backend.execute("CREATE TABLE ledger (job_id BIGINT NOT NULL, attempt INT NOT NULL)")
+    return queue
+
+
+def test_a_transactional_step_s_writes_commit_with_its_record_once(
+    with_ledger: jobq.Queue, tmp_path: Path
+) -> None:
+    queue = with_ledger
+    job_id = queue.enqueue(Ledger(str(tmp_path / "journal"), fail=True), retry=AGAIN)
+    assert queue.process_jobs(2) == 2
+    assert queue.wait(job_id, timeout=0).result == 1
+    assert ledger(queue) == [(job_id, 1)]
+    assert queue.backend.steps_of(job_id) == {"debit": "1"}
+
+
+@pytest.mark.lease(0.5)
+def test_a_transactional_step_whose_record_is_refused_leaves_none_of_its_writes(
+    with_ledger: jobq.Queue, tmp_path: Path, dsn: str
+) -> None:
+    queue = with_ledger
+    job_id = queue.enqueue(Ledger(str(tmp_path / "journal"), dsn, outlive=True), retry=AGAIN)
+    first = queue.claim()
+    assert first is not None
+    assert queue.run(first) is jobq.Outcome.RETRIED
+    # Attempt 1 wrote its row, then lost the job: the row went with the refused record.
+    assert [e["attempt"] for e in entries(tmp_path / "journal")] == [1]
+    assert ledger(queue) == []
+    second = queue.claim()
+    assert second is not None
+    assert queue.run(second) is jobq.Outcome.COMPLETED
+    assert ledger(queue) == [(job_id, 2)]
+
+
+def test_a_transactional_step_is_refused_where_the_worker_shares_its_connection(
+    queue: jobq.Queue,
+) -> None:
+    queue.enqueue(Twice())
+    claim = queue.claim()
+    assert claim is not None
+    shared = cast(Backend, OneStatementAtATime(queue.backend, threading.Lock()))
+    with queue._handling(claim, shared) as handling:
+        jobq.step("debit", lambda connection: 1, transaction=True)
+    assert isinstance(handling.error, RuntimeError)
+    assert "under --concurrency" in str(handling.error)
+    assert queue.backend.steps_of(claim.id) == {}

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 import jobq
+from tests.support.waiting import wait_lease_ended
 
 
 def note(journal: str, **entry: Any) -> None:
@@ -172,3 +174,51 @@ class Snoozer(jobq.Job):
         except Exception:
             raise AssertionError("a snooze is no Exception to catch") from None
         return runs
+
+
+class Ledger(jobq.Job):
+    """A step that writes a row of `ledger` on the job's own connection, with its record
+    (transaction=True); optionally it outlives its first attempt's lease inside the step, or
+    pauses there after its write, and its first attempt fails after the step."""
+
+    job_name = "steps.Ledger"
+    type = "steps"
+
+    def __init__(
+        self,
+        journal: str,
+        dsn: str = "",
+        outlive: bool = False,
+        fail: bool = False,
+        pause: float = 0.0,
+    ) -> None:
+        self.journal = journal
+        self.dsn = dsn
+        self.outlive = outlive
+        self.fail = fail
+        self.pause = pause
+
+    def write(self, connection: Any) -> int:
+        claim = jobq.current_claim()
+        assert claim is not None
+        mark = "?" if isinstance(connection, sqlite3.Connection) else "%s"
+        cursor = connection.cursor()
+        try:
+            sql = f"INSERT INTO ledger (job_id, attempt) VALUES ({mark}, {mark})"
+            cursor.execute(sql, (claim.id, claim.attempt))
+        finally:
+            cursor.close()
+        note(self.journal, event="ran", step=0)
+        if self.outlive and claim.attempt == 1:
+            with jobq.Queue.connect(self.dsn) as other:
+                wait_lease_ended(other, claim.id)
+        time.sleep(self.pause)  # written, not committed: a kill here leaves neither
+        return claim.attempt
+
+    def handle(self) -> int:
+        claim = jobq.current_claim()
+        assert claim is not None
+        written = jobq.step("debit", self.write, transaction=True)
+        if self.fail and claim.attempt == 1:
+            raise RuntimeError("failing after the step")
+        return written

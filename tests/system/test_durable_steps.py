@@ -18,7 +18,7 @@ import pytest
 import jobq
 from chaos.observe import Deaths
 from tests.support.attempts import stop
-from tests.support.step_jobs import AsyncSleeper, AsyncSteps, Sleeper, Steps, entries
+from tests.support.step_jobs import AsyncSleeper, AsyncSteps, Ledger, Sleeper, Steps, entries
 from tests.support.supervising import FAST, Supervisor, supervisor
 from tests.support.waiting import wait_for, wait_lease_ended
 
@@ -148,3 +148,21 @@ def test_sleeping_jobs_hold_no_worker_and_each_wakes_once_past_its_sleep(
     # woke, so none held its slot while it slept.
     assert sorted(steps[:3]) == [(job_id, 0, 1) for job_id in sleepers]
     assert sorted(steps[3:]) == [(job_id, 1, 2) for job_id in sleepers]
+
+
+def test_a_worker_killed_between_a_transactional_step_s_write_and_its_record_leaves_neither(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    queue.backend.execute("CREATE TABLE ledger (job_id BIGINT NOT NULL, attempt INT NOT NULL)")
+    journal = tmp_path / "journal"
+    job_id = queue.enqueue(Ledger(str(journal), pause=1.0), retry=RETRY)
+    with Deaths() as deaths, supervisor(dsn, "--workers", "1", *APP) as running:
+        deaths.family(running.pid)
+        what = f"attempt 1 to write its row; log:\n{running.log}"
+        (entry,) = wait_for(what, lambda: at(journal, "ran", 0, 1), 60)
+        assert deaths.kill(entry["pid"]), f"worker {entry['pid']} was gone already"
+        wait_for(f"the job to complete; log:\n{running.log}", lambda: completed(queue, job_id))
+        stop(running)
+    rows = [(int(a), int(b)) for a, b in queue.backend.fetchall("SELECT * FROM ledger")]
+    assert rows == [(job_id, 2)]
+    assert [(s.name, s.attempt) for s in queue.steps(job_id)] == [("debit", 2)]

@@ -25,10 +25,14 @@ STEPS: tuple[str, ...] = (
 class PostgresStepRecords(StepRecords):
     # FOR SHARE: read committed rechecks the guard on the row's latest version, as the
     # checkpoint's UPDATE does, and holds off a recovery until the step has committed.
+    # statement_timestamp(), not now(): inside a transactional step's transaction now() is
+    # when that transaction began, before the step ran, and a lease that ended while it ran
+    # would pass.
     sql_record_step = f"""
         INSERT INTO jobq_steps (job_id, name, value, attempt, token, size)
         SELECT id, %(name)s, %(value)s, attempts, token, %(size)s FROM jobq_jobs
-        WHERE id = %(id)s AND token = %(token)s AND {in_progress()} AND lease_until > now()
+        WHERE id = %(id)s AND token = %(token)s AND {in_progress()}
+          AND lease_until > statement_timestamp()
         FOR SHARE
     """
     sql_steps_of = "SELECT name, value FROM jobq_steps WHERE job_id = %(id)s"

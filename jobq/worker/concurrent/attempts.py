@@ -32,6 +32,9 @@ class OneStatementAtATime:
     running, as a connection takes one statement at a time. A coroutine's write holds up
     the event loop for as long: one short statement."""
 
+    # Not the attempt's own: a step with transaction=True refuses it (queue/durable.py).
+    shared = True
+
     def __init__(self, backend: Backend, lock: threading.Lock) -> None:
         self.backend = backend
         self.lock = lock
