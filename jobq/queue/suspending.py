@@ -6,7 +6,8 @@ The attempt raises Suspend, which no `except Exception` in the job catches. Its 
 again at the time asked, its max_attempts raised by one first (so the suspension is not
 counted: the attempt numbers still count every run, and a sleep past the job's deadline
 expires it, as a retry would). A sleep is a step: the time it wakes is recorded once, so
-the run that resumes from it goes on past it, and never sleeps twice.
+the run that resumes from it goes on past it, and never sleeps twice. The database's
+schedule says when that run comes, not the worker's clock.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from .durable import opened, step
+from .durable import opened
 
 # How the message of every suspension starts (outcomes.UNRAISED names it).
 SUSPENDED = "Suspended"
@@ -68,10 +69,16 @@ def sleep_until(when: datetime, name: str | None = None) -> None:
 
 
 def wake_at(waking: Callable[[], float], name: str | None) -> None:
+    """Record when to wake, and suspend until then; once recorded, go past. The database
+    decides when the job runs again: its time came, or it was made due sooner (an operator,
+    a test's drain with_scheduled), and either way the sleep is over."""
     current = opened("jobq.sleep()")
     current.sleeps += 1
     label = name if name is not None else SLEEP_STEP.format(current.sleeps)
-    wake = step(label, waking)
+    done, _ = current.replayed(label)
+    if done:
+        return
+    wake = current.record(label, waking())
     left = wake - time.time()
     if left > 0:
         until = datetime.fromtimestamp(wake, UTC).isoformat(timespec="seconds")

@@ -17,6 +17,7 @@ import jobq
 from jobq.backends.base import Backend
 from jobq.backends.step_records import StepRecord
 from jobq.cli.commands import main
+from jobq.testing import drain
 from jobq.worker.concurrent.attempts import OneStatementAtATime
 from tests.support.step_jobs import (
     AsyncSleeper,
@@ -269,3 +270,15 @@ def test_a_transactional_step_is_refused_where_the_worker_shares_its_connection(
     assert isinstance(handling.error, RuntimeError)
     assert "under --concurrency" in str(handling.error)
     assert queue.backend.steps_of(claim.id) == {}
+
+
+def test_a_drain_with_scheduled_jobs_runs_a_sleeping_job_past_its_sleep(
+    queue: jobq.Queue, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal"
+    job_id = queue.enqueue(Sleeper(str(journal), 3600.0), retry=ONCE)
+    drain(queue, with_scheduled=True)
+    record = queue.wait(job_id, timeout=0)
+    assert record.status is jobq.Status.COMPLETED
+    assert record.result == [0, 1]
+    assert [e["step"] for e in entries(journal)] == [0, 1]
