@@ -1,7 +1,14 @@
 """jobq: a job queue that lives in your own PostgreSQL, MySQL/MariaDB or SQLite database."""
 
 from .codec import Codec, JsonCodec
-from .errors import ConfigurationError, DecodeError, DuplicateStep, JobqError, StepRefused
+from .errors import (
+    ConfigurationError,
+    DecodeError,
+    DuplicateStep,
+    EventTimeout,
+    JobqError,
+    StepRefused,
+)
 from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
 from .limits import Concurrency, Rate
@@ -9,6 +16,7 @@ from .listener import Listener
 from .queue import Queue
 from .queue.asynchronous import AsyncQueue
 from .queue.durable import astep, step, step_key
+from .queue.events import wait_for
 from .queue.progress import checkpoint, progress
 from .queue.running import cancel_requested, current_claim
 from .queue.suspending import sleep, sleep_until, snooze
@@ -26,6 +34,7 @@ __all__ = [
     "ConfigurationError",
     "DecodeError",
     "DuplicateStep",
+    "EventTimeout",
     "HookFailed",
     "Job",
     "JobRecord",
@@ -53,4 +62,5 @@ __all__ = [
     "snooze",
     "step",
     "step_key",
+    "wait_for",
 ]

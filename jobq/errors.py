@@ -79,3 +79,8 @@ class DuplicateStep(JobqError, ValueError):
 class Suspended(AttemptEnded):
     """The attempt suspended its job (jobq.sleep(), jobq.snooze()): it ran again later, and
     the attempt did not count against its retry policy."""
+
+
+class EventTimeout(JobqError):
+    """jobq.wait_for() saw no event of its key before its timeout. A job may catch it; the
+    wait is recorded as timed out, so a later run of the job raises it again there."""

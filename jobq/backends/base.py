@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Self, TypeVar
 from ..records import ClaimedJob, Status
 from .batching import Batching
 from .controls import Controls, policy_of
+from .events import Events
 from .installing import Installing
 from .leases import expiry
 from .limits import Limits
@@ -54,7 +55,7 @@ def work_left(ready: str) -> str:
 
 
 class Backend(
-    Uniqueness, Controls, Installing, Batching, Reporting, Limits, Workflows, StepRecords
+    Uniqueness, Controls, Installing, Batching, Reporting, Limits, Workflows, StepRecords, Events
 ):
     kind: ClassVar[str]
 

@@ -282,6 +282,18 @@ def members(queue: Queue, args: argparse.Namespace) -> list[JobRecord]:
     return queue.batch_jobs(args.batch, args.limit)
 
 
+def cmd_emit(queue: Queue, args: argparse.Namespace) -> int:
+    try:
+        payload = json.loads(args.payload)
+    except ValueError as error:
+        raise CommandError(
+            f"--payload is not JSON ({error}); quote it, e.g. --payload '{{}}'"
+        ) from None
+    waiting = queue.emit(args.key, payload)
+    print(f"jobq: emitted {args.key!r}" + ("; a job was waiting for it" if waiting else ""))
+    return 0
+
+
 def cmd_cancel(queue: Queue, args: argparse.Namespace) -> int:
     if args.batch is not None:
         if args.ids:

@@ -24,6 +24,7 @@ from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance, retention
 from .batched import BatchConsuming
 from .batches import Batch, then_row
+from .events import checked_key, encoded_payload
 from .limits import LimitControls
 from .new_jobs import Options, Schedule, new_job, seconds_of, traced
 from .producing import OWN_CONNECTION, Producing, application_connection
@@ -243,6 +244,24 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
     def oldest_finished(self) -> float | None:
         """How many seconds ago the longest-kept finished job finished; None for none."""
         return self.backend.oldest_finished()
+
+    def emit(self, key: str, payload: Any = None, connection: Any = OWN_CONNECTION) -> bool:
+        """Emit the event `key` with `payload` (a JSON value) for the jobs that wait or will
+        wait for it (jobq.wait_for). The first emit of a key wins: a later one changes
+        nothing. With `connection`, or on a queue made from the application's connection in
+        its transaction, it is written in that transaction and rolls back with it. Returns
+        whether a job was waiting for it."""
+        text = encoded_payload(payload)
+        checked_key(key)
+        backend = self.backend
+
+        def write(target: Any) -> bool:
+            if target is not None:
+                return backend.run_together(backend.emit_steps(key, text), target)
+            with backend.transaction():
+                return backend.run(backend.emit_steps(key, text))
+
+        return self._write("emit", connection, write)
 
     def steps(self, job_id: int) -> list[StepRecord]:
         """The durable steps the job recorded (jobq.step()), oldest first: each one's name,

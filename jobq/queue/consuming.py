@@ -373,7 +373,7 @@ class Consuming:
     def _settle_failure(self, claim: ClaimedJob, error: BaseException | str) -> Status | None:
         """fail(), returning the job's new status (None when ownership was lost)."""
         backend = self._consumer("fail")
-        suspended = isinstance(error, Suspend)
+        suspended, for_event = isinstance(error, Suspend), getattr(error, "event", False)
         if isinstance(error, Suspend):
             # Not counted: settled by the same guarded statement as a retry, for later.
             status, delay, error = Status.PENDING, error.delay, error.message
@@ -389,6 +389,9 @@ class Consuming:
             settled = Status.CANCELLED
         elif settled is None:
             self._ownership_lost(claim, "failure")
+        elif for_event and settled is Status.PENDING:
+            # An emit that came while the attempt was ending cleared the job's mark.
+            backend.retrying("suspend", lambda: backend.rewake(claim.id))
         elif not suspended:
             self.listener.on_failed(claim, error)
         return settled

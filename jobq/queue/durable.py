@@ -46,6 +46,7 @@ class Journal:
     used: set[str] = field(default_factory=set)
     lost: bool = False
     sleeps: int = 0  # jobq.sleep() calls so far, which name their steps by default
+    waits: int = 0  # jobq.wait_for() calls so far, likewise
 
     def replayed(self, name: str) -> tuple[bool, Any]:
         """Claim `name` for this run: (True, its value) when it was recorded before, else

@@ -29,10 +29,11 @@ class Suspend(BaseException):
     """Ends the attempt to run the job again `delay` seconds from now; `message` says why,
     in the job's history and last error. Not an Exception: a job's own handlers let it by."""
 
-    def __init__(self, delay: float, message: str) -> None:
+    def __init__(self, delay: float, message: str, event: bool = False) -> None:
         super().__init__(message)
         self.delay = delay
         self.message = message
+        self.event = event  # waiting for an event: woken at once if it came meanwhile
 
 
 def seconds_of(value: object, what: str) -> float:

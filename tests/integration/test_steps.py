@@ -29,6 +29,7 @@ from tests.support.step_jobs import (
     Steps,
     Twice,
     entries,
+    finished,
 )
 from tests.support.waiting import wait_for, wait_lease_ended
 
@@ -146,14 +147,6 @@ def test_steps_and_their_keys_work_only_in_a_job() -> None:
 
 
 ONCE = jobq.RetryPolicy(max_attempts=1)
-
-
-def finished(queue: jobq.Queue, job_id: int) -> jobq.JobRecord | None:
-    """Run what is ready; the job's record once it has ended."""
-    queue.process_jobs(1)
-    record = queue.get(job_id)
-    assert record is not None
-    return record if record.status is not jobq.Status.PENDING else None
 
 
 @pytest.mark.parametrize("kind", [Sleeper, AsyncSleeper])

@@ -32,6 +32,14 @@ def entries(journal: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in journal.read_text().splitlines() if line]
 
 
+def finished(queue: jobq.Queue, job_id: int) -> jobq.JobRecord | None:
+    """Run what is ready; the job's record once it has ended (to poll with wait_for)."""
+    queue.process_jobs(1)
+    record = queue.get(job_id)
+    assert record is not None
+    return record if record.status is not jobq.Status.PENDING else None
+
+
 class Steps(jobq.Job):
     """`count` steps, each returning its number and key; between two steps it waits `pause`
     seconds; its first attempt raises after step `fail_after`, outside any step."""
@@ -222,3 +230,28 @@ class Ledger(jobq.Job):
         if self.fail and claim.attempt == 1:
             raise RuntimeError("failing after the step")
         return written
+
+
+class Waiter(jobq.Job):
+    """A step, a wait for event `key` (a timeout taken as its payload), another step."""
+
+    job_name = "steps.Waiter"
+    type = "steps"
+
+    def __init__(self, journal: str, key: str, timeout: float | None = None) -> None:
+        self.journal = journal
+        self.key = key
+        self.timeout = timeout
+
+    def ran(self, n: int) -> int:
+        note(self.journal, event="ran", step=n)
+        return n
+
+    def handle(self) -> Any:
+        jobq.step("before", self.ran, 0)
+        try:
+            payload = jobq.wait_for(self.key, timeout=self.timeout)
+        except jobq.EventTimeout:
+            payload = "timed out"
+        jobq.step("after", self.ran, 1)
+        return payload

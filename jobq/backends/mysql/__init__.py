@@ -28,6 +28,7 @@ from .claims import READY, MysqlBatching, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
 from .dsn import connect_args
+from .events import EVENTS, MysqlEvents
 from .limits import LIMITS
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, UNCOUNT, logged
@@ -74,7 +75,13 @@ def insert_statement(rows: int) -> str:
 
 
 class MysqlBackend(
-    MysqlStepRecords, MysqlUniqueness, MysqlControls, MysqlBatching, MysqlWorkflows, Backend
+    MysqlEvents,
+    MysqlStepRecords,
+    MysqlUniqueness,
+    MysqlControls,
+    MysqlBatching,
+    MysqlWorkflows,
+    Backend,
 ):
     kind = "mysql"
     migrations = (
@@ -89,7 +96,7 @@ class MysqlBackend(
         WORKFLOWS,
         RATES,
         BINARY_IDENTIFIERS,
-        STEPS,
+        (*STEPS, *EVENTS),
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

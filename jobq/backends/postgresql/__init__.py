@@ -25,6 +25,7 @@ from .claims import MIGRATION as BATCHES
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .dsn import libpq_dsn
+from .events import EVENTS, PostgresEvents
 from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
 from .key_locks import KEY_LOCKS
@@ -69,6 +70,7 @@ T = TypeVar("T")
 
 
 class PostgresBackend(
+    PostgresEvents,
     PostgresStepRecords,
     PostgresUniqueness,
     PostgresControls,
@@ -101,7 +103,7 @@ class PostgresBackend(
         KEY_LOCKS,
         SET_ENDINGS,
         (*LEANER_ENDINGS, *SUCCESSOR_CLAIMS),
-        STEPS,
+        (*STEPS, *EVENTS),
     )
 
     def __init__(

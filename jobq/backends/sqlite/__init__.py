@@ -26,6 +26,7 @@ from ..workflows import ENDINGS, KEPT
 from .claims import claim_many_statement, claim_statement, picked_count_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
+from .events import EVENTS, SqliteEvents
 from .limits import LIMITS, SqliteLimits
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, UNCOUNT, logged
@@ -57,7 +58,13 @@ def path_of(dsn: str) -> str:
 
 
 class SqliteBackend(
-    SqliteStepRecords, SqliteUniqueness, SqliteControls, SqliteLimits, SqliteWorkflows, Backend
+    SqliteEvents,
+    SqliteStepRecords,
+    SqliteUniqueness,
+    SqliteControls,
+    SqliteLimits,
+    SqliteWorkflows,
+    Backend,
 ):
     kind = "sqlite"
     migrations = (
@@ -71,7 +78,7 @@ class SqliteBackend(
         LIMITS,
         WORKFLOWS,
         RATES,
-        STEPS,
+        (*STEPS, *EVENTS),
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:

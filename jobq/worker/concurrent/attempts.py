@@ -16,6 +16,7 @@ from functools import partial
 from typing import cast
 
 from ...backends.base import Backend
+from ...backends.events import EventState
 from ...job import Job
 from ...queue import Queue
 from ...queue.consuming import Handling
@@ -50,6 +51,18 @@ class OneStatementAtATime:
     def steps_of(self, job_id: int) -> dict[str, str]:
         with self.lock:
             return self.backend.steps_of(job_id)
+
+    def hold_event(self, job_id: int, token: str, key: str) -> EventState | None:
+        with self.lock:
+            return self.backend.hold_event(job_id, token, key)
+
+    def event_state(self, key: str) -> EventState:
+        with self.lock:
+            return self.backend.event_state(key)
+
+    def unmark_event(self, job_id: int, token: str) -> None:
+        with self.lock:
+            self.backend.unmark_event(job_id, token)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.backend, name)
