@@ -18,7 +18,15 @@ import pytest
 import jobq
 from chaos.observe import Deaths
 from tests.support.attempts import stop
-from tests.support.step_jobs import AsyncSleeper, AsyncSteps, Ledger, Sleeper, Steps, entries
+from tests.support.step_jobs import (
+    AsyncSleeper,
+    AsyncSteps,
+    Ledger,
+    Sleeper,
+    Steps,
+    Waiter,
+    entries,
+)
 from tests.support.supervising import FAST, Supervisor, supervisor
 from tests.support.waiting import wait_for, wait_lease_ended
 
@@ -166,3 +174,28 @@ def test_a_worker_killed_between_a_transactional_step_s_write_and_its_record_lea
     rows = [(int(a), int(b)) for a, b in queue.backend.fetchall("SELECT * FROM ledger")]
     assert rows == [(job_id, 2)]
     assert [(s.name, s.attempt) for s in queue.steps(job_id)] == [("debit", 2)]
+
+
+def test_waiting_jobs_hold_no_worker_and_an_emit_wakes_each(
+    queue: jobq.Queue, dsn: str, tmp_path: Path, worker: Worker
+) -> None:
+    journal, once = tmp_path / "journal", jobq.RetryPolicy(max_attempts=1)
+    keys = [f"order-{n}:shipped" for n in range(3)]
+    waiters = [queue.enqueue(Waiter(str(journal), key), retry=once) for key in keys]
+    with supervisor(dsn, "--workers", "1", *worker.args, *APP) as running:
+        # More waiters than slots: each reached its wait, so none holds a slot.
+        wait_for(
+            f"every waiter to reach its wait; log:\n{running.log}",
+            lambda: len(entries(journal)) == 3,
+        )
+        for n, key in enumerate(keys):
+            queue.emit(key, n)
+        wait_for(
+            f"the waiters to complete; log:\n{running.log}",
+            lambda: all(completed(queue, job_id) for job_id in waiters),
+        )
+        stop(running)
+    assert [queue.wait(job_id, timeout=0).result for job_id in waiters] == [0, 1, 2]
+    assert sorted((e["job"], e["step"]) for e in entries(journal)) == sorted(
+        (job_id, n) for job_id in waiters for n in (0, 1)
+    )
