@@ -19,6 +19,7 @@ from abc import abstractmethod
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
+from .step_records import text
 from .steps import Steps, count
 
 EventState = tuple[bool, str | None]  # emitted, its payload (JSON)
@@ -37,6 +38,8 @@ class Events:
     sql_emit_wake: ClassVar[str]
     # Makes job (id) due if it is suspended and its mark was cleared.
     sql_event_rewake: ClassVar[str]
+    # The key job (id) waits for: (event_key,).
+    sql_awaited: ClassVar[str]
 
     @abstractmethod
     def execute(self, sql: str, params: Any = None, connection: Any = None) -> int: ...
@@ -75,6 +78,11 @@ class Events:
         yield from count(self.sql_emit, params)
         woken = yield from count(self.sql_emit_wake, {"key": key})
         return woken > 0
+
+    def awaited(self, job_id: int) -> str | None:
+        """The event key the job waits for, if any."""
+        row = self.fetchone(self.sql_awaited, {"id": job_id})
+        return None if row is None or row[0] is None else text(row[0])
 
     def rewake(self, job_id: int) -> None:
         self.execute(self.sql_event_rewake, {"id": job_id})

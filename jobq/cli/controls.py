@@ -255,6 +255,7 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     shown["on_retry"] = on_retry(record, queue.parents_left(record.id))
     steps = queue.steps(record.id)
     shown["steps"] = [timed(step._asdict()) for step in steps]
+    shown["waits_for_event"] = queue.awaited(record.id)
     if args.json:
         print(json.dumps(shown, indent=2, default=repr))
         return 0

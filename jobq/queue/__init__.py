@@ -263,6 +263,10 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
 
         return self._write("emit", connection, write)
 
+    def awaited(self, job_id: int) -> str | None:
+        """The key of the event the job waits for (jobq.wait_for), or None."""
+        return self.backend.awaited(job_id)
+
     def steps(self, job_id: int) -> list[StepRecord]:
         """The durable steps the job recorded (jobq.step()), oldest first: each one's name,
         the attempt that recorded it, when, and its encoded value's size in bytes."""

@@ -5,6 +5,7 @@ databases."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,9 @@ def test_a_wait_suspends_the_job_until_the_emit_wakes_it_uncounted(
     record = suspended(queue, job_id)
     assert (record.last_error or "").startswith("Suspended: waiting for event 'order-2:shipped'")
     assert queue.process_jobs(1) == 0  # holds no worker, and is not due
+    assert queue.awaited(job_id) == "order-2:shipped"
     assert queue.emit("order-2:shipped", [1, "two"]) is True
+    assert queue.awaited(job_id) is None
     assert queue.process_jobs(1) == 1
     record = queue.wait(job_id, timeout=0)
     assert record.status is jobq.Status.COMPLETED
@@ -95,6 +98,8 @@ def test_jobq_emit_emits_from_the_command_line(
 ) -> None:
     job_id = queue.enqueue(Waiter(str(tmp_path / "journal"), "cli"), retry=ONCE)
     assert queue.process_jobs(1) == 1
+    assert main(["show", str(job_id), "--json", "--dsn", dsn]) == 0
+    assert json.loads(capsys.readouterr().out)["waits_for_event"] == "cli"
     assert main(["emit", "cli", "--payload", '{"n": 1}', "--dsn", dsn]) == 0
     assert "emitted 'cli'; a job was waiting for it" in capsys.readouterr().out
     assert main(["emit", "cli", "--payload", "{nope", "--dsn", dsn]) == 1

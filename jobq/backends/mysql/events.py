@@ -48,3 +48,4 @@ class MysqlEvents(Events):
         UPDATE jobq_jobs SET scheduled_at = {NOW}, updated_at = {NOW}
         WHERE id = %(id)s AND status = 'pending' AND event_key IS NULL
     """
+    sql_awaited = "SELECT event_key FROM jobq_jobs WHERE id = %(id)s"

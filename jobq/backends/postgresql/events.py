@@ -41,3 +41,4 @@ class PostgresEvents(Events):
         UPDATE jobq_jobs SET scheduled_at = now(), updated_at = now()
         WHERE id = %(id)s AND status = 'pending' AND event_key IS NULL
     """
+    sql_awaited = "SELECT event_key FROM jobq_jobs WHERE id = %(id)s"
