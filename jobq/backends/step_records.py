@@ -1,6 +1,6 @@
 """A durable job's steps as recorded: one row a step in jobq_steps, keyed (job_id, name),
 written only by the attempt that holds the job and its lease, read back whole when the job
-runs again. The rows go with their job when it is deleted (a foreign key or a trigger)."""
+runs again. The rows go with their job when it is deleted (a trigger)."""
 
 from __future__ import annotations
 

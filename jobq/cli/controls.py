@@ -59,8 +59,9 @@ RECORD_KEYS = (
     "attempted_at",
 )
 # `jobq show --json` adds the job's concurrency key and the limit it waits on (both null
-# when none), and the jobs it was enqueued after and those enqueued after it: reading them
-# is more queries, worth it for one job, not for a listing.
+# when none), the jobs it was enqueued after and those enqueued after it, its durable steps
+# and the event it waits for: reading them is more queries, worth it for one job, not for a
+# listing.
 SHOW_KEYS = (
     *RECORD_KEYS,
     "concurrency_key",
@@ -69,6 +70,7 @@ SHOW_KEYS = (
     "dependents",
     "on_retry",
     "steps",
+    "waits_for_event",
 )
 STATUS = Option(
     "status",

@@ -5,11 +5,12 @@ from __future__ import annotations
 from ..step_records import StepRecords
 from .schema import in_progress
 
-# The steps go with their job: ON DELETE CASCADE finds them by the primary key's prefix.
+# The steps go with their job, deleted by a trigger as its workflow edges are (not a foreign
+# key, which would refuse a DROP of jobq_jobs).
 STEPS: tuple[str, ...] = (
     """
     CREATE TABLE jobq_steps (
-        job_id      bigint NOT NULL REFERENCES jobq_jobs (id) ON DELETE CASCADE,
+        job_id      bigint NOT NULL,
         name        text NOT NULL,
         value       text NOT NULL,
         attempt     integer NOT NULL,
@@ -19,6 +20,10 @@ STEPS: tuple[str, ...] = (
         PRIMARY KEY (job_id, name)
     )
     """,
+    "CREATE FUNCTION jobq_steps_forget() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "DELETE FROM jobq_steps WHERE job_id = OLD.id; RETURN NULL; END $$",
+    "CREATE TRIGGER jobq_steps_forget AFTER DELETE ON jobq_jobs FOR EACH ROW "
+    "EXECUTE FUNCTION jobq_steps_forget()",
 )
 
 

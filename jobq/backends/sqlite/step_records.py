@@ -5,8 +5,7 @@ from __future__ import annotations
 from ..step_records import StepRecords
 from .schema import NOW
 
-# SQLite enforces foreign keys only where a connection turns them on: a trigger deletes a
-# job's steps with it, as jobq_workflow_forget does its edges.
+# The steps go with their job, deleted by a trigger as its workflow edges are.
 STEPS: tuple[str, ...] = (
     f"""
     CREATE TABLE jobq_steps (
