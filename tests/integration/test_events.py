@@ -5,6 +5,7 @@ databases."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -131,3 +132,18 @@ def test_an_emit_that_comes_while_the_waiting_attempt_ends_still_wakes_the_job(
     monkeypatch.undo()
     assert queue.process_jobs(1) == 1  # due at once, not at its wait's end
     assert queue.wait(job_id, timeout=0).result == "meanwhile"
+
+
+def test_an_async_queue_emits_as_the_queue_does(
+    queue: jobq.Queue, tmp_path: Path, dsn: str
+) -> None:
+    job_id = queue.enqueue(Waiter(str(tmp_path / "journal"), "async"), retry=ONCE)
+    assert queue.process_jobs(1) == 1
+
+    async def emitted() -> tuple[bool, bool]:
+        async with await jobq.AsyncQueue.connect(dsn) as aqueue:
+            return await aqueue.emit("async", {"via": 1}), await aqueue.emit("async", 2)
+
+    assert asyncio.run(emitted()) == (True, False)
+    assert queue.process_jobs(1) == 1
+    assert queue.wait(job_id, timeout=0).result == {"via": 1}
