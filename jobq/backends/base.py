@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Self, TypeVar
 from ..records import ClaimedJob, Status
 from .batching import Batching
 from .controls import Controls, policy_of
+from .events import Events
 from .installing import Installing
 from .leases import expiry
 from .limits import Limits
@@ -25,6 +26,7 @@ from .retries import TRIES, pause_to_retry
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Refused, Renewal, Runner, claimed_only
 from .search import Search
 from .shapes import CHUNK_ROWS, chunks
+from .step_records import StepRecords
 from .steps import CopyRows, Step, Steps, drive, every, fetched
 from .uniqueness import Uniqueness
 from .workflows import ENDINGS, KEPT, Workflows
@@ -53,7 +55,18 @@ def work_left(ready: str) -> str:
     )
 
 
-class Backend(Uniqueness, Controls, Search, Installing, Batching, Reporting, Limits, Workflows):
+class Backend(
+    Uniqueness,
+    Controls,
+    Search,
+    Installing,
+    Batching,
+    Reporting,
+    Limits,
+    Workflows,
+    StepRecords,
+    Events,
+):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

@@ -31,11 +31,13 @@ from .claims import READY, MysqlBatching, ago, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
 from .dsn import connect_args
+from .events import EVENTS, MysqlEvents
 from .limits import LIMITS
 from .rates import RATES
-from .results import ATTEMPT_WRITE, RESULTS, logged
+from .results import ATTEMPT_WRITE, RESULTS, UNCOUNT, logged
 from .schema import BINARY_IDENTIFIERS, MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .search import MysqlSearch
+from .step_records import STEPS, MysqlStepRecords
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, MysqlWorkflows
@@ -81,7 +83,14 @@ def insert_statement(rows: int) -> str:
 
 
 class MysqlBackend(
-    MysqlUniqueness, MysqlControls, MysqlSearch, MysqlBatching, MysqlWorkflows, Backend
+    MysqlEvents,
+    MysqlStepRecords,
+    MysqlUniqueness,
+    MysqlControls,
+    MysqlSearch,
+    MysqlBatching,
+    MysqlWorkflows,
+    Backend,
 ):
     kind = "mysql"
     migrations = (
@@ -97,6 +106,7 @@ class MysqlBackend(
         RATES,
         BINARY_IDENTIFIERS,
         PRUNING,
+        (*STEPS, *EVENTS),
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -373,6 +383,7 @@ class MysqlBackend(
     # MySQL assigns SET columns left to right, each seeing the ones before: nothing below
     # reads a column that an earlier assignment changed.
     sql_attempt_write = ATTEMPT_WRITE
+    sql_uncount = UNCOUNT
 
     sql_settle = f"""
         UPDATE jobq_jobs SET

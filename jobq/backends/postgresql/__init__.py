@@ -29,6 +29,7 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .cursors import CLAIM_CURSORS
 from .dsn import libpq_dsn
+from .events import EVENTS, PostgresEvents
 from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
 from .key_locks import KEY_LOCKS
@@ -40,6 +41,7 @@ from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, READY, TRACE_CONTEXT, WORKER_IDS, in_progress
 from .search import PostgresSearch
+from .step_records import STEPS, PostgresStepRecords
 from .successors import SUCCESSOR_CLAIMS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
@@ -83,6 +85,8 @@ BEGAN = "now() - make_interval(secs => %(began)s::float8)"
 
 
 class PostgresBackend(
+    PostgresEvents,
+    PostgresStepRecords,
     PostgresUniqueness,
     PostgresControls,
     PostgresSearch,
@@ -117,6 +121,7 @@ class PostgresBackend(
         (*LEANER_ENDINGS, *SUCCESSOR_CLAIMS),
         CLAIM_CURSORS,
         PRUNING,
+        (*STEPS, *EVENTS),
     )
 
     def __init__(

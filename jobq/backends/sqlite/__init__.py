@@ -28,11 +28,13 @@ from ..workflows import KEPT
 from .claims import claim_many_statement, claim_statement, picked_count_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
+from .events import EVENTS, SqliteEvents
 from .limits import LIMITS, SqliteLimits
 from .rates import RATES
-from .results import ATTEMPT_WRITE, RESULTS, logged
+from .results import ATTEMPT_WRITE, RESULTS, UNCOUNT, logged
 from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
 from .search import SqliteSearch
+from .step_records import STEPS, SqliteStepRecords
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, SqliteWorkflows
@@ -59,7 +61,14 @@ def path_of(dsn: str) -> str:
 
 
 class SqliteBackend(
-    SqliteUniqueness, SqliteControls, SqliteSearch, SqliteLimits, SqliteWorkflows, Backend
+    SqliteEvents,
+    SqliteStepRecords,
+    SqliteUniqueness,
+    SqliteControls,
+    SqliteSearch,
+    SqliteLimits,
+    SqliteWorkflows,
+    Backend,
 ):
     kind = "sqlite"
     migrations = (
@@ -74,6 +83,7 @@ class SqliteBackend(
         WORKFLOWS,
         RATES,
         PRUNING,
+        (*STEPS, *EVENTS),
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
@@ -333,6 +343,7 @@ class SqliteBackend(
     """
 
     sql_attempt_write = ATTEMPT_WRITE
+    sql_uncount = UNCOUNT
 
     sql_settle = f"""
         UPDATE jobq_jobs SET
