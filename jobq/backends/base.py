@@ -18,6 +18,7 @@ from ..records import ClaimedJob, Status
 from .batching import Batching
 from .controls import Controls, policy_of
 from .events import Events
+from .gathering import Gathering
 from .installing import Installing
 from .leases import expiry
 from .limits import Limits
@@ -66,6 +67,7 @@ class Backend(
     Workflows,
     StepRecords,
     Events,
+    Gathering,
 ):
     kind: ClassVar[str]
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from .step_records import text
 from .steps import Steps, count
 
+T = TypeVar("T")
 EventState = tuple[bool, str | None]  # emitted, its payload (JSON)
 
 
@@ -71,6 +72,14 @@ class Events:
     def unmark_event(self, job_id: int, token: str) -> None:
         """The attempt (job_id, token) waits for no event any more (its wait timed out)."""
         self.execute(self.sql_event_mark, {"id": job_id, "token": token, "key": None})
+
+    @abstractmethod
+    def run(self, steps: Steps[T], connection: Any = None) -> T: ...
+
+    def emit_now(self, key: str, payload: str) -> bool:
+        """emit_steps() in a transaction of this backend's own."""
+        with self.transaction():
+            return self.run(self.emit_steps(key, payload))
 
     def emit_steps(self, key: str, payload: str) -> Steps[bool]:
         """Emit `key` and wake its waiters; whether any job was waiting for it."""

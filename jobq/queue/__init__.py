@@ -258,8 +258,7 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         def write(target: Any) -> bool:
             if target is not None:
                 return backend.run_together(backend.emit_steps(key, text), target)
-            with backend.transaction():
-                return backend.run(backend.emit_steps(key, text))
+            return backend.emit_now(key, text)
 
         return self._write("emit", connection, write)
 
