@@ -38,10 +38,12 @@ T = TypeVar("T")
 
 
 def bring_forward(now: str) -> str:
-    """Backend.bring_forward's statement, from the backend's clock; {types} per call."""
+    """Backend.bring_forward's statement, from the backend's clock; {types} per call. A job
+    waiting for an event is left to its emit: brought forward, it would only wait again,
+    and a drain would run it for ever."""
     return (
         f"UPDATE jobq_jobs SET scheduled_at = {now}, updated_at = {now} "
-        f"WHERE status = 'pending' AND scheduled_at > {now}{{types}}"
+        f"WHERE status = 'pending' AND scheduled_at > {now} AND event_key IS NULL{{types}}"
     )
 
 

@@ -39,6 +39,11 @@ class Events:
     sql_emit_wake: ClassVar[str]
     # Makes job (id) due if it is suspended and its mark was cleared.
     sql_event_rewake: ClassVar[str]
+    # Deletes up to (batch) events: those emitted longer than (older_than) ago, and
+    # placeholders no job waits for.
+    sql_prune_events: ClassVar[str]
+    # Makes job (id) due now if it is pending and due later.
+    sql_wake_now: ClassVar[str]
     # The key job (id) waits for: (event_key,).
     sql_awaited: ClassVar[str]
 
@@ -72,6 +77,19 @@ class Events:
     def unmark_event(self, job_id: int, token: str) -> None:
         """The attempt (job_id, token) waits for no event any more (its wait timed out)."""
         self.execute(self.sql_event_mark, {"id": job_id, "token": token, "key": None})
+
+    @abstractmethod
+    def seconds(self, value: float) -> Any: ...
+
+    def prune_events(self, older_than: float, batch: int) -> int:
+        """Delete up to `batch` events emitted longer than `older_than` seconds ago, and
+        placeholders of waits that no job waits in any more; how many."""
+        params = {"older_than": self.seconds(older_than), "batch": batch}
+        return self.execute(self.sql_prune_events, params)
+
+    def wake(self, job_id: int) -> bool:
+        """Make a pending job due now; False when it is not pending, or due already."""
+        return self.execute(self.sql_wake_now, {"id": job_id}) == 1
 
     @abstractmethod
     def run(self, steps: Steps[T], connection: Any = None) -> T: ...

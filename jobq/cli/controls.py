@@ -296,6 +296,14 @@ def members(queue: Queue, args: argparse.Namespace) -> list[JobRecord]:
     return queue.batch_jobs(args.batch, args.limit)
 
 
+def cmd_wake(queue: Queue, args: argparse.Namespace) -> int:
+    if queue.wake(job_id(args.id)):
+        print(f"jobq: job {args.id} is due now")
+        return 0
+    print(f"jobq: job {args.id} not woken: it is not pending, or due already", file=sys.stderr)
+    return 1
+
+
 def cmd_emit(queue: Queue, args: argparse.Namespace) -> int:
     try:
         payload = json.loads(args.payload)
