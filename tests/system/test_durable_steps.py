@@ -18,6 +18,7 @@ import pytest
 import jobq
 from chaos.observe import Deaths
 from tests.support.attempts import stop
+from tests.support.gather_jobs import Parent
 from tests.support.step_jobs import (
     AsyncSleeper,
     AsyncSteps,
@@ -199,3 +200,25 @@ def test_waiting_jobs_hold_no_worker_and_an_emit_wakes_each(
     assert sorted((e["job"], e["step"]) for e in entries(journal)) == sorted(
         (job_id, n) for job_id in waiters for n in (0, 1)
     )
+
+
+@pytest.mark.parametrize("sizing", [(), ("--concurrency", "2")], ids=["process", "threads"])
+def test_parents_gathering_children_hold_no_worker_and_get_their_results(
+    queue: jobq.Queue, dsn: str, tmp_path: Path, sizing: tuple[str, ...]
+) -> None:
+    journal = str(tmp_path / "journal")
+    parents = [queue.enqueue(Parent(journal, [n, n + 1])) for n in (1, 3, 5)]
+    app = ("--app", "tests.support.gather_jobs", *FAST)
+    with supervisor(dsn, "--workers", "1", *sizing, *app) as running:
+        # Three parents, one or two slots: each parent must give its slot up to its children.
+        wait_for(
+            f"the parents to complete; log:\n{running.log}",
+            lambda: all(completed(queue, job_id) for job_id in parents),
+            120,
+        )
+        stop(running)
+    assert [queue.wait(job_id, timeout=0).result for job_id in parents] == [
+        [10, 20],
+        [30, 40],
+        [50, 60],
+    ]
