@@ -34,6 +34,7 @@ class Gathered(Job):
     """The `then` job of a gather's children: wakes the parent that waits for them."""
 
     job_name = "jobq.gathered"
+    untyped = True  # enqueued with its parent's type: it names no type of its own
 
     def __init__(self, key: str) -> None:
         self.key = key

@@ -4,6 +4,7 @@ its sleep. On the three databases."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -58,9 +59,13 @@ def test_jobq_wake_wakes_from_the_command_line(
 ) -> None:
     job_id = queue.enqueue(Sleeper(str(tmp_path / "journal"), 3600), retry=ONCE)
     assert queue.process_jobs(1) == 1
+    assert main(["show", str(job_id), "--json", "--dsn", dsn]) == 0
+    assert json.loads(capsys.readouterr().out)["suspended"].startswith("sleeping until ")
     assert main(["wake", str(job_id), "--dsn", dsn]) == 0
     assert f"job {job_id} is due now" in capsys.readouterr().out
     assert main(["wake", str(job_id), "--dsn", dsn]) == 1
     assert "not woken" in capsys.readouterr().err
     assert queue.process_jobs(1) == 1
     assert queue.wait(job_id, timeout=0).status is jobq.Status.COMPLETED
+    assert main(["show", str(job_id), "--json", "--dsn", dsn]) == 0
+    assert json.loads(capsys.readouterr().out)["suspended"] is None
