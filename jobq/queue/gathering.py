@@ -26,6 +26,8 @@ from .new_jobs import Options, new_jobs
 from .running import running_on
 from .suspending import SUSPENDED, Suspend
 
+# A suspended parent's last error lists its children's ids up to so many, else the range.
+SHOWN_IDS = 5
 # A failed child's last error, as the parent's record keeps it, is at most so long.
 ERROR_KEPT = 2000
 
@@ -81,7 +83,8 @@ def gathered(current: Journal, label: str, jobs: list[Job]) -> dict[str, Any]:
         current.lost = True
         raise StepRefused(current.refusal(label))
     if not state[0]:
-        message = f"{SUSPENDED}: waiting for {len(ids)} children {ids} (step {label!r})"
+        shown = ids if len(ids) <= SHOWN_IDS else f"[{ids[0]}, ..., {ids[-1]}]"
+        message = f"{SUSPENDED}: waiting for {len(ids)} children {shown} (step {label!r})"
         raise Suspend(MAX_DELAY, message, event=True)
     return dict(current.record(f"{label}.ended", ended(current, ids, backend.children(ids))))
 
