@@ -158,14 +158,11 @@ class TenPlain(jobq.Job):
         return sum(piece(n) for n in range(STEPS))
 
 
-class Asleep(jobq.Job):
+class Asleep(Sleep):
     """Sleeps durably: its attempt ends and frees the worker until the sleep is over."""
 
     job_name = "bench.Asleep"
     type = "noop"
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
 
     def handle(self) -> None:
         jobq.sleep(self.seconds)
