@@ -18,7 +18,9 @@ import pytest
 
 import jobq
 from jobq.backends.postgresql import PostgresBackend
+from jobq.limits import CONCURRENCY
 from tests.support import drivers
+from tests.support.jobs import Limited
 
 pytestmark = pytest.mark.databases("postgresql")
 
@@ -102,3 +104,27 @@ def test_a_batched_acknowledgement_of_a_limited_key_reads_a_bounded_number_of_in
     assert len(taken) == LIMIT
     over = {name: count for name, count in read.items() if count > BOUND}
     assert not over, f"one acknowledgement and claim read {read}"
+
+
+def test_a_job_blocked_before_the_cursor_waits_only_for_the_next_walk_from_the_head(
+    queue: jobq.Queue,
+) -> None:
+    """A key's walk for its next blocked jobs starts at its session's cursor, as a claim's
+    does (blocked_cursors.py), and so passes over a job blocked since at a higher priority
+    until the session's next walk from the head."""
+    queue.backend.execute("SET jobq.claim_rewalk_seconds = 3600")
+    first = queue.enqueue_many([Limited("a", i) for i in range(6)])
+    running = queue.claim_many(10)
+    assert [claim.id for claim in running] == first[:2]
+    # The first acknowledgement's walk starts at the head, and leaves its cursor at first[2].
+    _, taken = queue.complete_many_and_claim(running[:1], 1)
+    assert [claim.id for claim in taken] == first[2:3]
+    urgent = queue.enqueue(Limited("a"), priority=5)
+    # A claim meets it, finds its key full, and blocks it.
+    assert queue.claim() is None
+    assert queue.waits_on(urgent) == ("a", CONCURRENCY)
+    _, passed = queue.complete_many_and_claim(taken, 1)
+    assert [claim.id for claim in passed] == first[3:4]
+    queue.backend.execute("SET jobq.claim_rewalk_seconds = 0")
+    _, next_up = queue.complete_many_and_claim(passed, 1)
+    assert [claim.id for claim in next_up] == [urgent]
