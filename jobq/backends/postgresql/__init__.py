@@ -23,6 +23,7 @@ from ..rows import INSERT_NAMES, REFUSED, NewJob, Refused, Renewal, Runner, clai
 from ..shapes import type_params
 from ..steps import CopyRows, Step, Steps, fetched, one
 from ..workflows import kept
+from .blocked_cursors import BLOCKED_CURSORS
 from .claims import COMPLETE, PostgresBatching, claim_statement, complete_and_claim_statement
 from .claims import MIGRATION as BATCHES
 from .controls import MIGRATION as STATUS_PAGE
@@ -34,6 +35,7 @@ from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
 from .key_locks import KEY_LOCKS
 from .limit_endings import LEANER_ENDINGS, SET_ENDINGS
+from .limit_floors import LIMIT_FLOORS
 from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .rates import RATES
@@ -122,6 +124,7 @@ class PostgresBackend(
         CLAIM_CURSORS,
         PRUNING,
         (*STEPS, *EVENTS),
+        (*LIMIT_FLOORS, *BLOCKED_CURSORS),
     )
 
     def __init__(
