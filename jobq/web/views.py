@@ -70,6 +70,7 @@ class Page:
     templates: Environment
     read_only: bool
     csrf_token: str
+    csrf_field: str = CSRF_FIELD
     app: str | None = None  # the module `jobq web --app` imported, if any
     # The notice an action left for this page (auth.py), and how an action leaves one.
     notice: str | None = None
@@ -79,7 +80,7 @@ class Page:
         html = self.templates.get_template(template).render(
             url=self.urls.build,
             read_only=self.read_only,
-            csrf_field=CSRF_FIELD,
+            csrf_field=self.csrf_field,
             csrf_token=self.csrf_token,
             statuses=[str(each) for each in Status],
             notice=self.notice,
