@@ -42,6 +42,7 @@ class TheConsole(TransactionTestCase):
         for path in ("/jobq/", "/jobq/jobs", f"/jobq/jobs/{self.job_id}", "/jobq/schedules"):
             response = self.client.get(path)
             self.assertEqual(response.status_code, 200, path)
+            self.assertIn("script-src 'self'", response["Content-Security-Policy"])
             html = response.content.decode()
             links = re.findall(r'(?:href|action)="([^"]+)"', html)
             self.assertTrue(links, path)
