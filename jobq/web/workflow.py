@@ -16,10 +16,10 @@ from ..records import JobRecord, Status
 # The most parents, and children, a job's graph draws; the rest are counted.
 SHOWN = 12
 # The graph's geometry, in SVG units (pixels at 100 %).
-NODE_WIDTH = 170
+NODE_WIDTH = 220
 NODE_HEIGHT = 26
 ROW = 34
-COLUMN = 230
+COLUMN = 270
 # The order a batch's bar and its legend give the statuses in: ended first.
 BAR_ORDER = (
     Status.COMPLETED,
