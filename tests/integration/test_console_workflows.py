@@ -40,7 +40,7 @@ def drawn(html: str) -> list[int]:
     return [int(n) for n in re.findall(r'<a href="/jobs/(\d+)"', figure.group(1))]
 
 
-@pytest.mark.databases("sqlite", "postgresql")
+@pytest.mark.databases("sqlite", "postgresql", "mariadb")
 def test_a_job_in_a_workflow_draws_its_parents_and_children_as_links(
     queue: jobq.Queue, client: Client
 ) -> None:
@@ -69,7 +69,7 @@ def test_a_wide_fan_out_draws_some_children_and_counts_the_rest(
     assert f"before {SHOWN + 3} job(s) (3 not drawn)" in html
 
 
-@pytest.mark.databases("sqlite")
+@pytest.mark.databases("sqlite", "postgresql", "mariadb")
 def test_a_batch_member_s_graph_marks_the_then_job_and_the_batch_page_shows_progress(
     queue: jobq.Queue, client: Client
 ) -> None:

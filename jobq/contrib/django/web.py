@@ -18,7 +18,8 @@ from urllib.parse import urlencode
 
 from django.conf import settings as django_settings
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.urls import NoReverseMatch, reverse
@@ -34,13 +35,17 @@ from .producer import queue_for
 DJANGO_CSRF_FIELD = "csrfmiddlewaretoken"
 
 
+# Outside ATOMIC_REQUESTS' transaction: a bulk action commits each bounded batch as it goes,
+# as it does under `jobq web`, rather than holding every row it touched until the end.
+@transaction.non_atomic_requests
 @csrf_protect
 def console(request: HttpRequest, rest: str = "") -> HttpResponse:
     """Every page of the console, at the path `rest` under the URL it is included at."""
     user: Any = getattr(request, "user", None)
     if user is None:
-        raise PermissionDenied(
-            "The jobq console needs django.contrib.auth's AuthenticationMiddleware."
+        raise ImproperlyConfigured(
+            "The jobq console needs to know the user: add "
+            "'django.contrib.auth.middleware.AuthenticationMiddleware' to MIDDLEWARE."
         )
     if not user.is_authenticated:
         return redirect_to_login(request.get_full_path(), login_url())

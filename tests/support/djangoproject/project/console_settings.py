@@ -35,3 +35,5 @@ TEMPLATES = [
         },
     }
 ]
+# As many projects do: each view in a transaction. The console's actions must still apply.
+DATABASES["default"]["ATOMIC_REQUESTS"] = True  # noqa: F405
