@@ -19,5 +19,5 @@ def test_the_console_in_django_is_for_staff_with_roles_and_djangos_csrf(dsn: str
             "--noinput",
         )
     )
-    assert "Ran 6 tests" in output, output
+    assert "Ran 7 tests" in output, output
     assert "\nOK" in output, output

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group, User
 from django.db import connection
-from django.test import Client, TransactionTestCase
+from django.test import AsyncClient, Client, TransactionTestCase
 from orders.jobs import MakeReceipt
 
 from jobq.contrib.django import enqueue, queue_for
@@ -85,3 +86,19 @@ class TheConsole(TransactionTestCase):
             refused = self.client.post(f"/jobq/jobs/{self.job_id}/cancel", form)
             self.assertEqual(refused.status_code, 403)
         self.assertEqual(queue_for().get(self.job_id).status, "pending")
+
+    def test_djangos_asgi_handler_serves_it_too(self) -> None:
+        user = self.sign_in(operator=True)
+        client = AsyncClient()
+        client.force_login(user)
+        response = async_to_sync(client.get)(f"/jobq/jobs/{self.job_id}")
+        self.assertEqual(response.status_code, 200)
+        html = response.content.decode()
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html)
+        assert token is not None, html
+        done = async_to_sync(client.post)(
+            f"/jobq/jobs/{self.job_id}/cancel", {"csrfmiddlewaretoken": token.group(1)}
+        )
+        self.assertEqual(done.status_code, 303)
+        self.assertEqual(done["Location"], f"/jobq/jobs/{self.job_id}")
+        self.assertEqual(queue_for().get(self.job_id).status, "cancelled")
