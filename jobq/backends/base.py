@@ -20,6 +20,7 @@ from .controls import Controls, policy_of
 from .installing import Installing
 from .leases import expiry
 from .limits import Limits
+from .nodes import Nodes
 from .reporting import Reporting
 from .retries import TRIES, pause_to_retry
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Refused, Renewal, Runner, claimed_only
@@ -53,7 +54,9 @@ def work_left(ready: str) -> str:
     )
 
 
-class Backend(Uniqueness, Controls, Search, Installing, Batching, Reporting, Limits, Workflows):
+class Backend(
+    Uniqueness, Controls, Search, Installing, Batching, Reporting, Limits, Workflows, Nodes
+):
     kind: ClassVar[str]
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

@@ -20,6 +20,7 @@ from ..schedules import REGISTERED
 from ..worker.plain import PlainWorker
 from . import controls as cli_controls
 from . import limits as cli_limits
+from . import nodes as cli_nodes
 from . import reports
 from .closed_stdout import quiet_on_closed_stdout
 from .title import hide_secrets
@@ -252,6 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
         options.APP,
     )
     schedules.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    nodes = command(
+        "nodes",
+        on_queue(cli_nodes.cmd_nodes),
+        "List the supervisors heard from within the last hour: host, pid, version, pools, "
+        "workers and the jobs they run, helper health; those not heard from lately as silent.",
+    )
+    cli_nodes.add_nodes(nodes)
     command(
         "prune",
         cmd_prune,

@@ -32,6 +32,8 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
 from .dsn import connect_args
 from .limits import LIMITS
+from .nodes import MIGRATION as NODE_TABLE
+from .nodes import NODES
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import BINARY_IDENTIFIERS, MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
@@ -81,9 +83,15 @@ def insert_statement(rows: int) -> str:
 
 
 class MysqlBackend(
-    MysqlUniqueness, MysqlControls, MysqlSearch, MysqlBatching, MysqlWorkflows, Backend
+    MysqlUniqueness,
+    MysqlControls,
+    MysqlSearch,
+    MysqlBatching,
+    MysqlWorkflows,
+    Backend,
 ):
     kind = "mysql"
+    node_sql = NODES
     migrations = (
         *MIGRATIONS,
         UNIQUENESS,
@@ -97,6 +105,7 @@ class MysqlBackend(
         RATES,
         BINARY_IDENTIFIERS,
         PRUNING,
+        NODE_TABLE,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

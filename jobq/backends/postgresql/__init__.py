@@ -34,6 +34,8 @@ from .insert import copy_steps, insert_statement, outside_transaction
 from .key_locks import KEY_LOCKS
 from .limit_endings import LEANER_ENDINGS, SET_ENDINGS
 from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
+from .nodes import MIGRATION as NODE_TABLE
+from .nodes import NODES
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .rates import RATES
 from .replication import failover_risk
@@ -95,6 +97,7 @@ class PostgresBackend(
 ):
     kind = "postgresql"
     # The last: the schedules' declarations, and the retry that never fails on a key.
+    node_sql = NODES
     migrations = (
         *MIGRATIONS,
         UNIQUENESS,
@@ -117,6 +120,7 @@ class PostgresBackend(
         (*LEANER_ENDINGS, *SUCCESSOR_CLAIMS),
         CLAIM_CURSORS,
         PRUNING,
+        NODE_TABLE,
     )
 
     def __init__(

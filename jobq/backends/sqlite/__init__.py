@@ -29,6 +29,8 @@ from .claims import claim_many_statement, claim_statement, picked_count_statemen
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
 from .limits import LIMITS, SqliteLimits
+from .nodes import MIGRATION as NODE_TABLE
+from .nodes import NODES
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, logged
 from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
@@ -59,9 +61,15 @@ def path_of(dsn: str) -> str:
 
 
 class SqliteBackend(
-    SqliteUniqueness, SqliteControls, SqliteSearch, SqliteLimits, SqliteWorkflows, Backend
+    SqliteUniqueness,
+    SqliteControls,
+    SqliteSearch,
+    SqliteLimits,
+    SqliteWorkflows,
+    Backend,
 ):
     kind = "sqlite"
+    node_sql = NODES
     migrations = (
         *MIGRATIONS,
         UNIQUENESS,
@@ -74,6 +82,7 @@ class SqliteBackend(
         WORKFLOWS,
         RATES,
         PRUNING,
+        NODE_TABLE,
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:
