@@ -49,7 +49,9 @@ class Heartbeats:
         if now < self.next_at and not last:
             return
         self.next_at = now + EVERY
-        if Helper.HOUSEKEEPER not in self.helpers.processes:
+        # Nor while the helpers' last database work failed: a beat would fail too, and log
+        # so every 5 s of an outage. The node reads silent then, which to readers it is.
+        if Helper.HOUSEKEEPER not in self.helpers.processes or self.helpers.database_problem:
             return
         facts = json.dumps(self.facts(now), separators=(",", ":"))
         beat = protocol.Heartbeat(self.node, self.host, self.pid, __version__, facts, RETENTION)
