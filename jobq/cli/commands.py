@@ -125,7 +125,8 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     # Schedules' jobs may be a Django project's: set it up as a worker would.
     load_app(args.app)
     with open_queue(args) as queue:
-        return reports.print_schedules(queue.schedule_states(), args.json, args.app)
+        found = queue.schedule_states(stored=True)
+        return reports.print_schedules(found, args.json, args.app)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -248,8 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     schedules = command(
         "schedules",
         cmd_schedules,
-        "List the periodic jobs the application declares: each one's cron or interval, last "
-        "and next slot, and last job id.",
+        "List the periodic jobs the application declares, and those the database knows "
+        "(the supervisors run them): each one's cron or interval, last and next slot, last "
+        "job id and type.",
         options.APP,
     )
     schedules.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -139,3 +139,15 @@ def test_the_schedules_page_shows_what_supervisors_run_though_web_started_before
             shown = wait_for("the schedules page to list them", listed, timeout=60.0)
             assert "(from the database)" in shown
             assert "/jobs?type=tick" in shown
+            # `jobq schedules` without --app reads them from the database too.
+            done = subprocess.run(
+                [sys.executable, "-m", "jobq", "schedules", "--dsn", dsn, "--json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
+            rows = {row["name"]: row for row in json.loads(done.stdout)}
+            assert rows["every-second"]["type"] == "tick"
+            assert rows["every-second"]["declared_here"] is False
+            assert rows["nightly"]["schedule"] == "cron 30 2 * * * Europe/Berlin"
