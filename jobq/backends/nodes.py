@@ -12,7 +12,11 @@ from abc import abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
+
+from .steps import Steps, every
+
+T = TypeVar("T")
 
 # The columns a node's row is read by, in this order.
 NODE_COLUMNS = "id, host, pid, version, facts"
@@ -74,6 +78,9 @@ class Nodes:
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]: ...
 
+    @abstractmethod
+    def run(self, steps: Steps[T], connection: Any = None) -> T: ...
+
     def beat(
         self, node_id: str, host: str, pid: int, version: str, facts: str, retention: float
     ) -> None:
@@ -87,7 +94,10 @@ class Nodes:
             self.execute(self.node_sql.forget, {"retention": retention})
 
     def nodes(self) -> list[NodeRow]:
-        rows = self.fetchall(self.node_sql.read)
+        return self.run(self.nodes_steps())
+
+    def nodes_steps(self) -> Steps[list[NodeRow]]:
+        rows = yield from every(self.node_sql.read)
         return [
             NodeRow(str(i), str(h), int(p), str(v), str(f), float(up), float(ago))
             for i, h, p, v, f, up, ago in rows

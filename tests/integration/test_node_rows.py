@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import jobq
+from tests.integration.test_async_queue import run
 from tests.support.waiting import wait_for
 
 FACTS = json.dumps({"phase": "running", "pools": [], "workers": [], "helpers": []})
@@ -27,3 +28,13 @@ def test_a_beat_refreshes_its_row_and_forgets_nodes_silent_past_the_retention(
     assert (node.host, node.pid, node.version) == ("new", 2, "0.1.0")
     assert node.heard_ago < node.up_for  # its row was refreshed, not written anew
     assert not node.silent
+
+
+def test_the_async_queue_reads_the_nodes_the_sync_queue_reads(queue: jobq.Queue, dsn: str) -> None:
+    queue._beat("a:1:0", "a", 1, "0.1.0", FACTS, 3600.0)
+
+    async def scenario(aqueue: jobq.AsyncQueue) -> None:
+        (node,) = await aqueue.nodes()
+        assert (node.id, node.host, node.state) == ("a:1:0", "a", "running")
+
+    run(dsn, scenario)
