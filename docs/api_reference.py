@@ -165,7 +165,9 @@ def api_reference(name: str | None) -> str:
         raise ValueError(f"jobq has no public name {name!r}")
     obj = getattr(jobq, name)
     parts = [f"### `jobq.{name}`"]
-    parts.append(code(class_stub(name, obj) if isinstance(obj, type) else signature(name, obj)))
+    keyword = "async def" if inspect.iscoroutinefunction(obj) else "def"
+    stub = class_stub(name, obj) if isinstance(obj, type) else signature(name, obj, keyword)
+    parts.append(code(stub))
     # A class's own docstring only: one inherited from StrEnum or Exception says nothing of it.
     own = obj.__doc__ if not isinstance(obj, type) else vars(obj).get("__doc__")
     parts.append(inspect.cleandoc(own or ""))

@@ -1,15 +1,25 @@
 """jobq: a job queue that lives in your own PostgreSQL, MySQL/MariaDB or SQLite database."""
 
 from .codec import Codec, JsonCodec
-from .errors import ConfigurationError, DecodeError, JobqError
+from .errors import (
+    ConfigurationError,
+    DecodeError,
+    DuplicateStep,
+    EventTimeout,
+    JobqError,
+    StepRefused,
+)
 from .hooks import HookFailed, after_job, before_job, on_worker_start
 from .job import Job
 from .limits import Concurrency, Rate
 from .listener import Listener
 from .queue import Queue
 from .queue.asynchronous import AsyncQueue
+from .queue.durable import astep, step, step_key
+from .queue.events import wait_for
 from .queue.progress import checkpoint, progress
 from .queue.running import cancel_requested, current_claim
+from .queue.suspending import sleep, sleep_until, snooze
 from .records import ClaimedJob, JobFilter, JobRecord, Outcome, Status
 from .retry import RetryPolicy
 from .schedules import schedule
@@ -23,6 +33,8 @@ __all__ = [
     "Concurrency",
     "ConfigurationError",
     "DecodeError",
+    "DuplicateStep",
+    "EventTimeout",
     "HookFailed",
     "Job",
     "JobFilter",
@@ -35,8 +47,10 @@ __all__ = [
     "Rate",
     "RetryPolicy",
     "Status",
+    "StepRefused",
     "__version__",
     "after_job",
+    "astep",
     "before_job",
     "cancel_requested",
     "checkpoint",
@@ -44,4 +58,10 @@ __all__ = [
     "on_worker_start",
     "progress",
     "schedule",
+    "sleep",
+    "sleep_until",
+    "snooze",
+    "step",
+    "step_key",
+    "wait_for",
 ]

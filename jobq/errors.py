@@ -68,3 +68,23 @@ class WorkerStopped(AttemptEnded):
 
 class JobCancelled(AttemptEnded):
     """An operator cancelled the job while the attempt ran."""
+
+
+class StepRefused(JobqError):
+    """A durable step's record was refused: the attempt that ran it no longer holds its job
+    (its lease ended, or another attempt has it). The attempt stops; the attempt that holds
+    the job runs the step again, or has recorded it already."""
+
+
+class DuplicateStep(JobqError, ValueError):
+    """A step name used twice in one run of a job: each step needs a name of its own."""
+
+
+class Suspended(AttemptEnded):
+    """The attempt suspended its job (jobq.sleep(), jobq.snooze()): it ran again later, and
+    the attempt did not count against its retry policy."""
+
+
+class EventTimeout(JobqError):
+    """jobq.wait_for() saw no event of its key before its timeout. A job may catch it; the
+    wait is recorded as timed out, so a later run of the job raises it again there."""

@@ -11,6 +11,7 @@ from .errors import (
     JobCancelled,
     JobTimedOut,
     LeaseExpired,
+    Suspended,
     WorkerDied,
     WorkerStopped,
 )
@@ -37,6 +38,7 @@ UNRAISED: tuple[tuple[str, type[AttemptEnded]], ...] = (
     ("Its worker was stopped", WorkerStopped),
     ("its worker was stopped", WorkerStopped),
     ("Cancelled", JobCancelled),
+    ("Suspended", Suspended),
 )
 
 

@@ -76,16 +76,24 @@ def bounded(text: str, limit: int, what: str) -> str:
 def encode_result(codec: object, value: Any) -> str | None:
     """The stored text of what handle() returned (None stores nothing), by the job's codec
     when it encodes results; ResultError when it cannot be encoded or is too large."""
-    if value is None:
-        return None
+    return None if value is None else encoded(codec, value, "the result")
+
+
+def encode_step(codec: object, value: Any, name: str) -> str:
+    """A step's value as recorded (None included: a step that returned None is done), by
+    the job's codec when it encodes results, under the bound of a result."""
+    return encoded(codec, value, f"the value of step {name!r}")
+
+
+def encoded(codec: object, value: Any, what: str) -> str:
     values = codec if isinstance(codec, ResultCodec) else JSON_VALUES
     try:
         text = values.encode_result(value)
     except ResultError:
         raise
     except Exception as error:
-        raise ResultError(f"the result cannot be encoded: {error!r}") from None
-    return bounded(text, RESULT_LIMIT, "the result")
+        raise ResultError(f"{what} cannot be encoded: {error!r}") from None
+    return bounded(text, RESULT_LIMIT, what)
 
 
 def decode_result(codec: object, text: str | None) -> Any:

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Self, TypeVar
 from ..records import ClaimedJob, Status
 from .batching import Batching
 from .controls import Controls, policy_of
+from .events import Events
 from .installing import Installing
 from .leases import expiry
 from .limits import Limits
@@ -26,6 +27,7 @@ from .retries import TRIES, pause_to_retry
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Refused, Renewal, Runner, claimed_only
 from .search import Search
 from .shapes import CHUNK_ROWS, chunks
+from .step_records import StepRecords
 from .steps import CopyRows, Step, Steps, drive, every, fetched
 from .uniqueness import Uniqueness
 from .workflows import ENDINGS, KEPT, Workflows
@@ -55,7 +57,17 @@ def work_left(ready: str) -> str:
 
 
 class Backend(
-    Uniqueness, Controls, Search, Installing, Batching, Reporting, Limits, Workflows, Nodes
+    Uniqueness,
+    Controls,
+    Search,
+    Installing,
+    Batching,
+    Reporting,
+    Limits,
+    Workflows,
+    StepRecords,
+    Events,
+    Nodes,
 ):
     kind: ClassVar[str]
 

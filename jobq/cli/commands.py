@@ -327,6 +327,17 @@ def add_controls(command: Callable[..., argparse.ArgumentParser]) -> None:
     show = command("show", on_queue(controls.cmd_show), "Show one job.", options.APP)
     show.add_argument("id", metavar="ID", help="the job's id")
     show.add_argument("--json", action="store_true", help=json_help)
+    emit = command(
+        "emit",
+        on_queue(controls.cmd_emit),
+        "Emit an event for the jobs that wait for its key (jobq.wait_for): the first emit of "
+        "a key wins.",
+        options.APP,
+    )
+    emit.add_argument("key", metavar="KEY", help="the event's key")
+    emit.add_argument(
+        "--payload", default="null", metavar="JSON", help="the event's payload, as JSON"
+    )
     cancel = command(
         "cancel",
         on_queue(controls.cmd_cancel),

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from ..attempt_log import AttemptEntry
+from ..backends.step_records import StepRecord
 from ..errors import CommandError
 from ..job import check_type_name
 from ..options import Option
@@ -58,9 +59,19 @@ RECORD_KEYS = (
     "attempted_at",
 )
 # `jobq show --json` adds the job's concurrency key and the limit it waits on (both null
-# when none), and the jobs it was enqueued after and those enqueued after it: reading them
-# is more queries, worth it for one job, not for a listing.
-SHOW_KEYS = (*RECORD_KEYS, "concurrency_key", "waits_on", "parents", "dependents", "on_retry")
+# when none), the jobs it was enqueued after and those enqueued after it, its durable steps
+# and the event it waits for: reading them is more queries, worth it for one job, not for a
+# listing.
+SHOW_KEYS = (
+    *RECORD_KEYS,
+    "concurrency_key",
+    "waits_on",
+    "parents",
+    "dependents",
+    "on_retry",
+    "steps",
+    "waits_for_event",
+)
 STATUS = Option(
     "status",
     None,
@@ -176,6 +187,11 @@ def attempt_line(entry: AttemptEntry) -> str:
     return f"attempt {entry.attempt} on worker {entry.worker or '?'} from {began}: {entry.outcome}"
 
 
+def step_line(step: StepRecord) -> str:
+    at = step.recorded_at.isoformat(timespec="seconds")
+    return f"{step.name} (attempt {step.attempt}, {at}, {step.size} B)"
+
+
 def where(record: JobRecord) -> str:
     return "" if record.host is None else f"{record.host}:{record.pid}"
 
@@ -249,6 +265,9 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     shown["parents"] = list(queue.parents(record.id))
     shown["dependents"] = list(queue.dependents(record.id))
     shown["on_retry"] = on_retry(record, queue.parents_left(record.id))
+    steps = queue.steps(record.id)
+    shown["steps"] = [timed(step._asdict()) for step in steps]
+    shown["waits_for_event"] = queue.awaited(record.id)
     if args.json:
         print(json.dumps(shown, indent=2, default=repr))
         return 0
@@ -258,6 +277,7 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     shown["progress"] = record.progress
     shown["checkpoint"] = None if record.checkpoint is None else printed(record.checkpoint)
     shown["history"] = "; ".join(map(attempt_line, record.history)) or None
+    shown["steps"] = "; ".join(map(step_line, steps)) or None
     for key in ("parents", "dependents"):
         shown[key] = ", ".join(map(str, shown[key])) or None
     width = max(map(len, shown))
@@ -274,6 +294,18 @@ def members(queue: Queue, args: argparse.Namespace) -> list[JobRecord]:
     if args.status is not None or args.job_type is not None:
         raise CommandError("give --batch alone, or --status and --type without it")
     return queue.batch_jobs(args.batch, args.limit)
+
+
+def cmd_emit(queue: Queue, args: argparse.Namespace) -> int:
+    try:
+        payload = json.loads(args.payload)
+    except ValueError as error:
+        raise CommandError(
+            f"--payload is not JSON ({error}); quote it, e.g. --payload '{{}}'"
+        ) from None
+    waiting = queue.emit(args.key, payload)
+    print(f"jobq: emitted {args.key!r}" + ("; a job was waiting for it" if waiting else ""))
+    return 0
 
 
 def cmd_cancel(queue: Queue, args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from .. import backends, tracing
 from ..backends.base import Backend
 from ..backends.limits import Declared
 from ..backends.rows import NewJob
+from ..backends.step_records import StepRecord
 from ..codec import Codec, JsonCodec
 from ..dsn import default_dsn
 from ..hooks import JobHooks
@@ -23,6 +24,7 @@ from ..schedules import REGISTERED, Periodic, scheduler
 from . import maintenance, retention
 from .batched import BatchConsuming
 from .batches import Batch, then_row
+from .events import checked_key, encoded_payload
 from .limits import LimitControls
 from .new_jobs import Options, Schedule, new_job, seconds_of, traced
 from .nodes import declared_types
@@ -249,6 +251,33 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
     def oldest_finished(self) -> float | None:
         """How many seconds ago the longest-kept finished job finished; None for none."""
         return self.backend.oldest_finished()
+
+    def emit(self, key: str, payload: Any = None, connection: Any = OWN_CONNECTION) -> bool:
+        """Emit the event `key` with `payload` (a JSON value) for the jobs that wait or will
+        wait for it (jobq.wait_for). The first emit of a key wins: a later one changes
+        nothing. With `connection`, or on a queue made from the application's connection in
+        its transaction, it is written in that transaction and rolls back with it. Returns
+        whether a job was waiting for it."""
+        text = encoded_payload(payload)
+        checked_key(key)
+        backend = self.backend
+
+        def write(target: Any) -> bool:
+            if target is not None:
+                return backend.run_together(backend.emit_steps(key, text), target)
+            with backend.transaction():
+                return backend.run(backend.emit_steps(key, text))
+
+        return self._write("emit", connection, write)
+
+    def awaited(self, job_id: int) -> str | None:
+        """The key of the event the job waits for (jobq.wait_for), or None."""
+        return self.backend.awaited(job_id)
+
+    def steps(self, job_id: int) -> list[StepRecord]:
+        """The durable steps the job recorded (jobq.step()), oldest first: each one's name,
+        the attempt that recorded it, when, and its encoded value's size in bytes."""
+        return self.backend.step_records(job_id)
 
     def prune(
         self, older_than: float | timedelta, statuses: Iterable[Status | str] | None = None

@@ -21,11 +21,12 @@ from ..dsn import default_dsn
 from ..job import Job
 from ..records import Horizon, JobRecord, Status
 from . import async_waiting, controls
+from .events import checked_key, encoded_payload
 from .limits import undeclared
 from .new_jobs import traced
 from .nodes import SILENT_AFTER, NodeRecord, check_silent_after, node_record
 from .operating import by_type, check_minutes, decoded, per_minute, totals
-from .producing import Producing, application_connection
+from .producing import OWN_CONNECTION, Producing, application_connection
 
 T = TypeVar("T")
 
@@ -145,6 +146,15 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
         if together:
             return await self.driver.run_together(steps(), target)
         return await self.driver.run(steps(), target)
+
+    async def emit(self, key: str, payload: Any = None, connection: Any = OWN_CONNECTION) -> bool:
+        """As Queue.emit(), awaited: the first emit of a key wins; with `connection`, in the
+        application's transaction."""
+        text = encoded_payload(payload)
+        checked_key(key)
+        return await self._write(
+            "emit", connection, lambda: self.backend.emit_steps(key, text), together=True
+        )
 
     # -- reading and operating: as Queue's (operating.py), each awaited ------------------
 

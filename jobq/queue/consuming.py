@@ -32,8 +32,10 @@ from ..outcomes import (
 from ..records import ClaimedJob, Outcome, Status
 from ..results import encode_result, error_class
 from . import maintenance
+from .durable import Journal, journal
 from .progress import flush
 from .running import runner, running, running_on, worker_id
+from .suspending import Suspend
 
 log = logging.getLogger("jobq")
 
@@ -46,7 +48,8 @@ def never() -> bool:
 
 class Handling:
     """The frame around an attempt's code, in whichever thread or task runs it: there,
-    current_claim() and cancel_requested() answer for this attempt; begin() runs the
+    current_claim() and cancel_requested() answer for this attempt, and its steps are
+    journaled; begin() runs the
     before_job hooks; an Exception from the code is logged and kept as `error`, which fails
     the attempt; anything else (SystemExit, a task's CancelledError) goes through. The
     attempt's last progress is written as it leaves, before its outcome is."""
@@ -58,11 +61,12 @@ class Handling:
         self.backend = backend
         self.hooks = hooks
         self.codec = codec
-        self.error: Exception | None = None
+        self.error: Exception | Suspend | None = None
         self.result: str | None = None
 
     def __enter__(self) -> Handling:
         self.tokens = running.set(self.claim), running_on.set(self.backend)
+        self.journal = journal.set(Journal(self.claim, self.backend, self.codec))
         return self
 
     def begin(self) -> None:
@@ -78,8 +82,16 @@ class Handling:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: object
     ) -> bool:
         flush()
+        journal.reset(self.journal)
         running.reset(self.tokens[0])
         running_on.reset(self.tokens[1])
+        if isinstance(error, Suspend):
+            # Kept as the attempt's end, as an error is, to be settled on the same paths.
+            log.info(
+                "Job %d: %s", self.claim.id, error.message, extra=job_extra(self.claim, "suspended")
+            )
+            self.error = error
+            return True
         if not isinstance(error, Exception):
             return False
         claim = self.claim
@@ -371,7 +383,13 @@ class Consuming:
         the time.monotonic() reading as the attempt's code began, for one whose claim did
         not record its start (it waited in its worker's queue); its start is that."""
         backend = self._consumer("fail")
-        status, delay = next_step(claim.retry, claim.attempt)
+        suspended, for_event = isinstance(error, Suspend), getattr(error, "event", False)
+        if isinstance(error, Suspend):
+            # Not counted: settled by the same guarded statement as a retry, for later.
+            status, delay, error = Status.PENDING, error.delay, error.message
+            backend.retrying("suspend", lambda: backend.uncount(claim.id, claim.token))
+        else:
+            status, delay = next_step(claim.retry, claim.attempt)
         message, kind = describe(error), error_class(error)
         ago = None if began is None else time.monotonic() - began
         settled = backend.retrying(
@@ -382,7 +400,10 @@ class Consuming:
             settled = Status.CANCELLED
         elif settled is None:
             self._ownership_lost(claim, "failure")
-        else:
+        elif for_event and settled is Status.PENDING:
+            # An emit that came while the attempt was ending cleared the job's mark.
+            backend.retrying("suspend", lambda: backend.rewake(claim.id))
+        elif not suspended:
             self.listener.on_failed(claim, error)
         return settled
 

@@ -81,9 +81,10 @@ def script(dsn: str, after: int | None = None, upto: int | None = None) -> str:
         lines = [f"-- jobq's schema for {backend.kind}, version {start} to {end}"]
         if delimiter != ";":
             lines.append(f"DELIMITER {delimiter}")
-        # As they run, but for the ends: SQLite keeps a table's or a trigger's text verbatim.
+        # As they run, but for the leading blanks, which no database keeps: SQLite keeps a
+        # table's or a trigger's text from its first word, trailing blanks included.
         statements = backend.script(start, end)
-        lines += [f"{statement.strip()}{delimiter}" for statement in statements]
+        lines += [f"{statement.lstrip()}{delimiter}" for statement in statements]
         if delimiter != ";":
             lines.append("DELIMITER ;")
         return "\n".join(lines) + "\n"

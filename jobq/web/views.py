@@ -28,7 +28,7 @@ from ..queue import Queue
 from ..queue.controls import on_retry, why_not_retried
 from ..queue.nodes import SILENT_AFTER
 from ..records import Horizon, JobRecord, Status
-from . import bulk, filters
+from . import bulk, filters, workflow
 from . import queues as queues_page
 from .auth import CSRF_FIELD, NOTICE_COOKIE, set_cookie
 
@@ -72,6 +72,7 @@ class Page:
     templates: Environment
     read_only: bool
     csrf_token: str
+    csrf_field: str = CSRF_FIELD
     app: str | None = None  # the module `jobq web --app` imported, if any
     # The notice an action left for this page (auth.py), and how an action leaves one.
     notice: str | None = None
@@ -81,7 +82,7 @@ class Page:
         html = self.templates.get_template(template).render(
             url=self.urls.build,
             read_only=self.read_only,
-            csrf_field=CSRF_FIELD,
+            csrf_field=self.csrf_field,
             csrf_token=self.csrf_token,
             statuses=[str(each) for each in Status],
             notice=self.notice,
@@ -225,7 +226,18 @@ def jobs(page: Page) -> Response:
         if not batch.isdigit():
             raise BadRequest(f"batch must be a batch's id, got {batch!r}.")
         shown = page.queue.batch_jobs(int(batch), limit=PAGE_SIZE)
-        return page.render("jobs.html", jobs=shown, following=None, first=None, **form({}))
+        progress = workflow.progress(page.queue.batch_status(int(batch)))
+        return page.render(
+            "jobs.html",
+            jobs=shown,
+            following=None,
+            first=None,
+            # Its `then` job, for a batch with members: a job that is no batch has none.
+            batch=page.queue.get(int(batch)) if progress else None,
+            progress=progress,
+            **form({}),
+            **workflow.SIZES,
+        )
     if before is not None and not before.isdigit():
         raise BadRequest(f"before must be a job id, got {before!r}.")
     before_id = None if before is None else int(before)
@@ -244,7 +256,14 @@ def jobs(page: Page) -> Response:
         shown = records[:PAGE_SIZE]
         if len(records) > PAGE_SIZE:
             following = {**fields, "before": shown[-1].id}
-    return page.render("jobs.html", jobs=shown, following=following, first=before, **form(fields))
+    return page.render(
+        "jobs.html",
+        jobs=shown,
+        following=following,
+        first=before,
+        batch=None,
+        **form(fields),
+    )
 
 
 def act(page: Page) -> Response:
@@ -292,6 +311,7 @@ def form(fields: dict[str, str]) -> dict[str, Any]:
 def job(page: Page, job_id: int) -> Response:
     record = existing(page, job_id)
     left = page.queue.parents_left(record.id)
+    counts = page.queue.batch_status(record.id)
     return page.render(
         "job.html",
         job=record,
@@ -306,8 +326,11 @@ def job(page: Page, job_id: int) -> Response:
         on_retry=on_retry(record, left),
         parents=page.queue.parents(record.id),
         children=page.queue.dependents(record.id),
-        batch={status: n for status, n in page.queue.batch_status(record.id).items() if n},
+        batch={status: n for status, n in counts.items() if n},
+        progress=workflow.progress(counts),
+        graph=workflow.graph(page.queue, record),
         error_heading=error_heading(record),
+        **workflow.SIZES,
     )
 
 

@@ -4,7 +4,6 @@ once end with one schema, each version applied once."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import jobq
+from tests.support.schema_sql import schema_of
 from tests.support.servers import fresh_database, server_of
 
 TIMEOUT = 120
@@ -60,36 +60,6 @@ def apply(dsn: str, script: str) -> None:
         client(dsn), input=script, capture_output=True, text=True, timeout=TIMEOUT, check=False
     )
     assert done.returncode == 0, done.stderr
-
-
-def schema_of(dsn: str) -> str:
-    """The schema as the database's own dump tool prints it, comments and names of the
-    database left out."""
-    if dsn.startswith("sqlite"):
-        command = ["sqlite3", urlsplit(dsn).path, ".schema"]
-    elif dsn.startswith("postgresql"):
-        command = ["pg_dump", "--schema-only", "--no-owner", "-d", dsn]
-    else:
-        url = urlsplit(dsn)
-        command = [
-            "mariadb-dump",
-            "--no-data",
-            "--skip-comments",
-            "--routines",
-            "--triggers",
-            f"--host={url.hostname}",
-            f"--port={url.port}",
-            f"--user={url.username}",
-            url.path.lstrip("/"),
-        ]
-    dumped = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, check=True)
-    # pg_dump's \restrict lines carry a key of its own, new on each run.
-    lines = [
-        line
-        for line in dumped.stdout.splitlines()
-        if not line.startswith(("--", "\\restrict", "\\unrestrict"))
-    ]
-    return re.sub(r"jobq_test_[0-9a-f]{12}", "DB", "\n".join(lines))
 
 
 def versions_of(dsn: str) -> list[int]:

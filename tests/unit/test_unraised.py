@@ -15,6 +15,7 @@ from jobq.outcomes import (
     LEASE_EXPIRED_BEFORE_START,
     unraised_class,
 )
+from jobq.queue.suspending import SUSPENDED
 from jobq.supervisor.settlement import STOP_CAUSES
 from jobq.supervisor.states import StopReason
 from jobq.supervisor.stopping import Stopper
@@ -29,6 +30,7 @@ def stop_cause(reason: StopReason) -> str:
     ("message", "kind"),
     [
         (LEASE_EXPIRED, errors.LeaseExpired),
+        (f"{SUSPENDED}: snoozed for 1 s", errors.Suspended),
         (LEASE_EXPIRED_BEFORE_START, errors.LeaseExpired),
         (CANCELLED_WHILE_RUNNING.format("it completed"), errors.JobCancelled),
         (STOP_CAUSES[None] + " (worker 7, SIGKILL)", errors.WorkerDied),

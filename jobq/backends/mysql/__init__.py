@@ -30,14 +30,17 @@ from ..workflows import KEPT
 from .claims import READY, MysqlBatching, ago, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
+from .cursors import ClaimCursors
 from .dsn import connect_args
+from .events import EVENTS, MysqlEvents
 from .limits import LIMITS
 from .nodes import MIGRATION as NODE_TABLE
 from .nodes import NODES
 from .rates import RATES
-from .results import ATTEMPT_WRITE, RESULTS, logged
+from .results import ATTEMPT_WRITE, RESULTS, UNCOUNT, logged
 from .schema import BINARY_IDENTIFIERS, MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
 from .search import MysqlSearch
+from .step_records import STEPS, MysqlStepRecords
 from .uniqueness import DECLARED_AT, ON_TAKEN_KEY, MysqlUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, MysqlWorkflows
@@ -83,6 +86,8 @@ def insert_statement(rows: int) -> str:
 
 
 class MysqlBackend(
+    MysqlEvents,
+    MysqlStepRecords,
     MysqlUniqueness,
     MysqlControls,
     MysqlSearch,
@@ -105,6 +110,7 @@ class MysqlBackend(
         RATES,
         BINARY_IDENTIFIERS,
         PRUNING,
+        (*STEPS, *EVENTS),
         NODE_TABLE,
     )
 
@@ -114,6 +120,7 @@ class MysqlBackend(
         # MariaDB 10.5 and later return a multi-row INSERT's ids; MySQL cannot, and
         # enqueue_many falls back to a statement a row there.
         self.returning = "mariadb" in str(connection.get_server_info()).lower()
+        self.claim_cursors = ClaimCursors()
 
     @classmethod
     def connect(cls, dsn: str, create: bool = True) -> MysqlBackend:
@@ -259,9 +266,15 @@ class MysqlBackend(
         # A row a concurrency limit refused stays pending, now blocked (or left for the
         # claim that holds its key): the next probe looks past it.
         for _ in range(REFUSALS):
-            row = self.fetchone(claim_select(len(types)), params)
-            if row is None:
+            rows = self.claim_cursors.walk(
+                types,
+                lambda from_cursor, at: self.fetchall(
+                    claim_select(len(types), from_cursor), params | at
+                ),
+            )
+            if not rows:
                 return None
+            row = rows[0]
             if self.claim_row(row, token, runner):
                 return self.claimed(row, token, expires_monotonic)
         return REFUSED
@@ -382,6 +395,7 @@ class MysqlBackend(
     # MySQL assigns SET columns left to right, each seeing the ones before: nothing below
     # reads a column that an earlier assignment changed.
     sql_attempt_write = ATTEMPT_WRITE
+    sql_uncount = UNCOUNT
 
     sql_settle = f"""
         UPDATE jobq_jobs SET

@@ -3,6 +3,7 @@ result and the error's class, the attempt history, progress and checkpoints."""
 
 from __future__ import annotations
 
+from ...retry import MAX_ATTEMPTS
 from ..shapes import attempt_entry, history_appended
 from .schema import NOW
 
@@ -46,6 +47,13 @@ def logged(
         ("JSON_ARRAY_APPEND({log}, '$', {entry})"),
     )
     return history_appended(log, length, append, entry)
+
+
+# The attempt, while it holds its job: its suspension does not count (see Reporting).
+UNCOUNT = f"""
+    UPDATE jobq_jobs SET max_attempts = LEAST(max_attempts + 1, {MAX_ATTEMPTS})
+    WHERE id = %(id)s AND token = %(token)s AND status = 'in_progress'
+"""
 
 
 # The attempt, while it still holds its job and its lease: {column} is progress or checkpoint.

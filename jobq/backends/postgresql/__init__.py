@@ -23,16 +23,19 @@ from ..rows import INSERT_NAMES, REFUSED, NewJob, Refused, Renewal, Runner, clai
 from ..shapes import type_params
 from ..steps import CopyRows, Step, Steps, fetched, one
 from ..workflows import kept
+from .blocked_cursors import BLOCKED_CURSORS
 from .claims import COMPLETE, PostgresBatching, claim_statement, complete_and_claim_statement
 from .claims import MIGRATION as BATCHES
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import NOTIFY_CHANNEL, RETRY, PostgresControls
 from .cursors import CLAIM_CURSORS
 from .dsn import libpq_dsn
+from .events import EVENTS, PostgresEvents
 from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
 from .key_locks import KEY_LOCKS
 from .limit_endings import LEANER_ENDINGS, SET_ENDINGS
+from .limit_floors import LIMIT_FLOORS
 from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
 from .nodes import MIGRATION as NODE_TABLE
 from .nodes import NODES
@@ -42,6 +45,7 @@ from .replication import failover_risk
 from .results import RESULTS, PostgresReporting, logged
 from .schema import MIGRATIONS, NO_JIT, READY, TRACE_CONTEXT, WORKER_IDS, in_progress
 from .search import PostgresSearch
+from .step_records import STEPS, PostgresStepRecords
 from .successors import SUCCESSOR_CLAIMS
 from .uniqueness import DECLARED_AT, PostgresUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
@@ -85,6 +89,8 @@ BEGAN = "now() - make_interval(secs => %(began)s::float8)"
 
 
 class PostgresBackend(
+    PostgresEvents,
+    PostgresStepRecords,
     PostgresUniqueness,
     PostgresControls,
     PostgresSearch,
@@ -120,6 +126,8 @@ class PostgresBackend(
         (*LEANER_ENDINGS, *SUCCESSOR_CLAIMS),
         CLAIM_CURSORS,
         PRUNING,
+        (*STEPS, *EVENTS),
+        (*LIMIT_FLOORS, *BLOCKED_CURSORS),
         NODE_TABLE,
     )
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 
+from ...retry import MAX_ATTEMPTS
 from ..reporting import Reporting
 from ..shapes import attempt_entry, history_appended
 from .schema import in_progress
@@ -66,6 +67,13 @@ def logged(
     return history_appended(log, length, append, entry)
 
 
+# The attempt, while it holds its job: its suspension does not count (see Reporting).
+UNCOUNT = f"""
+    UPDATE jobq_jobs SET max_attempts = least(max_attempts + 1, {MAX_ATTEMPTS})
+    WHERE id = %(id)s AND token = %(token)s AND {in_progress()}
+"""
+
+
 # The attempt, while it still holds its job and its lease: {column} is progress or checkpoint.
 ATTEMPT_WRITE = f"""
     UPDATE jobq_jobs SET {{column}} = %(value)s
@@ -82,6 +90,7 @@ class PostgresReporting(Reporting):
     connection: psycopg.Connection[Any]
     pooled: bool
     sql_attempt_write = ATTEMPT_WRITE
+    sql_uncount = UNCOUNT
 
     def watch(self, job_id: int) -> bool:
         # Behind a transaction pooler the LISTEN would hold on one server connection and the

@@ -28,13 +28,15 @@ from ..workflows import KEPT
 from .claims import claim_many_statement, claim_statement, picked_count_statement
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
+from .events import EVENTS, SqliteEvents
 from .limits import LIMITS, SqliteLimits
 from .nodes import MIGRATION as NODE_TABLE
 from .nodes import NODES
 from .rates import RATES
-from .results import ATTEMPT_WRITE, RESULTS, logged
+from .results import ATTEMPT_WRITE, RESULTS, UNCOUNT, logged
 from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
 from .search import SqliteSearch
+from .step_records import STEPS, SqliteStepRecords
 from .uniqueness import DECLARED_AT, SqliteUniqueness
 from .uniqueness import MIGRATION as UNIQUENESS
 from .workflows import WORKFLOWS, SqliteWorkflows
@@ -61,6 +63,8 @@ def path_of(dsn: str) -> str:
 
 
 class SqliteBackend(
+    SqliteEvents,
+    SqliteStepRecords,
     SqliteUniqueness,
     SqliteControls,
     SqliteSearch,
@@ -82,6 +86,7 @@ class SqliteBackend(
         WORKFLOWS,
         RATES,
         PRUNING,
+        (*STEPS, *EVENTS),
         NODE_TABLE,
     )
 
@@ -342,6 +347,7 @@ class SqliteBackend(
     """
 
     sql_attempt_write = ATTEMPT_WRITE
+    sql_uncount = UNCOUNT
 
     sql_settle = f"""
         UPDATE jobq_jobs SET

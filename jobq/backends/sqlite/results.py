@@ -3,6 +3,7 @@ columns, the attempt history, progress and checkpoints."""
 
 from __future__ import annotations
 
+from ...retry import MAX_ATTEMPTS
 from ..shapes import attempt_entry, history_appended
 from .schema import NOW
 
@@ -39,6 +40,13 @@ def logged(
         ("json_insert({log}, '$[#]', {entry})"),
     )
     return history_appended(log, length, append, entry)
+
+
+# The attempt, while it holds its job: its suspension does not count (see Reporting).
+UNCOUNT = f"""
+    UPDATE jobq_jobs SET max_attempts = min(max_attempts + 1, {MAX_ATTEMPTS})
+    WHERE id = :id AND token = :token AND status = 'in_progress'
+"""
 
 
 # The attempt, while it still holds its job and its lease: {column} is progress or checkpoint.

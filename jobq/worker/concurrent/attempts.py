@@ -1,7 +1,7 @@
 """How a concurrent worker runs one attempt's code: an `async def handle` as a task on the
 worker's event loop, a plain `def handle` in one of its threads. Either way the attempt is
 framed as a process worker frames it (queue/consuming.py's Handling): current_claim(),
-cancel_requested(), progress() and checkpoint() answer for this attempt, in its task or its
+cancel_requested(), progress(), checkpoint() and steps answer for this attempt, in its task or its
 thread, and the before_job hooks run there (so Django's close_old_connections runs in the
 thread whose connections the job uses). The after_job hooks run there too (loop.py)."""
 
@@ -16,6 +16,7 @@ from functools import partial
 from typing import cast
 
 from ...backends.base import Backend
+from ...backends.events import EventState
 from ...job import Job
 from ...queue import Queue
 from ...queue.consuming import Handling
@@ -27,10 +28,13 @@ def is_coroutine(job: Job) -> bool:
 
 
 class OneStatementAtATime:
-    """The worker's backend as its jobs' progress() and checkpoint() reach it, from their
+    """The worker's backend as its jobs' progress(), checkpoint() and steps reach it, from their
     threads and tasks: each write waits for the statement the database thread may be
     running, as a connection takes one statement at a time. A coroutine's write holds up
     the event loop for as long: one short statement."""
+
+    # Not the attempt's own: a step with transaction=True refuses it (queue/durable.py).
+    shared = True
 
     def __init__(self, backend: Backend, lock: threading.Lock) -> None:
         self.backend = backend
@@ -39,6 +43,26 @@ class OneStatementAtATime:
     def attempt_write(self, column: str, job_id: int, token: str, value: str) -> bool:
         with self.lock:
             return self.backend.attempt_write(column, job_id, token, value)
+
+    def record_step(self, job_id: int, token: str, name: str, value: str, size: int) -> bool:
+        with self.lock:
+            return self.backend.record_step(job_id, token, name, value, size)
+
+    def steps_of(self, job_id: int) -> dict[str, str]:
+        with self.lock:
+            return self.backend.steps_of(job_id)
+
+    def hold_event(self, job_id: int, token: str, key: str) -> EventState | None:
+        with self.lock:
+            return self.backend.hold_event(job_id, token, key)
+
+    def event_state(self, key: str) -> EventState:
+        with self.lock:
+            return self.backend.event_state(key)
+
+    def unmark_event(self, job_id: int, token: str) -> None:
+        with self.lock:
+            self.backend.unmark_event(job_id, token)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.backend, name)

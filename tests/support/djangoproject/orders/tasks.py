@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +29,14 @@ from .models import Order
 @task(queue_name="tasks", priority=10)
 def add(a: int, b: int) -> dict[str, int]:
     return {"sum": a + b}
+
+
+@task(queue_name="tasks")
+def pause(seconds: float) -> float:
+    """Works a while: long enough that a batch of them is acknowledged with each one's own
+    start and end (jobq's ACK_PRECISION)."""
+    time.sleep(seconds)
+    return seconds
 
 
 @task(queue_name="tasks")

@@ -19,12 +19,15 @@ except ImportError:
     from django_tasks.signals import task_finished, task_started
 
 import jobq
+from jobq.backends.rows import ACK_PRECISION
 from jobq.contrib.django import dsn, queue_for
 from jobq.contrib.django.task_api import InvalidTask, TaskResultDoesNotExist
 from jobq.job import registered_types
-from orders.tasks import add, fails, invoice, receipt
+from orders.tasks import add, fails, invoice, pause, receipt
 
 ARABIC_INDIC = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+# Longer than jobq's ACK_PRECISION: a batch of such tasks keeps each one's own times.
+PAUSE = ACK_PRECISION + 0.01
 
 
 class Results(TestCase):
@@ -151,12 +154,12 @@ class Runs(TransactionTestCase):
         # A prefetching worker claims both and runs them one after the other (issue 54,
         # item 11): the second must not read RUNNING before it runs, and each keeps its
         # own start and end.
-        first, second = add.enqueue(1, b=1), add.enqueue(2, b=2)
+        first, second = pause.enqueue(PAUSE), pause.enqueue(PAUSE)
         with jobq.Queue.connect(dsn()) as worker:
             running, queued = worker.claim_many(2, queued=True)
             self.assertEqual([str(running.id), str(queued.id)], [first.id, second.id])
-            self.assertEqual(add.get_result(first.id).status, "RUNNING")
-            waiting = add.get_result(second.id)
+            self.assertEqual(pause.get_result(first.id).status, "RUNNING")
+            waiting = pause.get_result(second.id)
             self.assertEqual(
                 (waiting.status, waiting.started_at, waiting.last_attempted_at),
                 ("READY", None, None),
@@ -169,7 +172,7 @@ class Runs(TransactionTestCase):
             [status for name, status, _, _ in self.received.seen if name == "started"],
             ["RUNNING", "RUNNING"],
         )
-        one, two = add.get_result(first.id), add.get_result(second.id)
+        one, two = pause.get_result(first.id), pause.get_result(second.id)
         self.assertEqual((one.status, two.status), ("SUCCESSFUL", "SUCCESSFUL"))
         assert one.finished_at is not None
         assert two.started_at is not None

@@ -1,6 +1,7 @@
-"""Brings a database that 0020 upgraded to this jobq's schema: the table jobq_nodes, where
-each running jobq-supervise records its heartbeat for `jobq nodes` and the status page's
-/nodes (backends/nodes.py). install() applies only the versions the database lacks."""
+"""Brings a database that 0021 upgraded to this jobq's schema: on PostgreSQL, a
+concurrency key's attempts are counted from the key's oldest live one, so that a snapshot held
+open elsewhere no longer makes every admission step over every attempt of the key run since.
+install() applies only the versions the database lacks."""
 
 from __future__ import annotations
 
@@ -15,5 +16,5 @@ upgrade = import_module("jobq.contrib.django.migrations.0002_upgrade").Migration
 
 class Migration(migrations.Migration):
     atomic = False
-    dependencies = [("jobq", "0020_pruning_index")]  # noqa: RUF012 - Django's own declaration style
+    dependencies = [("jobq", "0021_durable_steps")]  # noqa: RUF012 - Django's own declaration style
     operations = upgrade.operations
