@@ -21,6 +21,7 @@ from .events import Events
 from .installing import Installing
 from .leases import expiry
 from .limits import Limits
+from .nodes import Nodes
 from .reporting import Reporting
 from .retries import TRIES, pause_to_retry
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Refused, Renewal, Runner, claimed_only
@@ -66,6 +67,7 @@ class Backend(
     Workflows,
     StepRecords,
     Events,
+    Nodes,
 ):
     kind: ClassVar[str]
 

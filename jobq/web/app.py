@@ -55,6 +55,8 @@ URLS = Map(
         Rule("/jobs", endpoint="jobs", methods=["GET"]),
         Rule("/jobs/<int:job_id>", endpoint="job", methods=["GET"]),
         Rule("/schedules", endpoint="schedules", methods=["GET"]),
+        Rule("/nodes", endpoint="nodes", methods=["GET"]),
+        Rule("/queues", endpoint="queues", methods=["GET"]),
         Rule("/jobs/act", endpoint="act", methods=["POST"]),
         Rule("/jobs/<int:job_id>/retry", endpoint="retry", methods=["POST"]),
         Rule("/jobs/<int:job_id>/cancel", endpoint="cancel", methods=["POST"]),

@@ -217,7 +217,7 @@ def test_a_job_page_shows_the_unique_key_escaped(queue: jobq.Queue, client: Clie
 def test_the_schedules_page_lists_the_declared_schedules(
     queue: jobq.Queue, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert "No periodic jobs are declared here" in page(client, "/schedules")
+    assert "No periodic jobs: none is declared here" in page(client, "/schedules")
     declared = jobq.schedules.Schedules()
     monkeypatch.setattr(jobq.schedules, "REGISTERED", declared)
     monkeypatch.setattr(jobq.queue, "REGISTERED", declared)

@@ -34,6 +34,8 @@ from .cursors import ClaimCursors
 from .dsn import connect_args
 from .events import EVENTS, MysqlEvents
 from .limits import LIMITS
+from .nodes import MIGRATION as NODE_TABLE
+from .nodes import NODES
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, UNCOUNT, logged
 from .schema import BINARY_IDENTIFIERS, MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
@@ -94,6 +96,7 @@ class MysqlBackend(
     Backend,
 ):
     kind = "mysql"
+    node_sql = NODES
     migrations = (
         *MIGRATIONS,
         UNIQUENESS,
@@ -108,6 +111,7 @@ class MysqlBackend(
         BINARY_IDENTIFIERS,
         PRUNING,
         (*STEPS, *EVENTS),
+        NODE_TABLE,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:

@@ -37,6 +37,8 @@ from .key_locks import KEY_LOCKS
 from .limit_endings import LEANER_ENDINGS, SET_ENDINGS
 from .limit_floors import LIMIT_FLOORS
 from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
+from .nodes import MIGRATION as NODE_TABLE
+from .nodes import NODES
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .rates import RATES
 from .replication import failover_risk
@@ -101,6 +103,7 @@ class PostgresBackend(
 ):
     kind = "postgresql"
     # The last: the schedules' declarations, and the retry that never fails on a key.
+    node_sql = NODES
     migrations = (
         *MIGRATIONS,
         UNIQUENESS,
@@ -125,6 +128,7 @@ class PostgresBackend(
         PRUNING,
         (*STEPS, *EVENTS),
         (*LIMIT_FLOORS, *BLOCKED_CURSORS),
+        NODE_TABLE,
     )
 
     def __init__(
