@@ -315,10 +315,7 @@ class Master:
         settling = worker.mark.settling(missed.job_id, missed.token)
         self.read_messages(worker)  # it may have acknowledged just before the round
         self.pools.follow(worker)  # or started a queued attempt
-        queued = worker.queued.get(missed.job_id)
-        if queued is not None and queued.claim.token == missed.token:
-            del worker.queued[missed.job_id]
-            worker.lost.add(missed.job_id)
+        if worker.lose(missed.job_id, missed.token):
             return False
         lease = worker.running.get(missed.job_id)
         if lease is None or lease.claim.token != missed.token or settling:
