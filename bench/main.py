@@ -59,6 +59,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--horizon-jobs", type=int, help="jobs per round of the horizon section (default 20,000)"
     )
     parser.add_argument(
+        "--horizon-backlog",
+        type=int,
+        default=0,
+        help="the horizon section again beside this many pending jobs of another type "
+        "(the issue's 1,000,000; default: left out)",
+    )
+    parser.add_argument(
+        "--horizon-finished",
+        type=int,
+        default=0,
+        help="the horizon section again after this many jobs run to completion "
+        "(the issue's 3,000,000; default: left out)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=HERE, help="where RESULTS.md and throughput.png go (bench/)"
     )
     parser.add_argument(
@@ -119,6 +133,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         io_jobs=3000 if quick else 10_000,
         horizon_jobs=args.horizon_jobs or (5000 if quick else 20_000),
         horizon_rounds=args.horizon_rounds or (3 if quick else 10),
+        horizon_backlog=args.horizon_backlog,
+        horizon_finished=args.horizon_finished,
         jobq_at=args.jobq_at,
         profile_prefetch=args.profile_prefetch,
     )

@@ -306,7 +306,7 @@ def held(bench: Bench, dsn: str, peers: list[tuple[Peer, int]]) -> None:
     pgq = next((p for p, _ in peers if isinstance(p, Pgqueuer)), None)
     rounds = partial(
         horizon.section, bench, dsn, pgq, s.horizon_workers, s.horizon_jobs, s.horizon_rounds,
-        partial(attempt, bench),
+        partial(attempt, bench), s.horizon_backlog, s.horizon_finished,
     )  # fmt: skip
     bench.held_rounds = attempt(bench, "held snapshot rounds", rounds) or []
 

@@ -449,7 +449,8 @@ WEB = (
         "bind",
         "127.0.0.1:8080",
         "HOST:PORT to serve the status page on (port 0: any free one); an address beyond "
-        "loopback needs JOBQ_WEB_TOKEN, or JOBQ_WEB_USER and JOBQ_WEB_PASSWORD",
+        "loopback needs JOBQ_WEB_TOKEN, or JOBQ_WEB_USER and JOBQ_WEB_PASSWORD (or the "
+        "read-only role's JOBQ_WEB_READ_ONLY_*)",
         unit="text",
         metavar="HOST:PORT",
     ),

@@ -317,6 +317,21 @@ class HorizonRead:
 
 
 @dataclass(frozen=True)
+class Heartbeat:
+    """Record the node's heartbeat row (backends/nodes.py): `facts` is the master's view of
+    its pools, workers, their attempts and its helpers, as JSON text; rows not heard from for
+    `retention` seconds are forgotten."""
+
+    kind: ClassVar[str] = "heartbeat"
+    node: str
+    host: str
+    pid: int
+    version: str
+    facts: str
+    retention: float
+
+
+@dataclass(frozen=True)
 class Maintained:
     """A maintenance run's counts (requeued, failed, expired), or why it failed."""
 
@@ -400,6 +415,7 @@ Message = (
     | Depth
     | Maintained
     | HorizonRead
+    | Heartbeat
     | MeasureWork
     | WorkLeft
     | Pruned
@@ -427,6 +443,7 @@ KINDS: dict[str, type[Message]] = {
         Depth,
         Maintained,
         HorizonRead,
+        Heartbeat,
         MeasureWork,
         WorkLeft,
         Pruned,

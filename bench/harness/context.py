@@ -68,6 +68,10 @@ class Settings:
     horizon_jobs: int = 20_000
     horizon_rounds: int = 10
     horizon_workers: int = 8
+    # Its other scenarios: a pending backlog of another type, and finished jobs run first
+    # (0: left out).
+    horizon_backlog: int = 0
+    horizon_finished: int = 0
     jobq_at: str | None = None  # the commit whose jobq/ is measured, if not the work tree's
     profile_prefetch: int | None = None  # the profiled workers' --prefetch, if not the default
 

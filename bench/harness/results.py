@@ -205,6 +205,7 @@ class HeldRounds:
     baseline: float = 0.0
     rounds: list[float] = field(default_factory=list)
     note: str = ""
+    scenario: str = "plain"  # what else the table holds (measures/horizon.py's Scenario)
 
     def ratio(self) -> float | None:
         if not self.rounds or not self.baseline:

@@ -16,6 +16,8 @@ import asyncio
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -28,6 +30,8 @@ from ..peers.pgq import Pgqueuer
 
 # pgqueuer's best setting in the issue's runs: several processes, 200 jobs a dequeue.
 PGQ_BATCH = 200
+# The backlog's type (pgqueuer's entrypoint), which no worker of either system serves.
+OTHER = "other"
 
 # A round's rate, from completion times after the round's mark: (count after the first
 # completion, first-to-last span in seconds). {done} selects `at` and is filtered by {after}.
@@ -57,26 +61,32 @@ def rate(connection: Any, done: str, params: dict[str, Any]) -> float:
 
 
 class JobqRounds:
-    """jobq's drains: `jobq-supervise --workers W` until the round's jobs are done."""
+    """jobq's drains: `jobq-supervise --workers W --type noop` until the round's jobs are
+    done, beside a backlog of another type that it never runs."""
 
-    def __init__(self, bench: Bench, dsn: str, workers: int, jobs: int) -> None:
+    def __init__(self, bench: Bench, dsn: str, workers: int, jobs: int, backlog: int) -> None:
         self.bench, self.dsn, self.workers, self.jobs = bench, dsn, workers, jobs
+        self.backlog = backlog
         self.db = JobqDb(dsn)
         self.db.reset()
-        self.result = HeldRounds("jobq", f"jobq-supervise --workers {workers}, defaults")
+        if backlog:
+            self.db.burst(backlog, OTHER, None)
+        settings = f"jobq-supervise --workers {workers} --type {Noop.type}, defaults"
+        self.result = HeldRounds("jobq", settings)
 
-    def round(self) -> float:
-        db = self.db
+    def round(self, jobs: int | None = None) -> float:
+        db, count = self.db, jobs or self.jobs
         mark = int(db.scalar("SELECT coalesce(max(id), 0) FROM jobq_jobs"))
-        db.preload(Noop(), self.jobs)
+        db.preload(Noop(), count)
         db.settle()
         proc = self.bench.procs.spawn(
             f"jobq-horizon-w{self.workers}",
-            supervise_cmd(self.dsn, self.workers),
+            supervise_cmd(self.dsn, self.workers, "--type", Noop.type),
             env=self.bench.env(),
             cwd=REPO,
         )
-        _, note, _ = wait_drained(db.unfinished, self.jobs, exited(self.bench, proc))
+        left = lambda: db.unfinished() - self.backlog  # noqa: E731 - read at each poll
+        _, note, _ = wait_drained(left, count, exited(self.bench, proc))
         self.bench.procs.stop(proc, signal.SIGTERM, grace=45.0)
         self.result.note = self.result.note or note
         done = "SELECT finished_at AS at FROM jobq_jobs WHERE status = 'completed' AND id > %(m)s"
@@ -89,16 +99,18 @@ class JobqRounds:
 class PgqRounds:
     """pgqueuer's drains: W worker processes in drain mode, batch PGQ_BATCH."""
 
-    def __init__(self, bench: Bench, peer: Pgqueuer, workers: int, jobs: int) -> None:
+    def __init__(self, bench: Bench, peer: Pgqueuer, workers: int, jobs: int, backlog: int) -> None:
         self.bench, self.peer, self.workers, self.jobs = bench, peer, workers, jobs
+        self.backlog = backlog
         self.dsn = peer.dsn
         peer.reset()
+        asyncio.run(peer.preload(backlog, OTHER))  # an entrypoint its workers do not serve
         self.result = HeldRounds("pgqueuer", f"{workers} processes, {peer.describe(PGQ_BATCH)}")
 
-    def round(self) -> float:
-        peer = self.peer
+    def round(self, jobs: int | None = None) -> float:
+        peer, count = self.peer, jobs or self.jobs
         mark = peer.scalar("SELECT coalesce(max(id), 0) FROM pgqueuer_log")
-        asyncio.run(peer.preload(self.jobs, "noop"))
+        asyncio.run(peer.preload(count, "noop"))
         peer.settle()
         procs = []
         for i in range(self.workers):
@@ -113,7 +125,8 @@ class PgqRounds:
             ended = all(p.poll() is not None for p in procs)
             return "workers exited with jobs left" if ended else ""
 
-        _, note, _ = wait_drained(peer.remaining, self.jobs, gone)
+        left = lambda: peer.remaining() - self.backlog  # noqa: E731 - read at each poll
+        _, note, _ = wait_drained(left, count, gone)
         self.bench.procs.wait_all(procs, 30.0)
         for proc in procs:
             self.bench.procs.stop(proc, signal.SIGTERM, grace=10.0)
@@ -127,6 +140,27 @@ class PgqRounds:
         pass
 
 
+@dataclass(frozen=True)
+class Scenario:
+    """What the table holds besides each round's jobs: `backlog` pending jobs of a type no
+    worker runs, and `finished` jobs run to completion before the baseline (each system's own
+    record of them: jobq's completed rows, pgqueuer's log)."""
+
+    name: str
+    backlog: int = 0
+    finished: int = 0
+
+
+def scenarios(backlog: int, finished: int) -> list[Scenario]:
+    """The plain rounds, then one with the backlog and one with the finished jobs, if asked."""
+    found = [Scenario("plain")]
+    if backlog:
+        found.append(Scenario(f"beside {backlog:,} pending jobs of another type", backlog=backlog))
+    if finished:
+        found.append(Scenario(f"after {finished:,} finished jobs", finished=finished))
+    return found
+
+
 def section(
     bench: Bench,
     dsn: str,
@@ -135,12 +169,39 @@ def section(
     jobs: int,
     rounds: int,
     attempt: Callable[[str, Callable[[], float]], float | None],
+    backlog: int = 0,
+    finished: int = 0,
 ) -> list[HeldRounds]:
-    """The baselines, then `rounds` held rounds, the systems taking turns."""
-    systems: list[JobqRounds | PgqRounds] = [JobqRounds(bench, dsn, workers, jobs)]
+    """Each scenario's baselines, then its `rounds` held rounds, the systems taking turns."""
+    found = []
+    for scenario in scenarios(backlog, finished):
+        for held in held_rounds(bench, dsn, pgq, workers, jobs, rounds, attempt, scenario):
+            held.scenario = scenario.name
+            found.append(held)
+    return found
+
+
+def held_rounds(
+    bench: Bench,
+    dsn: str,
+    pgq: Pgqueuer | None,
+    workers: int,
+    jobs: int,
+    rounds: int,
+    attempt: Callable[[str, Callable[[], float]], float | None],
+    scenario: Scenario,
+) -> list[HeldRounds]:
+    """One scenario: the baselines, then `rounds` held rounds, the systems taking turns."""
+    systems: list[JobqRounds | PgqRounds] = [
+        JobqRounds(bench, dsn, workers, jobs, scenario.backlog)
+    ]
     if pgq is not None:
-        systems.append(PgqRounds(bench, pgq, workers, jobs))
+        systems.append(PgqRounds(bench, pgq, workers, jobs, scenario.backlog))
     try:
+        for system in systems:
+            if scenario.finished:
+                bench.say(f"{system.result.system}: running {scenario.finished:,} jobs first")
+                attempt(f"{system.result.system} warm-up", partial(system.round, scenario.finished))
         for system in systems:
             held = system.result
             held.baseline = attempt(f"{held.system} baseline", system.round) or 0.0
@@ -164,14 +225,22 @@ def markdown(found: list[HeldRounds], jobs: int, workers: int) -> list[str]:
     if not found:
         return []
     count = max(len(f.rounds) for f in found)
-    head = ["system", "baseline", *(f"held {i}" for i in range(1, count + 1)), "last / baseline"]
+    head = [
+        "scenario",
+        "system",
+        "baseline",
+        *(f"held {i}" for i in range(1, count + 1)),
+        "last / baseline",
+    ]
     lines = [
         "## Behind a held snapshot",
         "",
         f"A baseline drain of {jobs:,} no-op jobs, then rounds of {jobs:,} more, each enqueued "
         f"and drained while a REPEATABLE READ transaction on the system's database holds the "
         f"snapshot it took before the first round ({workers} workers; the systems take turns, "
-        "round by round; jobs/s from each round's own completion times). See "
+        "round by round; jobs/s from each round's own completion times). Scenarios besides "
+        "the plain one: a pending backlog of a type no worker runs, and a table that already "
+        "holds many finished jobs (run to completion before the baseline). See "
         "bench/measures/horizon.py.",
         "",
         "| " + " | ".join(head) + " |",
@@ -180,6 +249,7 @@ def markdown(found: list[HeldRounds], jobs: int, workers: int) -> list[str]:
     for f in found:
         ratio = f.ratio()
         cells = [
+            f.scenario,
             f.system,
             f"{f.baseline:,.0f}",
             *(f"{r:,.0f}" for r in f.rounds),

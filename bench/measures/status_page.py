@@ -16,6 +16,7 @@ is asserted.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -49,7 +50,15 @@ PAGES = (
     ("overview, 24 h window", "/?window=24h"),
     ("overview, 7 d window", "/?window=7d"),
     ("the overview's live fragment", "/live"),
+    # Nodes and queues (issue 58): the heartbeat rows of NODES supervisors; per type, the
+    # overview's counts with the limits and schedules.
+    ("nodes", "/nodes"),
+    ("queues", "/queues"),
 )
+
+# The supervisors whose heartbeats the nodes page reads, each with WORKERS busy workers.
+NODES = 20
+WORKERS = 8
 
 # Of every 100 jobs by id: {completed} completed, 2 failed, the rest pending.
 SPREAD = """
@@ -70,8 +79,24 @@ def load(db: JobqDb, jobs: int, pending: int) -> float:
     db.reset()
     db.preload(Noop(), jobs)
     db.execute(SPREAD.format(completed=98 - pending, finished=100 - pending))
+    db.execute("DELETE FROM jobq_nodes")
+    for node in range(NODES):
+        db.queue._beat(f"node-{node}:1:0", f"node-{node}", 1, "bench", heartbeat(node), 3600)
     db.settle()
     return time.monotonic() - started
+
+
+def heartbeat(node: int) -> str:
+    """A supervisor's facts as its housekeeper writes them: one pool, every worker busy."""
+    attempt = {"type": "email", "lease_left": 50.0}
+    workers = [
+        {"pid": 100 + n, "id": f"{node:04x}{n:012x}", "pool": "*", "state": "busy", "jobs": 9,
+         "queued": 0, "running": [attempt | {"id": node * WORKERS + n + 1}]}
+        for n in range(WORKERS)
+    ]  # fmt: skip
+    pools = [{"name": "*", "types": [], "workers": WORKERS, "concurrency": 1}]
+    facts = {"phase": "running", "pools": pools, "workers": workers, "helpers": []}
+    return json.dumps(facts | {"schedules": []})
 
 
 def timed(call: Callable[[], object], repeat: int) -> list[float]:

@@ -22,6 +22,7 @@ from .gathering import Gathering
 from .installing import Installing
 from .leases import expiry
 from .limits import Limits
+from .nodes import Nodes
 from .reporting import Reporting
 from .retries import TRIES, pause_to_retry
 from .rows import INSERT_NAMES, ExpiredLease, NewJob, Refused, Renewal, Runner, claimed_only
@@ -70,6 +71,7 @@ class Backend(
     StepRecords,
     Events,
     Gathering,
+    Nodes,
 ):
     kind: ClassVar[str]
 

@@ -20,6 +20,7 @@ from ..schedules import REGISTERED
 from ..worker.plain import PlainWorker
 from . import controls as cli_controls
 from . import limits as cli_limits
+from . import nodes as cli_nodes
 from . import reports
 from .closed_stdout import quiet_on_closed_stdout
 from .title import hide_secrets
@@ -124,7 +125,8 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     # Schedules' jobs may be a Django project's: set it up as a worker would.
     load_app(args.app)
     with open_queue(args) as queue:
-        return reports.print_schedules(queue.schedule_states(), args.json, args.app)
+        found = queue.schedule_states(stored=True)
+        return reports.print_schedules(found, args.json, args.app)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -247,11 +249,19 @@ def build_parser() -> argparse.ArgumentParser:
     schedules = command(
         "schedules",
         cmd_schedules,
-        "List the periodic jobs the application declares: each one's cron or interval, last "
-        "and next slot, and last job id.",
+        "List the periodic jobs the application declares, and those the database knows "
+        "(the supervisors run them): each one's cron or interval, last and next slot, last "
+        "job id and type.",
         options.APP,
     )
     schedules.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    nodes = command(
+        "nodes",
+        on_queue(cli_nodes.cmd_nodes),
+        "List the supervisors heard from within the last hour: host, pid, version, pools, "
+        "workers and the jobs they run, helper health; those not heard from lately as silent.",
+    )
+    cli_nodes.add_nodes(nodes)
     command(
         "prune",
         cmd_prune,

@@ -51,8 +51,11 @@ def print_schedules(found: list[State], as_json: bool, app: str | None) -> int:
             "name": state.name,
             "schedule": state.spec,
             "last_slot": None if state.last_slot is None else state.last_slot.isoformat(),
-            "next_slot": state.next_slot.isoformat(),
+            "next_slot": None if state.next_slot is None else state.next_slot.isoformat(),
             "last_job_id": state.last_job_id,
+            "type": state.type,
+            # False: a schedule the database knows (a supervisor runs it), not --app.
+            "declared_here": state.declared_here,
         }
         for state in found
     ]

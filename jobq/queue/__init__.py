@@ -27,6 +27,7 @@ from .batches import Batch, then_row
 from .events import checked_key, encoded_payload
 from .limits import LimitControls
 from .new_jobs import Options, Schedule, new_job, seconds_of, traced
+from .nodes import declared_types
 from .producing import OWN_CONNECTION, Producing, application_connection
 from .waiting import Waiting
 from .workflows import WorkflowReads
@@ -212,9 +213,15 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         chosen = REGISTERED if schedules is None else schedules
         return scheduler.run_due(backend, self._periodic_row, chosen, now, watch or self._watch)
 
-    def schedule_states(self, schedules: Iterable[Periodic] | None = None) -> list[scheduler.State]:
-        """Each schedule's spec, last slot taken, next slot and last job id."""
-        return scheduler.states(self.backend, REGISTERED if schedules is None else schedules)
+    def schedule_states(
+        self, schedules: Iterable[Periodic] | None = None, stored: bool = False
+    ) -> list[scheduler.State]:
+        """Each schedule's spec, last slot taken, next slot, last job id and type. With
+        `stored`, also the schedules known from the database alone (their guard rows), with
+        the type the supervisors that run them declare (their heartbeats)."""
+        chosen = REGISTERED if schedules is None else schedules
+        types = declared_types(self.nodes()) if stored else None
+        return scheduler.states(self.backend, chosen, types)
 
     def _periodic_row(self, periodic: Periodic, slot: datetime) -> NewJob:
         # The job is scheduled at its slot: the row records which slot it was enqueued for.

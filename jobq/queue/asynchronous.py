@@ -24,6 +24,7 @@ from . import async_waiting, controls
 from .events import checked_key, encoded_payload
 from .limits import undeclared
 from .new_jobs import traced
+from .nodes import SILENT_AFTER, NodeRecord, check_silent_after, node_record
 from .operating import by_type, check_minutes, decoded, per_minute, totals
 from .producing import OWN_CONNECTION, Producing, application_connection
 
@@ -204,6 +205,12 @@ class AsyncQueue(Producing[Awaitable[int], Awaitable[list[int]]]):
 
     async def paused(self) -> set[str]:
         return await self._run("paused", self.backend.paused_steps)
+
+    async def nodes(self, silent_after: float = SILENT_AFTER) -> list[NodeRecord]:
+        """As Queue.nodes()."""
+        threshold = check_silent_after(silent_after)
+        rows = await self._run("nodes", self.backend.nodes_steps)
+        return [node_record(row, threshold) for row in rows]
 
     async def counts(self, type: str | None = None) -> dict[str, int]:
         """As Queue.counts()."""

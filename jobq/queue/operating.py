@@ -12,6 +12,7 @@ from ..codec import Codec
 from ..records import Horizon, JobFilter, JobRecord, Status
 from ..results import decode_result
 from . import controls, search
+from .nodes import SILENT_AFTER, NodeRecord, check_silent_after, node_record
 
 MINUTES_A_DAY = 24 * 60
 WEEK = 7 * MINUTES_A_DAY
@@ -165,6 +166,18 @@ class Operating:
 
     def paused(self) -> set[str]:
         return self.backend.paused()
+
+    def nodes(self, silent_after: float = SILENT_AFTER) -> list[NodeRecord]:
+        """The supervisors that wrote a heartbeat within the last hour, each silent once its
+        last is older than `silent_after` seconds (by the database's clock)."""
+        threshold = check_silent_after(silent_after)
+        return [node_record(row, threshold) for row in self.backend.nodes()]
+
+    def _beat(
+        self, node: str, host: str, pid: int, version: str, facts: str, retention: float
+    ) -> None:
+        """A supervisor's heartbeat, written by its housekeeper (supervisor/heartbeat.py)."""
+        self.backend.beat(node, host, pid, version, facts, retention)
 
     def counts(self, type: str | None = None) -> dict[str, int]:
         """{status: number of jobs}, of one type or of all."""

@@ -71,22 +71,34 @@ class Periodic:
     def with_spec(self, spec: str) -> Periodic | None:
         """This schedule as another process declares it, from the spec that process stored
         (see `spec`); None for a spec this jobq cannot read."""
-        kind, _, rest = spec.partition(" ")
-        try:
-            if kind == "every":
-                every_us = round(float(rest.removesuffix("s")) * 1_000_000)
-                return replace(self, cron=None, every_us=every_us)
-            cron, _, name = rest.rpartition(" ")
-            if kind == "cron" and cron:
-                zone = ZoneInfo(name)
-                CronSim(cron, datetime.now(zone))
-                return replace(self, cron=cron, timezone=zone, every_us=None)
-        except (ValueError, KeyError, CronSimError):  # a zone unknown here is a KeyError
-            pass
-        return None
+        slots = spec_slots(spec)
+        if slots is None:
+            return None
+        zone = slots.timezone if slots.cron is not None else self.timezone
+        return replace(self, cron=slots.cron, timezone=zone, every_us=slots.every_us)
+
+    @property
+    def slots(self) -> Slots:
+        return Slots(self.cron, self.timezone, self.every_us)
 
     def latest(self, now: datetime) -> datetime:
         """The latest slot at or before `now` (an aware datetime), in UTC."""
+        return self.slots.latest(now)
+
+    def following(self, now: datetime) -> datetime:
+        """The first slot after `now`, in UTC."""
+        return self.slots.following(now)
+
+
+@dataclass(frozen=True)
+class Slots:
+    """When a schedule's slots come: a cron line in a time zone, or an interval."""
+
+    cron: str | None
+    timezone: ZoneInfo
+    every_us: int | None
+
+    def latest(self, now: datetime) -> datetime:
         if self.every_us is not None:
             elapsed = (now - EPOCH) // timedelta(microseconds=1)
             return EPOCH + timedelta(microseconds=elapsed // self.every_us * self.every_us)
@@ -98,11 +110,26 @@ class Periodic:
         )
 
     def following(self, now: datetime) -> datetime:
-        """The first slot after `now`, in UTC."""
         if self.every_us is not None:
             return self.latest(now) + timedelta(microseconds=self.every_us)
         assert self.cron is not None
         return next(CronSim(self.cron, now.astimezone(self.timezone))).astimezone(UTC)
+
+
+def spec_slots(spec: str) -> Slots | None:
+    """The slots of a stored spec (see Periodic.spec); None for one this jobq cannot read."""
+    kind, _, rest = spec.partition(" ")
+    try:
+        if kind == "every":
+            return Slots(None, ZoneInfo("UTC"), round(float(rest.removesuffix("s")) * 1_000_000))
+        cron, _, name = rest.rpartition(" ")
+        if kind == "cron" and cron:
+            zone = ZoneInfo(name)
+            CronSim(cron, datetime.now(zone))
+            return Slots(cron, zone, None)
+    except (ValueError, KeyError, CronSimError):  # a zone unknown here is a KeyError
+        pass
+    return None
 
 
 class Schedules:

@@ -26,7 +26,7 @@ Time is the database's: every process compares slots to one clock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -35,7 +35,7 @@ from functools import partial
 from ..backends.base import Backend
 from ..backends.rows import NewJob
 from ..backends.uniqueness import Guard
-from . import ON_TIME, Periodic
+from . import ON_TIME, Periodic, spec_slots
 
 log = logging.getLogger("jobq")
 
@@ -81,8 +81,11 @@ class State:
     name: str
     spec: str
     last_slot: datetime | None
-    next_slot: datetime
+    next_slot: datetime | None  # None: a spec this jobq cannot read (a newer jobq's)
     last_job_id: int | None
+    type: str | None = None  # the type its jobs take, where known
+    # Declared in this process; False: known from the database alone (a supervisor's).
+    declared_here: bool = True
 
 
 MakeRow = Callable[[Periodic, datetime], NewJob]
@@ -223,12 +226,18 @@ def take(
     return outcome, job_id
 
 
-def states(backend: Backend, schedules: Iterable[Periodic]) -> list[State]:
+def states(
+    backend: Backend, schedules: Iterable[Periodic], stored: Mapping[str, str] | None = None
+) -> list[State]:
+    """Each schedule of `schedules`; with `stored` ({name: type} of schedules running
+    supervisors declare), also each schedule whose guard row is in the database and that is
+    not declared here: a process that did not import the application, or imported it before
+    a schedule was added, still shows what the supervisors run."""
     now = backend.clock()
     guards = backend.guards()
     found = []
     for periodic in schedules:
-        guard = guards.get(periodic.name)
+        guard = guards.pop(periodic.name, None)
         current = guard is not None and guard.spec == periodic.spec
         found.append(
             State(
@@ -237,6 +246,16 @@ def states(backend: Backend, schedules: Iterable[Periodic]) -> list[State]:
                 last_slot=guard.slot if guard is not None and current else None,
                 next_slot=periodic.following(now),
                 last_job_id=guard.job_id if guard is not None else None,
+                type=periodic.type or periodic.job.type,
             )
+        )
+    if stored is None:
+        return found
+    for guard in sorted(guards.values()):
+        slots = spec_slots(guard.spec)
+        following = None if slots is None else slots.following(now)
+        kind = stored.get(guard.name)
+        found.append(
+            State(guard.name, guard.spec, guard.slot, following, guard.job_id, kind, False)
         )
     return found

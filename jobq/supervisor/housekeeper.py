@@ -12,6 +12,7 @@ housekeeper started again (after a crash) imports it afresh.
 
 from __future__ import annotations
 
+import json
 import logging
 import select
 import socket
@@ -32,7 +33,13 @@ from .renewer import close_quietly
 log = logging.getLogger("jobq")
 
 # The master's messages that ask for work; any other one (drain) ends the housekeeper.
-WORK = protocol.FailAttempt | protocol.LeftBehind | protocol.MeasureDepth | protocol.MeasureWork
+WORK = (
+    protocol.FailAttempt
+    | protocol.LeftBehind
+    | protocol.MeasureDepth
+    | protocol.MeasureWork
+    | protocol.Heartbeat
+)
 # After a failed maintenance run the next comes this soon, doubling up to the interval: the
 # master's /readyz learns from these runs that the database is back (after a failover, a
 # whole interval later was 9 s of a node not ready while its workers already worked).
@@ -90,7 +97,7 @@ def serve(
                 next_schedule = time.monotonic() + tick.wait()
                 report_taken(sock, tick)
             elif message is not None:
-                answer(connection, sock, message)
+                answer(connection, sock, message, schedules)
             else:
                 maintain(connection, sock, metrics)
                 retry = FIRST_RETRY
@@ -163,7 +170,9 @@ class Cleaner:
         self.next_run = now + self.interval
 
 
-def answer(connection: Queue, sock: socket.socket, message: object) -> None:
+def answer(
+    connection: Queue, sock: socket.socket, message: object, schedules: list[Periodic]
+) -> None:
     """Do what one of the master's WORK messages asks."""
     if isinstance(message, protocol.FailAttempt):
         (claim,) = protocol.claims([message.claim])
@@ -177,6 +186,20 @@ def answer(connection: Queue, sock: socket.socket, message: object) -> None:
     elif isinstance(message, protocol.MeasureWork):
         left = connection._work_left(message.types, message.workers)
         wire.send(sock, protocol.WorkLeft(left))
+    elif isinstance(message, protocol.Heartbeat):
+        beat = message
+        facts = with_schedules(beat.facts, schedules)
+        connection._beat(beat.node, beat.host, beat.pid, beat.version, facts, beat.retention)
+
+
+def with_schedules(facts: str, schedules: list[Periodic]) -> str:
+    """The master's view, and the schedules this housekeeper runs, which the master never
+    imports: the status page shows them with the type each enqueues (queue/nodes.py)."""
+    declared = [
+        {"name": each.name, "spec": each.spec, "type": each.type or each.job.type}
+        for each in schedules
+    ]
+    return json.dumps(json.loads(facts) | {"schedules": declared}, separators=(",", ":"))
 
 
 def settle_left_behind(connection: Queue, message: protocol.LeftBehind) -> protocol.Released:

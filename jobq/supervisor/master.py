@@ -29,6 +29,7 @@ from .control import Control, open_control
 from .emptying import Emptying
 from .endpoint import Endpoint
 from .forking import adopt_orphans
+from .heartbeat import Heartbeats
 from .helpers import Helpers
 from .metrics import Metrics
 from .pool import describe_exit
@@ -69,6 +70,7 @@ class Master:
         self.renewals = Renewals(config, self.metrics)
         self.probes = Probes(self.shared, self.pools, self.helpers)
         self.emptying = Emptying(self.shared, self.pools, self.helpers)
+        self.heartbeats = Heartbeats(self.shared, self.pools, self.helpers)
         self.helpers.work_measured = self.on_work_measured
         self.endpoint: Endpoint | None = None
         self.control: Control | None = None
@@ -120,6 +122,7 @@ class Master:
                 self.tick()
         finally:
             self.shared.phase = Phase.STOPPED
+            self.heartbeats.tend(time.monotonic(), last=True)
             self.helpers.stop()
             self.reap()
             for opened in self.served():
@@ -153,6 +156,7 @@ class Master:
         self.reap()
         now = time.monotonic()
         self.helpers.tend(now)
+        self.heartbeats.tend(now)
         self.renew(now)
         self.fence(now)
         self.sending = self.helpers.flush() | self.pools.flush()
@@ -173,7 +177,7 @@ class Master:
             return self.last_pass + PACE  # a message waits for its socket: the next pass sends on
         running = self.shared.phase is Phase.RUNNING
         held = min((served.due() for served in self.served()), default=float("inf"))
-        due = (self.drain_deadline, self.helpers.due(), self.renewals.due())
+        due = (self.drain_deadline, self.helpers.due(), self.renewals.due(), self.heartbeats.due())
         following = self.last_pass + max(PACE, self.pools.follow_every())
         return min(*due, held, following, self.pools.next_due(running))
 
@@ -311,10 +315,7 @@ class Master:
         settling = worker.mark.settling(missed.job_id, missed.token)
         self.read_messages(worker)  # it may have acknowledged just before the round
         self.pools.follow(worker)  # or started a queued attempt
-        queued = worker.queued.get(missed.job_id)
-        if queued is not None and queued.claim.token == missed.token:
-            del worker.queued[missed.job_id]
-            worker.lost.add(missed.job_id)
+        if worker.lose(missed.job_id, missed.token):
             return False
         lease = worker.running.get(missed.job_id)
         if lease is None or lease.claim.token != missed.token or settling:

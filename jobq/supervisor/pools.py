@@ -84,7 +84,7 @@ class Pools:
 
     def started_unrecorded(self, now: float) -> dict[int, float]:
         """The queued attempts that started since the last renewal round and whose start no
-        statement recorded yet: job id -> seconds since it started (see workers.Lease)."""
+        statement recorded yet: job id -> seconds since it started (see attempts.Attempt)."""
         return {
             lease.claim.id: now - lease.started
             for w in self.children.values()

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 from .. import lease_clock, protocol
 from ..lease_clock import Round
+from .attempts import Attempt
 from .config import SupervisorConfig
 from .metrics import Metrics
-from .workers import Lease, WorkerProcess
+from .workers import WorkerProcess
 
 log = logging.getLogger("jobq")
 
@@ -36,7 +37,7 @@ class Answer:
     round: Round
     extended: int
     missed: list[Missed]
-    cancelled: list[tuple[WorkerProcess, Lease]]
+    cancelled: list[tuple[WorkerProcess, Attempt]]
 
 
 class Renewals:
@@ -114,7 +115,7 @@ class Renewals:
         )
         extended = set(result.extended)
         missed: list[Missed] = []
-        cancelled: list[tuple[WorkerProcess, Lease]] = []
+        cancelled: list[tuple[WorkerProcess, Attempt]] = []
         for job_id, (pid, token) in done.claims.items():
             worker = children.get(pid)
             lease = None if worker is None else worker.holding(job_id, token)
@@ -127,7 +128,7 @@ class Renewals:
                 # Only running attempts are fenced on: a queued one's extension is written
                 # when it starts, a completed one runs no code. A cancelled queued job is
                 # stopped by the round after it starts; the database keeps it cancelled.
-                if worker.running.get(job_id) is lease:
+                if lease.runs:
                     worker.vouch(lease)
                     if job_id in result.cancelled:
                         cancelled.append((worker, lease))

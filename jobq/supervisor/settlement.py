@@ -8,9 +8,10 @@ import logging
 
 from .. import protocol
 from ..outcomes import job_extra
+from .attempts import Attempt
 from .shared import Shared
 from .states import LEFT_TO_MAINTENANCE, StopReason
-from .workers import Lease, WorkerProcess
+from .workers import WorkerProcess
 
 log = logging.getLogger("jobq")
 
@@ -25,7 +26,7 @@ STOP_CAUSES: dict[StopReason | None, str] = {
 
 
 def orphaned(
-    worker: WorkerProcess, lease: Lease, how: str | None, shared: Shared
+    worker: WorkerProcess, lease: Attempt, how: str | None, shared: Shared
 ) -> protocol.FailAttempt | None:
     """What to fail an attempt a worker died running with (`how`: None if its processes
     may still run); None: it is left to maintenance after its lease."""

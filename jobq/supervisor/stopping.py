@@ -9,10 +9,11 @@ import logging
 
 from .. import lease_clock, protocol
 from ..outcomes import job_extra
+from .attempts import Attempt
 from .config import SupervisorConfig
 from .shared import Shared
 from .states import StopReason
-from .workers import Lease, WorkerProcess
+from .workers import WorkerProcess
 
 log = logging.getLogger("jobq")
 
@@ -46,7 +47,7 @@ class Stopper:
         self.shared = shared
         self.config = shared.config
 
-    def stop_point(self, lease: Lease) -> float:
+    def stop_point(self, lease: Attempt) -> float:
         config = self.config
         return lease_clock.stop_point(lease.expires, config.safety_margin, config.kill_grace)
 
@@ -97,7 +98,7 @@ class Stopper:
         for lease in list(worker.running.values()):
             if worker.stop_reason is not None:
                 break
-            stopping = worker.stopping.get(lease.claim.id)
+            stopping = lease.alone
             if stopping is not None:
                 # Still running after its kill grace: a thread, or a coroutine that
                 # swallowed its cancel. Only killing the whole worker stops it.
@@ -120,25 +121,25 @@ class Stopper:
             times.append(worker.kill_at)
         if worker.stop_reason is not None:
             return min(times)
-        times.extend(deadline for deadline, _ in worker.stopping.values())
         for lease in worker.running.values():
-            if lease.claim.id in worker.stopping:
+            stopping = lease.alone
+            if stopping is not None:
+                times.append(stopping[0])
                 continue
             times.append(self.stop_point(lease))
             if self.config.job_timeout:
                 times.append(lease.started + self.config.job_timeout)
         return min(times)
 
-    def cancel(self, worker: WorkerProcess, lease: Lease, now: float) -> None:
+    def cancel(self, worker: WorkerProcess, lease: Attempt, now: float) -> None:
         """Stop a worker whose job an operator cancelled, as any fence stops one: SIGTERM to
         its attempt's processes, SIGKILL at the kill grace. Once it is buried, its attempt is
         ended cancelled (the database refuses to settle it otherwise)."""
-        stoppable = lease.claim.id in worker.running and lease.claim.id not in worker.stopping
-        if stoppable and worker.stop_reason is None:
+        if lease.runs and lease.alone is None and worker.stop_reason is None:
             self.stop_attempt(worker, lease, StopReason.CANCELLED, now)
 
     def stop_attempt(
-        self, worker: WorkerProcess, lease: Lease, reason: StopReason, now: float
+        self, worker: WorkerProcess, lease: Attempt, reason: StopReason, now: float
     ) -> None:
         """Stop an attempt a worker runs, saying why: the whole worker, with every attempt it
         runs (a thread cannot be stopped alone)."""
@@ -151,7 +152,7 @@ class Stopper:
         log.log(level, text, claim.id, worker.pid, extra=job_extra(claim, event))
 
     def stop_alone(
-        self, worker: WorkerProcess, lease: Lease, reason: StopReason, now: float
+        self, worker: WorkerProcess, lease: Attempt, reason: StopReason, now: float
     ) -> None:
         """Ask a concurrent worker to stop one attempt (a coroutine is cancelled), and kill the
         whole worker if it still runs after the kill grace, or at its lease's kill point if
@@ -161,7 +162,7 @@ class Stopper:
         if deadline <= now:
             self.stop(worker, reason, now, at_once=True, for_attempt=lease)
             return
-        worker.stopping[lease.claim.id] = (deadline, reason)
+        worker.attempts.stop_alone(lease, reason, deadline)
         claim = lease.claim
         self.send(worker, protocol.Stop(claim.id, claim.token, self.stop_cause(reason)))
 
@@ -179,7 +180,7 @@ class Stopper:
         reason: StopReason,
         now: float,
         at_once: bool = False,
-        for_attempt: Lease | None = None,
+        for_attempt: Attempt | None = None,
     ) -> None:
         """SIGTERM to its whole attempt now, and SIGKILL after the kill grace, or at the
         lease's kill point if that comes first.
@@ -189,8 +190,9 @@ class Stopper:
         ended, the SIGKILL is called off (see WorkerProcess.ended), so that it cannot hit
         the next job the worker may have claimed with its acknowledgement. A shutdown's stop
         is the whole worker's, and stays."""
-        worker.stop_reason = reason
-        worker.stopped = None if reason is StopReason.SHUTDOWN else for_attempt or worker.earliest
+        worker.stop_for(
+            reason, None if reason is StopReason.SHUTDOWN else for_attempt or worker.earliest
+        )
         # The kill comes before the earliest kill point of all the attempts it runs.
         earliest = worker.earliest
         expires = None if earliest is None else earliest.expires

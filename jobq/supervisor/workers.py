@@ -17,34 +17,14 @@ from dataclasses import dataclass, field
 from .. import protocol
 from ..records import ClaimedJob
 from ..worker import attempt
-from ..worker.fence import Hold, Slot, token_key
+from ..worker.fence import Slot, token_key
 from ..worker.mark import SettlingMark
+from .attempts import Attempt, Attempts, State
 from .forking import Forked
 from .states import StopReason, WorkerState
 
 # How long the master waits for a dead worker's attempt to be confirmed gone.
 CONFIRM_KILL = 1.0
-
-
-@dataclass
-class Lease:
-    """An attempt a worker holds, as the master renews and fences it."""
-
-    claim: ClaimedJob
-    expires: float  # monotonic: the lease certainly lasts until then, never longer
-    started: float  # monotonic: when the master learned the attempt started
-    ended: float | None = None  # when its code was done, for one awaiting acknowledgement
-    # Whether its start is recorded: by its claim, unless it was claimed behind others (a
-    # queued attempt), then by the first renewal round after it started, or by its end.
-    start_recorded: bool = True
-
-    def held_as(self, pid: int) -> Hold:
-        """This attempt as the fence table writes it."""
-        return Hold(pid, self.claim.id, token_key(self.claim.token), self.expires)
-
-
-def named(lease: Lease) -> protocol.Named:
-    return lease.claim.id, lease.claim.token
 
 
 @dataclass
@@ -57,26 +37,15 @@ class WorkerProcess:
     spawned: float
     pool: str  # its pool's name
     ready: bool = False
-    # The attempts it runs, by job id: at most one, but in a concurrent worker.
-    running: dict[int, Lease] = field(default_factory=dict)
-    # Attempts it claimed with that one (--prefetch) and has not started, in order.
-    queued: dict[int, Lease] = field(default_factory=dict)
-    # Attempts it ran to completion and has not acknowledged yet: it acknowledges them
-    # together, with its next claim.
-    completed: dict[int, Lease] = field(default_factory=dict)
-    # Attempts whose code is done and whose end only the worker can record: failures, and
-    # completions whose result did not come with their report. Should it die first, they are
-    # left to maintenance after their leases.
-    unrecorded: dict[int, Lease] = field(default_factory=dict)
-    # Queued attempts a renewal round did not extend: another attempt may own their jobs.
-    lost: set[int] = field(default_factory=set)
+    # Its attempts, each in the state its messages and its fence slot put it in (see
+    # attempts.py); the maps below are views of them by state.
+    attempts: Attempts = field(default_factory=Attempts)
     retiring: bool = False  # told to drain: it finishes its job, then exits
-    stop_reason: StopReason | None = None  # set once the master decided to stop it by signal
-    kill_at: float | None = None  # when SIGKILL follows the SIGTERM already sent
-    stopped: Lease | None = None  # the attempt that SIGTERM stops, if it was for one
-    # Running attempts of a concurrent worker told to stop alone: job id -> (the moment the
-    # whole worker is killed if the attempt still runs then, why it was stopped).
-    stopping: dict[int, tuple[float, StopReason]] = field(default_factory=dict)
+    # Set once the master decided to stop the whole worker by signal: why, and when SIGKILL
+    # follows the SIGTERM already sent. A stop for one attempt is called off with its end
+    # (see Attempt.stops_worker).
+    stop_reason: StopReason | None = None
+    kill_at: float | None = None
     killed: bool = False
     jobs: int = 0
 
@@ -84,12 +53,49 @@ class WorkerProcess:
     def pid(self) -> int:
         return self.process.pid
 
-    @property
-    def busy(self) -> bool:
-        return any((self.running, self.queued, self.completed, self.unrecorded))
+    # -- its attempts by state ---------------------------------------------------------------
 
     @property
-    def earliest(self) -> Lease | None:
+    def running(self) -> Mapping[int, Attempt]:
+        """The attempts it runs, by job id: at most one, but in a concurrent worker."""
+        return self.attempts.running()
+
+    @property
+    def queued(self) -> Mapping[int, Attempt]:
+        """Attempts it claimed with the running one (--prefetch) and has not started, in
+        order."""
+        return self.attempts.of(State.CLAIMED)
+
+    @property
+    def completed(self) -> Mapping[int, Attempt]:
+        """Attempts it ran to completion and has not acknowledged yet: it acknowledges them
+        together, with its next claim."""
+        return self.attempts.of(State.COMPLETED)
+
+    @property
+    def unrecorded(self) -> Mapping[int, Attempt]:
+        """Attempts whose code is done and whose end only the worker can record: failures,
+        and completions whose result did not come with their report. Should it die first,
+        they are left to maintenance after their leases."""
+        return self.attempts.of(State.UNRECORDED)
+
+    @property
+    def lost(self) -> set[int]:
+        """Queued attempts a renewal round did not extend: another attempt may own their
+        jobs."""
+        return set(self.attempts.of(State.LOST))
+
+    @property
+    def stopped(self) -> Attempt | None:
+        """The attempt that the whole worker's stop is for, if it was for one."""
+        return next((each for each in self.attempts.by_id.values() if each.stops_worker), None)
+
+    @property
+    def busy(self) -> bool:
+        return len(self.attempts) > len(self.attempts.of(State.LOST))
+
+    @property
+    def earliest(self) -> Attempt | None:
         """The running attempt whose lease ends first: the one a stop's kill must precede."""
         return min(self.running.values(), key=lambda lease: lease.expires, default=None)
 
@@ -127,7 +133,7 @@ class WorkerProcess:
             for hold in fenced
         )
 
-    def vouch(self, lease: Lease) -> None:
+    def vouch(self, lease: Attempt) -> None:
         """Write the master's best known end of a running attempt's lease into the fence
         row its worker holds it in (see worker/fence.py)."""
         held = lease.held_as(self.pid)
@@ -138,7 +144,7 @@ class WorkerProcess:
 
     # -- its attempts, as its messages tell them -------------------------------------------
 
-    def leases(self) -> Iterator[Lease]:
+    def leases(self) -> Iterator[Attempt]:
         """Every attempt the master vouches for: the running one, unless the worker is being
         stopped, and its queued and completed ones, which run no code."""
         if self.stop_reason is None:
@@ -147,17 +153,12 @@ class WorkerProcess:
         yield from self.completed.values()
         yield from self.unrecorded.values()
 
-    def holding(self, job_id: int, token: str) -> Lease | None:
-        """Its lease of that attempt, if it still holds it."""
-        for lease in (
-            self.running.get(job_id),
-            self.queued.get(job_id),
-            self.completed.get(job_id),
-            self.unrecorded.get(job_id),
-        ):
-            if lease is not None and (lease.claim.id, lease.claim.token) == (job_id, token):
-                return lease
-        return None
+    def holding(self, job_id: int, token: str) -> Attempt | None:
+        """That attempt, if the master still vouches for it (a lost one it does not)."""
+        held = self.attempts.get(job_id)
+        if held is None or held.state is State.LOST or held.claim.token != token:
+            return None
+        return held
 
     def claimed(
         self, attempts: list[protocol.Row], now: float, at_once: bool = False
@@ -165,27 +166,32 @@ class WorkerProcess:
         """It claimed these: it runs them all now (`at_once`), or the first now and the
         others in order after it. Returns them as claims."""
         claims = protocol.claims(attempts)
-        leases = [Lease(claim, claim.expires_monotonic, now) for claim in claims]
-        running = leases if at_once else leases[:1]
-        self.running.update((lease.claim.id, lease) for lease in running)
-        for lease in leases[len(running) :]:
-            lease.start_recorded = False
-            self.queued[lease.claim.id] = lease
+        for index, claim in enumerate(claims):
+            self.attempts.claimed(claim, now, runs=at_once or index == 0)
         return claims
+
+    def lose(self, job_id: int, token: str) -> bool:
+        """A renewal round did not extend this attempt: if it was queued, remember it lost
+        (its worker is killed should it start it). Whether it was."""
+        queued = self.queued.get(job_id)
+        if queued is None or queued.claim.token != token:
+            return False
+        self.attempts.lose(queued)
+        return True
 
     def follow(self) -> int | None:
         """Catch up with its fence slot, once its messages are read: the queued attempt the
         slot names started, and the ones before it ended. Returns that attempt's id, and
         also a lost one's, which it must not have started; None if it started none."""
-        if not (self.queued or self.lost):
+        if not (self.queued or self.attempts.of(State.LOST)):
             return None
         hold = self.slots[0].worker.read()
         if hold is None:
             return None  # a write in progress: the next pass reads it
-        if hold.job in self.lost:
+        if hold.job in self.attempts.of(State.LOST):
             return hold.job
-        lease = self.queued.get(hold.job)
-        if lease is None or token_key(lease.claim.token) != hold.token:
+        queued = self.queued.get(hold.job)
+        if queued is None or token_key(queued.claim.token) != hold.token:
             return None
         self.advance(hold.job, hold.since)
         return hold.job
@@ -197,40 +203,35 @@ class WorkerProcess:
         neither failed nor released; so is every one the master cannot place, if the slot
         names none of them."""
         hold, whole = self.slots[0].worker.left()
-        lease = self.running.get(hold.job) or self.queued.get(hold.job)
+        named = self.running.get(hold.job) or self.queued.get(hold.job)
         if whole:
-            if lease is not None and token_key(lease.claim.token) == hold.token:
+            if named is not None and token_key(named.claim.token) == hold.token:
                 self.advance(hold.job, hold.since)
             return
         if not self.queued:
             return  # no attempt in doubt: the one that ran ended as its messages said
-        if lease is None:
+        if named is None:
             doubtful = [*self.running.values(), *self.queued.values()]
         else:
             self.advance(hold.job, hold.since)
             doubtful = [self.running[hold.job]]
         for each in doubtful:
-            self.running.pop(each.claim.id, None)
-            self.queued.pop(each.claim.id, None)
-            self.unrecorded[each.claim.id] = each
+            self.attempts.doubt(each)
 
-    def advance(self, job_id: int, since: float) -> Lease | None:
+    def advance(self, job_id: int, since: float) -> Attempt | None:
         """It started this queued attempt, at `since`: every attempt it ran before it, that it
         reported nothing more of, completed with no result (see worker/reports.py). Returns
-        the started one's lease; None if it was not queued."""
+        the started one; None if it was not queued."""
         if job_id not in self.queued:
             return None
         # A worker that queues attempts runs one at a time.
-        for lease in list(self.running.values()):
-            self.settling([named(lease)], since, {lease.claim.id: None})
-        for queued_id in list(self.queued):
-            lease = self.queued.pop(queued_id)
-            lease.started = since
-            if queued_id == job_id:
-                self.running[job_id] = lease
-                return lease
-            self.running[queued_id] = lease
-            self.settling([named(lease)], since, {queued_id: None})
+        for running in list(self.running.values()):
+            self.settle(running, since, True, None)
+        for queued in list(self.queued.values()):
+            self.attempts.start(queued, since)
+            if queued.claim.id == job_id:
+                return queued
+            self.settle(queued, since, True, None)
         return None  # not reached: job_id is queued
 
     def settling(
@@ -241,51 +242,59 @@ class WorkerProcess:
         completed with no result, from the fence slot, gets its result now. An attempt it
         no longer holds is passed over."""
         for job_id, token in attempts:
-            if self.holding(job_id, token) is None:
+            held = self.holding(job_id, token)
+            if held is None:
                 continue
             self.advance(job_id, now)
-            lease = self.running.pop(job_id, None) or self.completed.pop(job_id, None)
-            if lease is None:
-                continue
-            lease.ended = lease.ended or now
-            if job_id in completed:
-                lease.claim = lease.claim.completed(completed[job_id])
-                self.completed[job_id] = lease
-            else:
-                self.unrecorded[job_id] = lease
-            self.ended(lease)
+            if held.runs or held.state is State.COMPLETED:
+                self.settle(held, now, job_id in completed, completed.get(job_id))
 
-    def finished(self, job_id: int, token: str) -> Lease | None:
-        """It acknowledged this attempt: the lease it ends, if the master still had it."""
-        if self.holding(job_id, token) is None:
+    def settle(self, held: Attempt, now: float, completed: bool, result: str | None) -> None:
+        self.attempts.settle(held, now, completed, result)
+        self.ended(held)
+
+    def finished(self, job_id: int, token: str) -> Attempt | None:
+        """It acknowledged this attempt: the attempt it ends, if the master still had it."""
+        held = self.holding(job_id, token)
+        if held is None:
             return None
         self.advance(job_id, time.monotonic())
-        lease = self.running.pop(job_id, None)
-        if lease is not None:
-            self.ended(lease)
-            return lease
-        return (
-            self.completed.pop(job_id, None)
-            or self.unrecorded.pop(job_id, None)
-            or self.queued.pop(job_id, None)
-        )
+        runs = held.runs
+        self.attempts.end(held)
+        if runs:
+            self.ended(held)
+        return held
 
-    def ended(self, lease: Lease) -> None:
-        """The attempt of `lease` ended: a stop that was for it is over (its job's own SIGTERM
+    def ended(self, held: Attempt) -> None:
+        """The attempt's code ended: a stop that was for it is over (its job's own SIGTERM
         handler ended it), and so is the SIGKILL that was to follow. The worker, told to
         drain when stopped, runs at most what it already claimed, then exits."""
-        self.stopping.pop(lease.claim.id, None)
-        if lease is self.stopped:
-            self.stopped = self.stop_reason = self.kill_at = None
+        if held.stops_worker:
+            held.stops_worker = False
+            self.stop_reason = self.kill_at = None
 
-    def released(self, attempts: list[protocol.Named]) -> list[Lease]:
+    def stop_for(self, reason: StopReason, held: Attempt | None) -> None:
+        """The whole worker is stopped by signal, for this attempt (None: for none of them,
+        as at shutdown)."""
+        self.stop_reason = reason
+        stopped = self.stopped
+        if stopped is not None:
+            stopped.stops_worker = False
+        if held is not None:
+            self.attempts.stop_worker(held)
+
+    def released(self, attempts: list[protocol.Named]) -> list[Attempt]:
         """It gives these queued attempts back: the master no longer vouches for them.
-        Returns the leases it held of them."""
-        leases = []
+        Returns the ones it held."""
+        given = []
         for job_id, token in attempts:
-            lease = self.queued.get(job_id)
-            if lease is not None and lease.claim.token == token:
-                leases.append(self.queued.pop(job_id))
-            # A lost one (master.lost) is no longer queued; it runs nothing now either.
-            self.lost.discard(job_id)
-        return leases
+            held = self.attempts.get(job_id)
+            if held is None:
+                continue
+            if held.state is State.CLAIMED and held.claim.token == token:
+                self.attempts.end(held)
+                given.append(held)
+            elif held.state is State.LOST:
+                # A lost one (master.lost) is no longer queued; it runs nothing now either.
+                self.attempts.end(held)
+        return given

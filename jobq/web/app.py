@@ -22,7 +22,16 @@ from werkzeug.wrappers import Request, Response
 
 from ..options import ALLOWED_HOSTS
 from . import views
-from .auth import CSRF_COOKIE, CSRF_FIELD, NOTICE_COOKIE, Credentials, Csrf, set_cookie
+from .auth import (
+    CSRF_COOKIE,
+    CSRF_FIELD,
+    NOTICE_COOKIE,
+    OPERATOR,
+    ROLE_KEY,
+    Credentials,
+    Csrf,
+    set_cookie,
+)
 from .hosts import AllowedHosts
 from .views import Page
 
@@ -33,6 +42,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobq.web")
 
+# Where an application that checks every POST's CSRF token itself (Django's csrf_protect)
+# puts the field name and token its check expects: the page's forms carry them instead of
+# its own, which it then does not check. Set by the host's code only, as ROLE_KEY is.
+HOST_CSRF_KEY = "jobq.csrf"
+
 URLS = Map(
     [
         Rule("/", endpoint="overview", methods=["GET"]),
@@ -41,6 +55,8 @@ URLS = Map(
         Rule("/jobs", endpoint="jobs", methods=["GET"]),
         Rule("/jobs/<int:job_id>", endpoint="job", methods=["GET"]),
         Rule("/schedules", endpoint="schedules", methods=["GET"]),
+        Rule("/nodes", endpoint="nodes", methods=["GET"]),
+        Rule("/queues", endpoint="queues", methods=["GET"]),
         Rule("/jobs/act", endpoint="act", methods=["POST"]),
         Rule("/jobs/<int:job_id>/retry", endpoint="retry", methods=["POST"]),
         Rule("/jobs/<int:job_id>/cancel", endpoint="cancel", methods=["POST"]),
@@ -83,10 +99,7 @@ class StatusPage:
     templates: Environment = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
-        self.templates = Environment(
-            loader=PackageLoader("jobq.web"), autoescape=True, undefined=StrictUndefined
-        )
-        views.add_filters(self.templates)
+        self.templates = environment()
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         response = self.respond(Request(environ))
@@ -104,19 +117,28 @@ class StatusPage:
             )
             response.headers.update(SECURITY_HEADERS)
             return response
-        if not self.credentials.admit(request.headers.get("Authorization")):
+        role = self.credentials.admit(request.headers.get("Authorization"))
+        if role is None:
             response = Response("Authentication required\n", 401, mimetype="text/plain")
             response.headers["WWW-Authenticate"] = self.credentials.challenge
             return response
+        # The stricter of what the credentials and the host application say.
+        read_only = (
+            self.read_only
+            or role != OPERATOR
+            or request.environ.get(ROLE_KEY, OPERATOR) != OPERATOR
+        )
         nonce = request.cookies.get(CSRF_COOKIE) or self.csrf.new_nonce()
         adapter = URLS.bind_to_environ(request.environ)
+        host_csrf = request.environ.get(HOST_CSRF_KEY)
         page = Page(
             queue=self.queue,
             request=request,
             urls=adapter,
             templates=self.templates,
-            read_only=self.read_only,
-            csrf_token=self.csrf.token(nonce),
+            read_only=read_only,
+            csrf_field=host_csrf[0] if host_csrf else CSRF_FIELD,
+            csrf_token=host_csrf[1] if host_csrf else self.csrf.token(nonce),
             app=self.app,
             seal=functools.partial(self.csrf.seal, nonce),
         )
@@ -127,7 +149,7 @@ class StatusPage:
             notice = self.csrf.unseal(nonce, address, request.cookies.get(NOTICE_COOKIE))
             page = dataclasses.replace(page, notice=notice)
             if request.method == "POST":
-                self.check_post(request)
+                self.check_post(request, read_only, checked=host_csrf is not None)
             with self.lock:
                 response = self.view(str(endpoint), page, arguments)
         except RequestRedirect as moved:
@@ -167,10 +189,14 @@ class StatusPage:
                 raise
             return cast(Response, run(dataclasses.replace(page, queue=self.queue), **arguments))
 
-    def check_post(self, request: Request) -> None:
-        if self.read_only:
+    def check_post(self, request: Request, read_only: bool, checked: bool) -> None:
+        """Refuse a POST the role may not send, or that another site made. checked: the
+        host application has checked the form's CSRF token itself (HOST_CSRF_KEY)."""
+        if read_only:
             raise MethodNotAllowed(valid_methods=["GET"], description="This page is read-only.")
-        if not self.csrf.valid(request.cookies.get(CSRF_COOKIE), request.form.get(CSRF_FIELD)):
+        if not checked and not self.csrf.valid(
+            request.cookies.get(CSRF_COOKIE), request.form.get(CSRF_FIELD)
+        ):
             raise Forbidden(
                 "The form was not sent from this status page, or it is older than the page's "
                 "cookie: reload the page and try again."
@@ -180,6 +206,17 @@ class StatusPage:
         origin = request.headers.get("Origin")
         if origin and urlsplit(origin).netloc != request.host:
             raise Forbidden(f"A form from {origin} may not act on this page.")
+
+
+@functools.cache
+def environment() -> Environment:
+    """The pages' templates, compiled once for every app in this process: an application
+    that mounts the page may make an app per request, on that request's connection."""
+    templates = Environment(
+        loader=PackageLoader("jobq.web"), autoescape=True, undefined=StrictUndefined
+    )
+    views.add_filters(templates)
+    return templates
 
 
 def moved_to(moved: RequestRedirect) -> Response:

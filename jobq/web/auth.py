@@ -1,8 +1,10 @@
 """Who may see the page, and proof that a form was posted from it.
 
 Authentication is HTTP basic or a bearer token, its secret read from the environment, never
-from a flag (a flag shows in `ps`). A host framework that mounts the page behind its own login
-may leave both unset.
+from a flag (a flag shows in `ps`). Each is given for one of two roles: the operator, who may
+act (retry, cancel, pause...), and the read-only role, who sees every page and may post nothing.
+A host framework that mounts the page behind its own login may leave them all unset, and say
+which role its user has in the WSGI environ (ROLE_KEY).
 
 CSRF protection is a signed double-submit token: a random value in a SameSite=Strict cookie,
 and its HMAC under the app's key in every form. A forged cross-site POST carries no cookie, and
@@ -31,6 +33,9 @@ from ..errors import ConfigurationError
 USER_VARIABLE = "JOBQ_WEB_USER"
 PASSWORD_VARIABLE = "JOBQ_WEB_PASSWORD"
 TOKEN_VARIABLE = "JOBQ_WEB_TOKEN"
+READ_ONLY_USER_VARIABLE = "JOBQ_WEB_READ_ONLY_USER"
+READ_ONLY_PASSWORD_VARIABLE = "JOBQ_WEB_READ_ONLY_PASSWORD"
+READ_ONLY_TOKEN_VARIABLE = "JOBQ_WEB_READ_ONLY_TOKEN"
 # Signs the CSRF tokens. Each app makes its own key unless this is set: set it when several
 # processes serve the page, so that a form from one is accepted by the others.
 SECRET_VARIABLE = "JOBQ_WEB_SECRET"
@@ -39,52 +44,103 @@ CSRF_COOKIE = "jobq_csrf"
 CSRF_FIELD = "csrf"
 NOTICE_COOKIE = "jobq_notice"
 
+OPERATOR = "operator"
+READ_ONLY = "read-only"
+# Where an application that mounts the page behind its own login puts its user's role
+# (OPERATOR or READ_ONLY; anything else reads as READ_ONLY). A client cannot set a WSGI
+# environ key: its headers arrive as HTTP_* keys.
+ROLE_KEY = "jobq.role"
+
 
 @dataclass(frozen=True)
 class Credentials:
-    """What a request must present; nothing when neither is set."""
+    """What a request must present, for each role; nothing when none is set. user, password
+    and token are the operator's; read_only_* the read-only role's."""
 
     user: str | None = None
     password: str | None = None
     token: str | None = None
+    read_only_user: str | None = None
+    read_only_password: str | None = None
+    read_only_token: str | None = None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> Credentials:
-        user = environ.get(USER_VARIABLE) or None
-        password = environ.get(PASSWORD_VARIABLE) or None
-        if (user is None) != (password is None):
-            given, missing = (
-                (USER_VARIABLE, PASSWORD_VARIABLE) if user else (PASSWORD_VARIABLE, USER_VARIABLE)
+        user, password = pair(environ, USER_VARIABLE, PASSWORD_VARIABLE)
+        viewer, viewer_password = pair(
+            environ, READ_ONLY_USER_VARIABLE, READ_ONLY_PASSWORD_VARIABLE
+        )
+        token = environ.get(TOKEN_VARIABLE) or None
+        read_only_token = environ.get(READ_ONLY_TOKEN_VARIABLE) or None
+        if token is not None and token == read_only_token:
+            raise ConfigurationError(
+                f"{TOKEN_VARIABLE} and {READ_ONLY_TOKEN_VARIABLE} are the same token: give "
+                "each role a token of its own"
             )
-            raise ConfigurationError(f"{given} is set but {missing} is not: set both or neither")
-        return cls(user=user, password=password, token=environ.get(TOKEN_VARIABLE) or None)
+        return cls(user, password, token, viewer, viewer_password, read_only_token)
 
     @property
     def configured(self) -> bool:
-        return self.password is not None or self.token is not None
+        return any(
+            secret is not None
+            for secret in (
+                self.password,
+                self.token,
+                self.read_only_password,
+                self.read_only_token,
+            )
+        )
 
     @property
     def challenge(self) -> str:
         """The WWW-Authenticate header of a refusal."""
-        return 'Basic realm="jobq", charset="UTF-8"' if self.password is not None else "Bearer"
+        basic = self.password is not None or self.read_only_password is not None
+        return 'Basic realm="jobq", charset="UTF-8"' if basic else "Bearer"
 
-    def admit(self, authorization: str | None) -> bool:
-        """Whether an Authorization header carries the configured secret."""
+    def admit(self, authorization: str | None) -> str | None:
+        """The role an Authorization header's secret gives (OPERATOR or READ_ONLY), None for
+        none; everyone is an operator where no secret is set."""
         if not self.configured:
-            return True
-        scheme, _, value = (authorization or "").partition(" ")
-        scheme, value = scheme.lower(), value.strip()
-        if scheme == "bearer" and self.token is not None:
-            return same(value, self.token)
-        if scheme == "basic" and self.password is not None:
-            try:
-                pair = base64.b64decode(value, validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError):
-                return False
-            user, _, password = pair.partition(":")
-            # Both compared, always: which one was wrong must not show in the timing.
-            return same(user, self.user or "") & same(password, self.password)
-        return False
+            return OPERATOR
+        # Both roles' secrets compared, always: which one was given must not show in timing.
+        operator = matches(authorization, self.user, self.password, self.token)
+        viewer = matches(
+            authorization, self.read_only_user, self.read_only_password, self.read_only_token
+        )
+        if operator:
+            return OPERATOR
+        return READ_ONLY if viewer else None
+
+
+def pair(
+    environ: Mapping[str, str], user_name: str, password_name: str
+) -> tuple[str | None, str | None]:
+    """A user and password from the environment: both set, or neither."""
+    user = environ.get(user_name) or None
+    password = environ.get(password_name) or None
+    if (user is None) != (password is None):
+        given, missing = (user_name, password_name) if user else (password_name, user_name)
+        raise ConfigurationError(f"{given} is set but {missing} is not: set both or neither")
+    return user, password
+
+
+def matches(
+    authorization: str | None, user: str | None, password: str | None, token: str | None
+) -> bool:
+    """Whether an Authorization header carries this token, or this user and password."""
+    scheme, _, value = (authorization or "").partition(" ")
+    scheme, value = scheme.lower(), value.strip()
+    if scheme == "bearer" and token is not None:
+        return same(value, token)
+    if scheme == "basic" and password is not None:
+        try:
+            given = base64.b64decode(value, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        name, _, secret = given.partition(":")
+        # Both compared, always: which one was wrong must not show in the timing.
+        return same(name, user or "") & same(secret, password)
+    return False
 
 
 def same(given: str, expected: str) -> bool:

@@ -10,7 +10,13 @@ from waitress.server import create_server
 
 from ..errors import ConfigurationError
 from ..options import LAST_PORT
-from .auth import PASSWORD_VARIABLE, TOKEN_VARIABLE, USER_VARIABLE, Credentials
+from .auth import (
+    PASSWORD_VARIABLE,
+    READ_ONLY_TOKEN_VARIABLE,
+    TOKEN_VARIABLE,
+    USER_VARIABLE,
+    Credentials,
+)
 
 # Requests are served by this many threads; they take turns at the one database connection,
 # so more would only queue there, while one would let a slow client hold up the rest.
@@ -40,7 +46,8 @@ def check_exposure(host: str, credentials: Credentials) -> None:
         raise ConfigurationError(
             f"refusing to serve the status page on {host}, which is not a loopback address, "
             f"without authentication: set {TOKEN_VARIABLE} (bearer token), or "
-            f"{USER_VARIABLE} and {PASSWORD_VARIABLE} (HTTP basic)"
+            f"{USER_VARIABLE} and {PASSWORD_VARIABLE} (HTTP basic), or the read-only "
+            f"role's {READ_ONLY_TOKEN_VARIABLE}"
         )
 
 

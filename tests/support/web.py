@@ -8,16 +8,24 @@ import selectors
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 STARTUP_TIMEOUT = 30.0
 
 
 @contextlib.contextmanager
-def jobq_web(dsn: str, *args: str, cwd: Path, pythonpath: str | None = None) -> Iterator[str]:
-    """`jobq web --dsn DSN ARGS` without authentication; yields its address."""
+def jobq_web(
+    dsn: str,
+    *args: str,
+    cwd: Path,
+    pythonpath: str | None = None,
+    secrets: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """`jobq web --dsn DSN ARGS`, without authentication unless `secrets` gives its JOBQ_WEB_*
+    variables; yields its address."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBQ_WEB_")}
+    env.update(secrets or {})
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
     process = subprocess.Popen(

@@ -638,7 +638,7 @@ def test_the_status_page_says_the_app_declares_no_schedules(cli: Cli) -> None:
     with jobq_web(cli.dsn, "--app", "jobs_app", cwd=cli.cwd, pythonpath=pythonpath) as address:
         status, html = http_get(address, "/schedules")
     assert status == 200
-    assert "The application <code>jobs_app</code> declares no periodic jobs." in html
+    assert "The application <code>jobs_app</code> declares no periodic jobs, and no" in html
     assert "give <code>--app</code>" not in html
 
 

@@ -25,7 +25,7 @@ ALLOWED = {
     "worker": {DOMAIN, "backends", "queue", "schedules"},
     "supervisor": {DOMAIN, "backends", "queue", "schedules", "worker"},
     "web": {DOMAIN, "backends", "queue", "schedules"},
-    "contrib": {DOMAIN, "backends", "queue", "schedules"},
+    "contrib": {DOMAIN, "backends", "queue", "schedules", "web"},  # mounts the status page
     "testing": {DOMAIN, "backends", "queue", "schedules"},
     "demo": {DOMAIN, "backends", "queue", "schedules", "testing"},
 }

@@ -30,9 +30,12 @@ from ..workflows import KEPT
 from .claims import READY, MysqlBatching, ago, claim_select, later
 from .controls import MIGRATION as STATUS_PAGE
 from .controls import MysqlControls
+from .cursors import ClaimCursors
 from .dsn import connect_args
 from .events import EVENTS, MysqlEvents
 from .limits import LIMITS
+from .nodes import MIGRATION as NODE_TABLE
+from .nodes import NODES
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, UNCOUNT, logged
 from .schema import BINARY_IDENTIFIERS, MIGRATIONS, NOW, TRACE_CONTEXT, WORKER_IDS
@@ -93,6 +96,7 @@ class MysqlBackend(
     Backend,
 ):
     kind = "mysql"
+    node_sql = NODES
     migrations = (
         *MIGRATIONS,
         UNIQUENESS,
@@ -107,6 +111,7 @@ class MysqlBackend(
         BINARY_IDENTIFIERS,
         PRUNING,
         (*STEPS, *EVENTS),
+        NODE_TABLE,
     )
 
     def __init__(self, connection: Any, *, owns_connection: bool) -> None:
@@ -115,6 +120,7 @@ class MysqlBackend(
         # MariaDB 10.5 and later return a multi-row INSERT's ids; MySQL cannot, and
         # enqueue_many falls back to a statement a row there.
         self.returning = "mariadb" in str(connection.get_server_info()).lower()
+        self.claim_cursors = ClaimCursors()
 
     @classmethod
     def connect(cls, dsn: str, create: bool = True) -> MysqlBackend:
@@ -260,9 +266,15 @@ class MysqlBackend(
         # A row a concurrency limit refused stays pending, now blocked (or left for the
         # claim that holds its key): the next probe looks past it.
         for _ in range(REFUSALS):
-            row = self.fetchone(claim_select(len(types)), params)
-            if row is None:
+            rows = self.claim_cursors.walk(
+                types,
+                lambda from_cursor, at: self.fetchall(
+                    claim_select(len(types), from_cursor), params | at
+                ),
+            )
+            if not rows:
                 return None
+            row = rows[0]
             if self.claim_row(row, token, runner):
                 return self.claimed(row, token, expires_monotonic)
         return REFUSED

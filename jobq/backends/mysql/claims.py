@@ -12,6 +12,7 @@ from ..batching import Batching, in_picked_order
 from ..rows import REFUSED, Refused, Runner
 from ..shapes import earliest, type_params
 from ..workflows import Workflows
+from .cursors import FROM_CURSOR, ClaimCursors
 from .limits import MysqlLimits
 from .schema import NOW
 
@@ -31,13 +32,14 @@ def ago(seconds_param: str) -> str:
     return f"DATE_SUB({NOW}, INTERVAL %({seconds_param})s MICROSECOND)"
 
 
-def probe(index: int | None, limit: str = "1") -> str:
+def probe(index: int | None, limit: str = "1", from_cursor: bool = False) -> str:
     """The next ready row of job type `index` (a parameter), or of any type for None, with
     the columns of a claim, scheduled_at and its concurrency or rate key (a limit's trigger
     may refuse the claim of a job that has one), locked.
 
     FORCE INDEX: with a type in the WHERE clause InnoDB's estimates often favour the untyped
     index, and the claim then walks every ready row of the other types in schedule order.
+    `from_cursor`: the walk starts at the connection's cursor (cursors.py).
     """
     index_name, which, paused = (
         ("jobq_jobs_ready", "", "p.type = jobq_jobs.type")
@@ -48,23 +50,26 @@ def probe(index: int | None, limit: str = "1") -> str:
         SELECT id, type, class_name, payload, attempts + 1, {later("lease")}, max_attempts,
             backoff, max_backoff, jitter, deadline, traceparent, tracestate, checkpoint,
             priority, scheduled_at, coalesce(limit_key, rate_key)
-        FROM jobq_jobs FORCE INDEX ({index_name}) WHERE {READY} AND blocked_on IS NULL{which}
+        FROM jobq_jobs FORCE INDEX ({index_name}) WHERE {READY} AND blocked_on IS NULL{which}{
+        FROM_CURSOR if from_cursor else ""
+    }
           AND NOT EXISTS (SELECT 1 FROM jobq_paused p WHERE {paused})
         ORDER BY priority DESC, scheduled_at, id LIMIT {limit} FOR UPDATE SKIP LOCKED
     """
 
 
 @cache
-def claim_select(type_count: int) -> str:
+def claim_select(type_count: int, from_cursor: bool = False) -> str:
     """The next ready job of `type_count` types (type0, type1, ...), or of any for 0."""
-    return earliest([probe(i) for i in range(type_count)] or [probe(None)])
+    probes = [probe(i, "1", from_cursor) for i in range(type_count)]
+    return earliest(probes or [probe(None, "1", from_cursor)])
 
 
 @cache
-def claim_many_select(type_count: int) -> str:
+def claim_many_select(type_count: int, from_cursor: bool = False) -> str:
     """The next %(n)s ready jobs of `type_count` types, or of any for 0, locked."""
-    probes = [probe(i, "%(n)s") for i in range(type_count)] or [probe(None, "%(n)s")]
-    return earliest(probes, "%(n)s")
+    probes = [probe(i, "%(n)s", from_cursor) for i in range(type_count)]
+    return earliest(probes or [probe(None, "%(n)s", from_cursor)], "%(n)s")
 
 
 def handing(column: str, count: int) -> str:
@@ -74,6 +79,8 @@ def handing(column: str, count: int) -> str:
 
 
 class MysqlBatching(Batching, MysqlLimits, Workflows):
+    claim_cursors: ClaimCursors
+
     def claim_many(
         self,
         types: Sequence[str],
@@ -95,12 +102,20 @@ class MysqlBatching(Batching, MysqlLimits, Workflows):
         runner: Runner,
     ) -> Claims | Refused:
         self.apply_endings()
+        if not tokens:
+            # Asked for none, no walk: one from the head would reset its clock (cursors.py).
+            return Claims()
         params: dict[str, Any] = {
             "n": len(tokens),
             "lease": self.seconds(lease),
             **type_params(types),
         }
-        rows = self.fetchall(claim_many_select(len(types)), params)
+        rows = self.claim_cursors.walk(
+            types,
+            lambda from_cursor, at: self.fetchall(
+                claim_many_select(len(types), from_cursor), params | at
+            ),
+        )
         if not rows:
             return Claims()
         # One UPDATE for the batch: each row its own token and the lease its SELECT read; the

@@ -23,6 +23,7 @@ from ..rows import INSERT_NAMES, REFUSED, NewJob, Refused, Renewal, Runner, clai
 from ..shapes import type_params
 from ..steps import CopyRows, Step, Steps, fetched, one
 from ..workflows import kept
+from .blocked_cursors import BLOCKED_CURSORS
 from .claims import COMPLETE, PostgresBatching, claim_statement, complete_and_claim_statement
 from .claims import MIGRATION as BATCHES
 from .controls import MIGRATION as STATUS_PAGE
@@ -34,7 +35,10 @@ from .idle import IDLE_WAKES, PostgresIdle
 from .insert import copy_steps, insert_statement, outside_transaction
 from .key_locks import KEY_LOCKS
 from .limit_endings import LEANER_ENDINGS, SET_ENDINGS
+from .limit_floors import LIMIT_FLOORS
 from .limits import LIMIT_WAKES, LIMITS, PostgresLimits
+from .nodes import MIGRATION as NODE_TABLE
+from .nodes import NODES
 from .pooler import behind_pooler, pool_mode, prepared_statement_lost, unprepared
 from .rates import RATES
 from .replication import failover_risk
@@ -99,6 +103,7 @@ class PostgresBackend(
 ):
     kind = "postgresql"
     # The last: the schedules' declarations, and the retry that never fails on a key.
+    node_sql = NODES
     migrations = (
         *MIGRATIONS,
         UNIQUENESS,
@@ -122,6 +127,8 @@ class PostgresBackend(
         CLAIM_CURSORS,
         PRUNING,
         (*STEPS, *EVENTS),
+        (*LIMIT_FLOORS, *BLOCKED_CURSORS),
+        NODE_TABLE,
     )
 
     def __init__(

@@ -77,11 +77,11 @@ FROM_CURSOR = " AND priority = at_priority AND (scheduled_at, id) >= (at_schedul
 BELOW_CURSOR = " AND priority < at_priority"
 
 
-def walked(which: str, where: str) -> str:
-    """A loop that returns the rows of one walk, counting them in `taken`, and keeps the
-    first one's key in `first`."""
+def walked(which: str, where: str, walk: str = WALK) -> str:
+    """A loop that returns the rows of `walk` (WALK by default), counting them in `taken`,
+    and keeps the first one's key in `first`."""
     return f"""
-        FOR row IN {WALK.format(which=which, where=where)} LOOP
+        FOR row IN {walk.format(which=which, where=where)} LOOP
             id := row.id; priority := row.priority; scheduled_at := row.scheduled_at;
             IF taken = 0 THEN
                 first := concat_ws('|', row.priority, {MICROSECONDS.format(at="row.scheduled_at")},
@@ -92,14 +92,23 @@ def walked(which: str, where: str) -> str:
         END LOOP;"""
 
 
-def cursor_probe(which: str) -> str:
+def cursor_probe(which: str, walk: str = WALK, mark: str = "") -> str:
     """The body of a probe for up to `how_many` ready rows where `which` holds: from the
     session's cursor for `place`, and from the head when that finds nothing, when there is
     no cursor yet, or when the last walk from the head is REWALK_SECONDS old. The cursor's
     setting holds 'priority|scheduled_at (MICROSECONDS)|id|epoch of the last walk from the
-    head'."""
+    head'. `walk` is WALK or another walk of the same index order; with `mark` (a variable),
+    the setting begins with the mark and a '#', and a setting with another mark is no
+    cursor (a place that several walks share)."""
+    kept = "current_setting(place, true)"
+    if mark:
+        kept = (
+            f"(SELECT CASE WHEN split_part(s, '#', 1) = {mark} THEN split_part(s, '#', 2) END "
+            f"FROM {kept} AS s)"
+        )
+    marked = f"{mark} || '#' || " if mark else ""
     return f"""
-        kept := current_setting(place, true);
+        kept := {kept};
         IF coalesce(kept, '') <> '' THEN
             at_priority := split_part(kept, '|', 1)::smallint;
             at_scheduled := {AT.format(micros="split_part(kept, '|', 2)::bigint")};
@@ -108,27 +117,45 @@ def cursor_probe(which: str) -> str:
         END IF;
         clock := extract(epoch FROM clock_timestamp());
         IF head_walk IS NOT NULL AND clock - head_walk < {REWALK} THEN
-            {walked(which, FROM_CURSOR)}
+            {walked(which, FROM_CURSOR, walk)}
             IF taken < how_many THEN
-                {walked(which, BELOW_CURSOR)}
+                {walked(which, BELOW_CURSOR, walk)}
             END IF;
         END IF;
         IF taken = 0 THEN
             head_walk := clock;
-            {walked(which, "")}
+            {walked(which, "", walk)}
         END IF;
         IF first IS NULL THEN
             first := concat_ws('|', at_priority, {MICROSECONDS.format(at="at_scheduled")}, at_id);
         END IF;
         IF first <> '' THEN
-            PERFORM set_config(place, first || '|' || head_walk, false);
+            PERFORM set_config(place, {marked}first || '|' || head_walk, false);
         END IF;"""
 
 
-def cursor_function(signature: str, declared: str = "") -> str:
+# A claim's body: a walk of its type's or of any type's ready jobs, unless paused.
+CLAIM_BODY = (
+    "-- Asked for none, no walk: one from the head would reset its clock "
+    + f"""without looking.
+        IF how_many <= 0 THEN
+            RETURN;
+        ELSIF job_type IS NULL THEN
+            {cursor_probe(UNPAUSED)}
+        ELSIF NOT EXISTS (SELECT FROM jobq_paused p WHERE p.type = job_type) THEN
+            {cursor_probe(TYPED)}
+        END IF;"""
+)
+CLAIM_PLACE = "'jobq.claim_' || md5(coalesce('type:' || job_type, 'any'))"
+
+
+def cursor_function(
+    signature: str, declared: str = "", place: str = CLAIM_PLACE, body: str = CLAIM_BODY
+) -> str:
     """A probe function: `signature` names it and its arguments (how_many, how many rows it
-    returns, unless `declared` declares it). The settings are the probes' (schema.py's and
-    NO_JIT's: CREATE OR REPLACE sets them anew)."""
+    returns, unless `declared` declares it); `place`, the name of its cursor's setting;
+    `body`, its statements. The settings are the probes' (schema.py's and NO_JIT's: CREATE
+    OR REPLACE sets them anew)."""
     return f"""
     CREATE OR REPLACE FUNCTION {signature}
     RETURNS TABLE (id bigint, priority smallint, scheduled_at timestamptz)
@@ -138,7 +165,7 @@ def cursor_function(signature: str, declared: str = "") -> str:
     #variable_conflict use_column
     DECLARE
         {declared}
-        place text := 'jobq.claim_' || md5(coalesce('type:' || job_type, 'any'));
+        place text := {place};
         kept text;
         at_priority smallint;
         at_scheduled timestamptz;
@@ -149,14 +176,7 @@ def cursor_function(signature: str, declared: str = "") -> str:
         first text;
         row record;
     BEGIN
-        -- Asked for none, no walk: one from the head would reset its clock without looking.
-        IF how_many <= 0 THEN
-            RETURN;
-        ELSIF job_type IS NULL THEN
-            {cursor_probe(UNPAUSED)}
-        ELSIF NOT EXISTS (SELECT FROM jobq_paused p WHERE p.type = job_type) THEN
-            {cursor_probe(TYPED)}
-        END IF;
+        {body}
     END
     $$
 """

@@ -36,6 +36,11 @@ from .schema import READY, SETTINGS
 
 BLOCKED_READY = re.sub(r"\b(status|scheduled_at|deadline|attempts|max_attempts)\b", r"b.\1", READY)
 
+# A key's attempts holding a slot (limits.RUNNING), as this query counts them.
+KEY_RUNNING = """(SELECT count(*) FROM jobq_jobs r WHERE r.type = k.type
+                   AND r.limit_key = k.limit_key AND r.status = 'in_progress'
+                   AND r.lease_until > now())"""
+
 # The best blocked jobs of each key (types, keys), as many as its free slots, each with
 # whether its type is paused. A key of a type with no limit any more has room for all. The
 # limits and the pauses are read once a type, not once a key: a third of the buffers it read
@@ -56,9 +61,7 @@ KEY_SUCCESSORS_QUERY = f"""
               AND b.blocked_on IS NOT NULL
             ORDER BY b.priority DESC, b.scheduled_at, b.id
             LIMIT greatest(a.count
-                - (SELECT count(*) FROM jobq_jobs r WHERE r.type = k.type
-                   AND r.limit_key = k.limit_key AND r.status = 'in_progress'
-                   AND r.lease_until > now()), 0)
+                - {KEY_RUNNING}, 0)
             FOR UPDATE SKIP LOCKED) AS s
 """
 

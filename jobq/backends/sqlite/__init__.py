@@ -30,6 +30,8 @@ from .controls import MIGRATION as STATUS_PAGE
 from .controls import SqliteControls
 from .events import EVENTS, SqliteEvents
 from .limits import LIMITS, SqliteLimits
+from .nodes import MIGRATION as NODE_TABLE
+from .nodes import NODES
 from .rates import RATES
 from .results import ATTEMPT_WRITE, RESULTS, UNCOUNT, logged
 from .schema import MIGRATIONS, NOW, READY, TRACE_CONTEXT, WORKER_IDS
@@ -71,6 +73,7 @@ class SqliteBackend(
     Backend,
 ):
     kind = "sqlite"
+    node_sql = NODES
     migrations = (
         *MIGRATIONS,
         UNIQUENESS,
@@ -84,6 +87,7 @@ class SqliteBackend(
         RATES,
         PRUNING,
         (*STEPS, *EVENTS),
+        NODE_TABLE,
     )
 
     def __init__(self, connection: sqlite3.Connection, *, owns_connection: bool) -> None:

@@ -11,7 +11,10 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 
-KNOWN = {"DATABASE", "DSN"}
+KNOWN = {"DATABASE", "DSN", "WEB_OPERATORS"}
+# The group whose staff members may act on the console (retry, cancel, pause...); other staff
+# see it read-only, and superusers act.
+DEFAULT_OPERATORS = "jobq operators"
 # Django's engines by the kind of database jobq reaches them as. PostGIS and the MySQL GIS
 # engine are the same databases to jobq.
 ENGINES = {
@@ -35,6 +38,10 @@ def options() -> dict[str, Any]:
             f"known: {', '.join(sorted(KNOWN))}"
         )
     return found
+
+
+def operators_group() -> str:
+    return str(options().get("WEB_OPERATORS") or DEFAULT_OPERATORS)
 
 
 def alias() -> str:
