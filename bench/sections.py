@@ -20,6 +20,7 @@ from .harness.results import Drain
 from .harness.servers import MariadbServer, PostgresServer
 from .measures import (
     drain,
+    durable,
     floor,
     footprint,
     horizon,
@@ -195,6 +196,8 @@ def without_peers(bench: Bench, dsn: str) -> None:
         at_scale(bench, dsn)
     if "footprint" in s.sections:
         footprints(bench, dsn)
+    if "durable" in s.sections:
+        attempt(bench, "durable jobs", lambda: durable.section(bench, dsn))
 
 
 def start_postgres(bench: Bench) -> str:

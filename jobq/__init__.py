@@ -6,6 +6,7 @@ from .errors import (
     DecodeError,
     DuplicateStep,
     EventTimeout,
+    GatherFailed,
     JobqError,
     StepRefused,
 )
@@ -17,6 +18,7 @@ from .queue import Queue
 from .queue.asynchronous import AsyncQueue
 from .queue.durable import astep, step, step_key
 from .queue.events import wait_for
+from .queue.gathering import agather, gather
 from .queue.progress import checkpoint, progress
 from .queue.running import cancel_requested, current_claim
 from .queue.suspending import sleep, sleep_until, snooze
@@ -35,6 +37,7 @@ __all__ = [
     "DecodeError",
     "DuplicateStep",
     "EventTimeout",
+    "GatherFailed",
     "HookFailed",
     "Job",
     "JobFilter",
@@ -50,11 +53,13 @@ __all__ = [
     "StepRefused",
     "__version__",
     "after_job",
+    "agather",
     "astep",
     "before_job",
     "cancel_requested",
     "checkpoint",
     "current_claim",
+    "gather",
     "on_worker_start",
     "progress",
     "schedule",

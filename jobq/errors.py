@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from .records import ClaimedJob
@@ -83,6 +83,27 @@ class DuplicateStep(JobqError, ValueError):
 class Suspended(AttemptEnded):
     """The attempt suspended its job (jobq.sleep(), jobq.snooze()): it ran again later, and
     the attempt did not count against its retry policy."""
+
+
+class ChildFailure(NamedTuple):
+    """A child of jobq.gather() that did not complete: its id, its status (failed,
+    expired, cancelled, or deleted) and its last error."""
+
+    job_id: int
+    status: str
+    error: str
+
+
+class GatherFailed(JobqError):
+    """jobq.gather(): some children did not complete. `failures` lists them
+    (ChildFailure), `results` every child's result in order, None for those. A job may
+    catch it; the children's outcome is recorded, so a later run raises it again there."""
+
+    def __init__(self, failures: list[ChildFailure], results: list[Any]) -> None:
+        ids = ", ".join(str(each.job_id) for each in failures)
+        super().__init__(f"{len(failures)} of {len(results)} children did not complete: {ids}")
+        self.failures = failures
+        self.results = results
 
 
 class EventTimeout(JobqError):

@@ -123,7 +123,9 @@ def declare_types(names: Iterable[str]) -> None:
 
 def registered_types() -> set[str]:
     """The job types of every registered class, and those declared (declare_types)."""
-    return {cls.type for cls in _registry.values()} | _declared_types
+    # jobq's own classes (a gather's `then` job) take the type of the job enqueueing them.
+    own = {cls.type for cls in _registry.values() if not getattr(cls, "untyped", False)}
+    return own | _declared_types
 
 
 def check_type_name(name: object) -> None:

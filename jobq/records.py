@@ -33,6 +33,9 @@ class Outcome(StrEnum):
     EXPIRED = "expired"  # failed, and no retry could start before the job's deadline
     LOST = "lost"  # the acknowledgement was refused: the attempt no longer owned the job
     CANCELLED = "cancelled"  # an operator cancelled the job while this attempt ran
+    # The job suspended itself (jobq.sleep, snooze, wait_for, gather): it runs again later,
+    # and the attempt is not counted against its retry policy.
+    SUSPENDED = "suspended"
 
 
 @dataclass(frozen=True)

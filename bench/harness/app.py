@@ -131,3 +131,38 @@ class KeyedLimited(Keyed):
     job_name = "bench.KeyedLimited"
     type = "keyed-limited"
     concurrency = jobq.Concurrency(1, key=lambda job: job.key)
+
+
+# Issue 56's per-step cost: one job's ten pieces, each returning at once, as durable
+# steps or as plain calls (the same body without steps).
+STEPS = 10
+
+
+def piece(n: int) -> int:
+    return n
+
+
+class TenSteps(jobq.Job):
+    job_name = "bench.TenSteps"
+    type = "noop"
+
+    def handle(self) -> int:
+        return sum(jobq.step(f"s{n}", piece, n) for n in range(STEPS))
+
+
+class TenPlain(jobq.Job):
+    job_name = "bench.TenPlain"
+    type = "noop"
+
+    def handle(self) -> int:
+        return sum(piece(n) for n in range(STEPS))
+
+
+class Asleep(Sleep):
+    """Sleeps durably: its attempt ends and frees the worker until the sleep is over."""
+
+    job_name = "bench.Asleep"
+    type = "noop"
+
+    def handle(self) -> None:
+        jobq.sleep(self.seconds)

@@ -30,7 +30,7 @@ REPO = Path(os.environ.get("BENCH_CODE") or Path(__file__).resolve().parents[2])
 SECTIONS = (
     "drain", "limit", "peers", "prefetch", "iobound", "latency", "limits", "pools", "renewal",
     "other-dbs",
-    "profile", "scale", "footprint", "horizon",
+    "profile", "scale", "footprint", "horizon", "durable",
 )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from ..records import ClaimedJob, Status
 from .batching import Batching
 from .controls import Controls, policy_of
 from .events import Events
+from .gathering import Gathering
 from .installing import Installing
 from .leases import expiry
 from .limits import Limits
@@ -38,10 +39,12 @@ T = TypeVar("T")
 
 
 def bring_forward(now: str) -> str:
-    """Backend.bring_forward's statement, from the backend's clock; {types} per call."""
+    """Backend.bring_forward's statement, from the backend's clock; {types} per call. A job
+    waiting for an event is left to its emit: brought forward, it would only wait again,
+    and a drain would run it for ever."""
     return (
         f"UPDATE jobq_jobs SET scheduled_at = {now}, updated_at = {now} "
-        f"WHERE status = 'pending' AND scheduled_at > {now}{{types}}"
+        f"WHERE status = 'pending' AND scheduled_at > {now} AND event_key IS NULL{{types}}"
     )
 
 
@@ -67,6 +70,7 @@ class Backend(
     Workflows,
     StepRecords,
     Events,
+    Gathering,
     Nodes,
 ):
     kind: ClassVar[str]

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from .step_records import text
 from .steps import Steps, count
 
+T = TypeVar("T")
 EventState = tuple[bool, str | None]  # emitted, its payload (JSON)
 
 
@@ -38,6 +39,11 @@ class Events:
     sql_emit_wake: ClassVar[str]
     # Makes job (id) due if it is suspended and its mark was cleared.
     sql_event_rewake: ClassVar[str]
+    # Deletes up to (batch) events: those emitted longer than (older_than) ago, and
+    # placeholders no job waits for.
+    sql_prune_events: ClassVar[str]
+    # Makes job (id) due now if it is pending and due later.
+    sql_wake_now: ClassVar[str]
     # The key job (id) waits for: (event_key,).
     sql_awaited: ClassVar[str]
 
@@ -71,6 +77,27 @@ class Events:
     def unmark_event(self, job_id: int, token: str) -> None:
         """The attempt (job_id, token) waits for no event any more (its wait timed out)."""
         self.execute(self.sql_event_mark, {"id": job_id, "token": token, "key": None})
+
+    @abstractmethod
+    def seconds(self, value: float) -> Any: ...
+
+    def prune_events(self, older_than: float, batch: int) -> int:
+        """Delete up to `batch` events emitted longer than `older_than` seconds ago, and
+        placeholders of waits that no job waits in any more; how many."""
+        params = {"older_than": self.seconds(older_than), "batch": batch}
+        return self.execute(self.sql_prune_events, params)
+
+    def wake(self, job_id: int) -> bool:
+        """Make a pending job due now; False when it is not pending, or due already."""
+        return self.execute(self.sql_wake_now, {"id": job_id}) == 1
+
+    @abstractmethod
+    def run(self, steps: Steps[T], connection: Any = None) -> T: ...
+
+    def emit_now(self, key: str, payload: str) -> bool:
+        """emit_steps() in a transaction of this backend's own."""
+        with self.transaction():
+            return self.run(self.emit_steps(key, payload))
 
     def emit_steps(self, key: str, payload: str) -> Steps[bool]:
         """Emit `key` and wake its waiters; whether any job was waiting for it."""

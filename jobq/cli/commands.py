@@ -338,6 +338,14 @@ def add_controls(command: Callable[..., argparse.ArgumentParser]) -> None:
     emit.add_argument(
         "--payload", default="null", metavar="JSON", help="the event's payload, as JSON"
     )
+    wake = command(
+        "wake",
+        on_queue(controls.cmd_wake),
+        "Run a pending job now: a sleeping job (jobq.sleep) goes on past its sleep; one "
+        "waiting for an event or its children looks again.",
+        options.APP,
+    )
+    wake.add_argument("id", metavar="ID", help="the job's id")
     cancel = command(
         "cancel",
         on_queue(controls.cmd_cancel),

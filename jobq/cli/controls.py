@@ -25,6 +25,7 @@ from ..job import check_type_name
 from ..options import Option
 from ..queue import Queue
 from ..queue.controls import is_id, on_retry, why_not_retried
+from ..queue.suspending import SUSPENDED
 from ..records import JobRecord, Status
 from .terminal import escaped
 
@@ -59,9 +60,9 @@ RECORD_KEYS = (
     "attempted_at",
 )
 # `jobq show --json` adds the job's concurrency key and the limit it waits on (both null
-# when none), the jobs it was enqueued after and those enqueued after it, its durable steps
-# and the event it waits for: reading them is more queries, worth it for one job, not for a
-# listing.
+# when none), the jobs it was enqueued after and those enqueued after it, its durable steps,
+# the event it waits for, and why it suspended itself (jobq.sleep, wait_for, gather):
+# reading them is more queries, worth it for one job, not for a listing.
 SHOW_KEYS = (
     *RECORD_KEYS,
     "concurrency_key",
@@ -71,6 +72,7 @@ SHOW_KEYS = (
     "on_retry",
     "steps",
     "waits_for_event",
+    "suspended",
 )
 STATUS = Option(
     "status",
@@ -268,6 +270,7 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     steps = queue.steps(record.id)
     shown["steps"] = [timed(step._asdict()) for step in steps]
     shown["waits_for_event"] = queue.awaited(record.id)
+    shown["suspended"] = suspension(record)
     if args.json:
         print(json.dumps(shown, indent=2, default=repr))
         return 0
@@ -287,6 +290,16 @@ def cmd_show(queue: Queue, args: argparse.Namespace) -> int:
     return 0
 
 
+def suspension(record: JobRecord) -> str | None:
+    """Why a pending job suspended itself (sleeping until..., waiting for...), from the last
+    error its suspension wrote; None for any other job. A later failure or a retry
+    overwrites that error, and a claim makes the job in progress."""
+    prefix = f"{SUSPENDED}: "
+    if record.status is Status.PENDING and (record.last_error or "").startswith(prefix):
+        return (record.last_error or "")[len(prefix) :]
+    return None
+
+
 def members(queue: Queue, args: argparse.Namespace) -> list[JobRecord]:
     """`jobq jobs --batch`: the batch's members, newest first."""
     if args.blocked:
@@ -294,6 +307,14 @@ def members(queue: Queue, args: argparse.Namespace) -> list[JobRecord]:
     if args.status is not None or args.job_type is not None:
         raise CommandError("give --batch alone, or --status and --type without it")
     return queue.batch_jobs(args.batch, args.limit)
+
+
+def cmd_wake(queue: Queue, args: argparse.Namespace) -> int:
+    if queue.wake(job_id(args.id)):
+        print(f"jobq: job {args.id} is due now")
+        return 0
+    print(f"jobq: job {args.id} not woken: it is not pending, or due already", file=sys.stderr)
+    return 1
 
 
 def cmd_emit(queue: Queue, args: argparse.Namespace) -> int:

@@ -265,10 +265,16 @@ class Queue(LimitControls, Producing[int, list[int]], BatchConsuming, Waiting, W
         def write(target: Any) -> bool:
             if target is not None:
                 return backend.run_together(backend.emit_steps(key, text), target)
-            with backend.transaction():
-                return backend.run(backend.emit_steps(key, text))
+            return backend.emit_now(key, text)
 
         return self._write("emit", connection, write)
+
+    def wake(self, job_id: int) -> bool:
+        """Run a pending job now rather than when it is due: a job asleep (jobq.sleep) goes
+        on past its sleep, a job waiting for an event or its children looks again, and
+        suspends again if they are not there yet. False when the job is not pending, or
+        due already."""
+        return self.backend.wake(job_id)
 
     def awaited(self, job_id: int) -> str | None:
         """The key of the event the job waits for (jobq.wait_for), or None."""

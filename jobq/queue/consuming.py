@@ -102,6 +102,14 @@ class Handling:
         return True
 
 
+def outcome_of(error: BaseException | str, settled: Status | None) -> Outcome:
+    """A failed attempt's outcome; a suspension's, which settles its job pending as a
+    retry does, is told apart: it was not a failure."""
+    if isinstance(error, Suspend) and settled is Status.PENDING:
+        return Outcome.SUSPENDED
+    return FAILURE_OUTCOMES[settled]
+
+
 def type_list(types: Types) -> tuple[str, ...]:
     if types is None:
         return ()
@@ -297,7 +305,7 @@ class Consuming:
             settled = self._settle_failure(claim, error, began)
         except Exception as failure:
             raise Unacknowledged(claim, error) from failure
-        outcome = FAILURE_OUTCOMES[settled]
+        outcome = outcome_of(error, settled)
         self.listener.on_settled(claim, outcome)
         return outcome
 
@@ -307,7 +315,7 @@ class Consuming:
         if error is None:
             outcome = self._complete(claim, sent_before=True)
         else:
-            outcome = FAILURE_OUTCOMES[self._settle_failure(claim, error)]
+            outcome = outcome_of(error, self._settle_failure(claim, error))
         self.listener.on_settled(claim, outcome)
         return outcome
 

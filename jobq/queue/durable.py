@@ -47,6 +47,7 @@ class Journal:
     lost: bool = False
     sleeps: int = 0  # jobq.sleep() calls so far, which name their steps by default
     waits: int = 0  # jobq.wait_for() calls so far, likewise
+    gathers: int = 0  # jobq.gather() calls so far, likewise
 
     def replayed(self, name: str) -> tuple[bool, Any]:
         """Claim `name` for this run: (True, its value) when it was recorded before, else

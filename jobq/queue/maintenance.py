@@ -102,6 +102,7 @@ class Pruned(NamedTuple):
     # Whether another process was pruning at a batch: this run stopped there, leaving the
     # rest to that one.
     left_to_another: bool = False
+    events: int = 0  # events deleted (jobq_events), after the jobs
 
 
 def prune(backend: Backend, seconds: float, statuses: tuple[Status, ...]) -> Pruned:
@@ -122,4 +123,16 @@ def prune(backend: Backend, seconds: float, statuses: tuple[Status, ...]) -> Pru
             deleted += batch
             if batch < PRUNE_BATCH:
                 break
-    return Pruned(deleted)
+    return Pruned(deleted, events=prune_events(backend, seconds))
+
+
+def prune_events(backend: Backend, seconds: float) -> int:
+    """Delete the events emitted longer than `seconds` ago (a wait still to come misses
+    them: the retention window is how long an event waits for its waiters) and the
+    placeholders no job waits on, in batches as for jobs."""
+    deleted = 0
+    while True:
+        batch = backend.retrying("prune", lambda: backend.prune_events(seconds, PRUNE_BATCH))
+        deleted += batch
+        if batch < PRUNE_BATCH:
+            return deleted

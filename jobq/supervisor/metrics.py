@@ -28,7 +28,16 @@ from .states import Helper, StopReason, WorkerState
 
 # "unacknowledged": the worker could not record the outcome (the database went away); the
 # attempt's lease runs out and the job is retried.
-FAILURE_OUTCOMES = ("retried", "failed", "expired", "lost", "unacknowledged", "cancelled")
+# "suspended": the job suspended itself (jobq.sleep, wait_for, gather), not counted.
+FAILURE_OUTCOMES = (
+    "retried",
+    "failed",
+    "expired",
+    "lost",
+    "unacknowledged",
+    "cancelled",
+    "suspended",
+)
 RUN_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600)
 # A scrape shows queue-depth figures read at most this long before it.
 DEPTH_FRESH = 2.0
@@ -164,7 +173,8 @@ class Metrics:
             "jobq_jobs_failed",
             "Attempts that did not complete, by what followed: retried, failed (no attempts "
             "left), expired (past the deadline), lost (the acknowledgement was refused) or "
-            "cancelled (an operator cancelled the job while it ran)",
+            "cancelled (an operator cancelled the job while it ran); suspended: the job "
+            "suspended itself to run again later (jobq.sleep, wait_for, gather), uncounted",
             ["type", "outcome"],
             registry=registry,
         )

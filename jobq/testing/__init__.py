@@ -4,11 +4,12 @@ checker, and a job that journals its attempts. The pytest plugin (plugin.py, reg
 entry point) gives the jobq_queue and jobq_async_queue fixtures."""
 
 from .assertions import assert_enqueued, enqueued, refute_enqueued
-from .draining import Drained, drain, perform
+from .draining import Drained, JobSuspended, drain, perform
 from .queues import async_queue, queue
 
 __all__ = [
     "Drained",
+    "JobSuspended",
     "assert_enqueued",
     "async_queue",
     "drain",

@@ -13,6 +13,7 @@ from .. import hooks
 from ..job import Job
 from ..queue import Queue
 from ..queue.asynchronous import AsyncQueue
+from ..queue.suspending import Suspend
 from ..records import ClaimedJob, Outcome, Status
 from ..retry import RetryPolicy
 from .queues import companion
@@ -34,6 +35,7 @@ class Drained:
     expired: int = 0
     cancelled: int = 0
     lost: int = 0
+    suspended: int = 0  # attempts that suspended their job (jobq.sleep, wait_for, gather)
     errors: dict[int, str] = field(default_factory=dict)
     results: dict[int, Any] = field(default_factory=dict)
 
@@ -41,8 +43,20 @@ class Drained:
         setattr(self, str(outcome), getattr(self, str(outcome)) + 1)
         if outcome is Outcome.COMPLETED:
             self.results[job_id] = result
-        elif error is not None:
+        elif error is not None and outcome is not Outcome.SUSPENDED:
             self.errors[job_id] = error
+
+
+class JobSuspended(Exception):
+    """perform(): the job suspended itself (jobq.sleep, snooze, wait_for, gather), which
+    one attempt cannot go past. `reason` says why, as the job's last error would; `delay`
+    is in how many seconds it would run again. drain() runs such a job on (a sleep, with
+    with_scheduled=True; a wait, once its event is emitted)."""
+
+    def __init__(self, reason: str, delay: float) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay
 
 
 @overload
@@ -72,7 +86,9 @@ def drain(
     """Run every ready job of `types` (all by default) in this process, one at a time, and
     the jobs they enqueue or release, until none is ready. With `with_scheduled`, jobs
     scheduled later (delays, retries' backoff) are made due and run too, until none is left
-    pending: a retry policy's every attempt runs without waiting. With `with_recursion`
+    pending: a retry policy's every attempt runs without waiting, and a durable sleep
+    ends at once; a job waiting for an event (jobq.wait_for) stays waiting until the event
+    is emitted (its timeout is not brought forward). With `with_recursion`
     False, only one attempt of each job pending when the drain began runs: what those jobs
     enqueue or release, and their retries, are left pending.
 
@@ -138,7 +154,8 @@ def perform(job: Job) -> Any:
     """Run `job` as a worker would, and return its result or raise its exception: on a
     throwaway in-memory queue, its payload stored and decoded, the before_job and after_job
     hooks run, current_claim(), progress() and checkpoint() answering for its attempt, its
-    result encoded and stored. Nothing reaches the application's queue."""
+    result encoded and stored. Nothing reaches the application's queue. A job that
+    suspends itself raises JobSuspended."""
     with throwaway() as queue:
         queue.hooks = hooks.for_jobs()
         job_id = queue.enqueue(job, retry=ONCE)
@@ -146,9 +163,12 @@ def perform(job: Job) -> Any:
         assert claim is not None, f"job {job_id} could not be claimed"
         # The worker's own steps (consuming.py), kept apart to raise the job's exception.
         handling = queue._handled(claim, queue.codec.decode(claim.class_name, claim.payload))
-        if handling.error is not None:
-            queue._settle_failure(claim, handling.error)
-            raise handling.error
+        error = handling.error
+        if error is not None:
+            queue._settle_failure(claim, error)
+            if isinstance(error, Suspend):
+                raise JobSuspended(error.message, error.delay)
+            raise error
         queue.complete(claim.completed(handling.result))
         record = queue.get(job_id)
         assert record is not None

@@ -92,10 +92,10 @@ def test_tasks_run_under_supervise_and_read_back_as_djangos_results(dsn: str) ->
 @pytest.mark.databases("postgresql", "sqlite", "mariadb")
 def test_the_backend_under_djangos_test_runner(dsn: str) -> None:
     """tests/support/djangoproject/orders/test_tasks.py: enqueue in a TestCase's transaction,
-    aenqueue and aget_result, priority order, the system checks and per-task options, and a
-    row naming a function no task defines, which must import nothing."""
+    aenqueue and aget_result, priority order, the system checks and per-task options, a task
+    with durable steps, and a row naming a function no task defines, which must import nothing."""
     output = ok(manage(dsn, "test", "orders.test_tasks", "--noinput"))
-    assert "Ran 9 tests" in output, output
+    assert "Ran 10 tests" in output, output
     assert "\nOK" in output, output
 
 

@@ -18,6 +18,7 @@ import pytest
 import jobq
 from chaos.observe import Deaths
 from tests.support.attempts import stop
+from tests.support.gather_jobs import Parent
 from tests.support.step_jobs import (
     AsyncSleeper,
     AsyncSteps,
@@ -27,7 +28,7 @@ from tests.support.step_jobs import (
     Waiter,
     entries,
 )
-from tests.support.supervising import FAST, Supervisor, supervisor
+from tests.support.supervising import FAST, Scrape, Supervisor, metrics_port, scrape, supervisor
 from tests.support.waiting import wait_for, wait_lease_ended
 
 RETRY = jobq.RetryPolicy(max_attempts=10, backoff=0.2, max_backoff=0.2, jitter=False)
@@ -199,3 +200,46 @@ def test_waiting_jobs_hold_no_worker_and_an_emit_wakes_each(
     assert sorted((e["job"], e["step"]) for e in entries(journal)) == sorted(
         (job_id, n) for job_id in waiters for n in (0, 1)
     )
+
+
+@pytest.mark.parametrize("sizing", [(), ("--concurrency", "2")], ids=["process", "threads"])
+def test_parents_gathering_children_hold_no_worker_and_get_their_results(
+    queue: jobq.Queue, dsn: str, tmp_path: Path, sizing: tuple[str, ...]
+) -> None:
+    journal = str(tmp_path / "journal")
+    parents = [queue.enqueue(Parent(journal, [n, n + 1])) for n in (1, 3, 5)]
+    app = ("--app", "tests.support.gather_jobs", *FAST)
+    with supervisor(dsn, "--workers", "1", *sizing, *app) as running:
+        # Three parents, one or two slots: each parent must give its slot up to its children.
+        wait_for(
+            f"the parents to complete; log:\n{running.log}",
+            lambda: all(completed(queue, job_id) for job_id in parents),
+            120,
+        )
+        stop(running)
+    assert [queue.wait(job_id, timeout=0).result for job_id in parents] == [
+        [10, 20],
+        [30, 40],
+        [50, 60],
+    ]
+
+
+def test_a_suspension_counts_as_suspended_in_the_metrics_not_as_retried(
+    queue: jobq.Queue, dsn: str, tmp_path: Path
+) -> None:
+    job_id = queue.enqueue(Sleeper(str(tmp_path / "journal"), 1.0), retry=RETRY)
+    with supervisor(dsn, "--workers", "1", *APP, "--metrics-port", "0") as running:
+        port = metrics_port(running)
+        wait_for(f"the sleeper to complete; log:\n{running.log}", lambda: completed(queue, job_id))
+        scraped = wait_for("both attempts in the metrics", lambda: attempts_shown(port))
+        stop(running)
+    failed = "jobq_jobs_failed_total"
+    assert scraped.value(failed, type="steps", outcome="suspended") == 1
+    assert scraped.value(failed, type="steps", outcome="retried") == 0
+
+
+def attempts_shown(port: int) -> Scrape | None:
+    """The scrape once it counts the sleeper's completion: its one worker reports each
+    attempt as it ends, in turn, so the suspension before it is counted too."""
+    scraped = scrape(port)
+    return scraped if scraped.value("jobq_jobs_completed_total", type="steps") == 1 else None

@@ -48,4 +48,16 @@ class MysqlEvents(Events):
         UPDATE jobq_jobs SET scheduled_at = {NOW}, updated_at = {NOW}
         WHERE id = %(id)s AND status = 'pending' AND event_key IS NULL
     """
+    # As PostgreSQL's (postgresql/events.py); MySQL's own DELETE takes the LIMIT.
+    sql_prune_events = f"""
+        DELETE FROM jobq_events
+        WHERE IF(emitted, emitted_at < DATE_SUB({NOW}, INTERVAL %(older_than)s MICROSECOND),
+            NOT EXISTS (SELECT 1 FROM jobq_jobs
+                    WHERE jobq_jobs.event_key = jobq_events.event_key))
+        LIMIT %(batch)s
+    """
+    sql_wake_now = f"""
+        UPDATE jobq_jobs SET scheduled_at = {NOW}, updated_at = {NOW}
+        WHERE id = %(id)s AND status = 'pending' AND scheduled_at > {NOW}
+    """
     sql_awaited = "SELECT event_key FROM jobq_jobs WHERE id = %(id)s"

@@ -41,4 +41,20 @@ class PostgresEvents(Events):
         UPDATE jobq_jobs SET scheduled_at = now(), updated_at = now()
         WHERE id = %(id)s AND status = 'pending' AND event_key IS NULL
     """
+    # An emitted event's waiters took it when it came: kept for the retention window, for
+    # waits still to come. A placeholder only serves the jobs marked as waiting for it.
+    sql_prune_events = """
+        DELETE FROM jobq_events WHERE event_key IN (
+            SELECT event_key FROM jobq_events
+            WHERE CASE WHEN emitted
+                THEN emitted_at < now() - make_interval(secs => %(older_than)s)
+                ELSE NOT EXISTS (SELECT 1 FROM jobq_jobs
+                    WHERE jobq_jobs.event_key = jobq_events.event_key) END
+            LIMIT %(batch)s
+        )
+    """
+    sql_wake_now = """
+        UPDATE jobq_jobs SET scheduled_at = now(), updated_at = now()
+        WHERE id = %(id)s AND status = 'pending' AND scheduled_at > now()
+    """
     sql_awaited = "SELECT event_key FROM jobq_jobs WHERE id = %(id)s"

@@ -38,4 +38,18 @@ class SqliteEvents(Events):
         UPDATE jobq_jobs SET scheduled_at = {NOW}, updated_at = {NOW}
         WHERE id = :id AND status = 'pending' AND event_key IS NULL
     """
+    # As PostgreSQL's (postgresql/events.py).
+    sql_prune_events = f"""
+        DELETE FROM jobq_events WHERE event_key IN (
+            SELECT event_key FROM jobq_events
+            WHERE CASE WHEN emitted THEN emitted_at < {NOW} - :older_than
+                ELSE NOT EXISTS (SELECT 1 FROM jobq_jobs
+                    WHERE jobq_jobs.event_key = jobq_events.event_key) END
+            LIMIT :batch
+        )
+    """
+    sql_wake_now = f"""
+        UPDATE jobq_jobs SET scheduled_at = {NOW}, updated_at = {NOW}
+        WHERE id = :id AND status = 'pending' AND scheduled_at > {NOW}
+    """
     sql_awaited = "SELECT event_key FROM jobq_jobs WHERE id = :id"

@@ -2,7 +2,8 @@
 
 - jobq's tables are installed by `manage.py migrate` (and so in test databases);
 - every installed app's `jobs` module is imported when Django is set up;
-- `enqueue()` writes a job on Django's connection, inside the current transaction;
+- `enqueue()` writes a job on Django's connection, inside the current transaction, and
+  `emit()` an event (jobq.wait_for);
 - `manage.py jobq supervise|work|migrate|stats` runs jobq's commands on Django's database;
 - in jobq's workers, Django's `close_old_connections()` runs before and after every job;
 - `path("jobq/", include("jobq.contrib.django.web_urls"))` serves the status page to staff
@@ -19,7 +20,7 @@ Settings, all optional:
 
 from __future__ import annotations
 
-from .producer import enqueue, queue_for
+from .producer import emit, enqueue, queue_for
 from .settings import dsn
 
-__all__ = ["dsn", "enqueue", "queue_for"]
+__all__ = ["dsn", "emit", "enqueue", "queue_for"]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
@@ -11,6 +12,8 @@ from ...hooks import JobHooks
 from ...job import Job
 from ...queue import Queue
 from . import settings
+
+T = TypeVar("T")
 
 # A Queue per thread and alias, reused while Django keeps the same driver connection:
 # making one costs a query on MySQL (the binary log check).
@@ -57,12 +60,34 @@ def enqueue(
     return None
 
 
+def emit(
+    key: str, payload: Any = None, *, on_commit: bool = False, using: str = DEFAULT_DB_ALIAS
+) -> bool | None:
+    """Emit the event `key` (Queue.emit: the first emit of a key wins) for the jobs that
+    wait or will wait for it (jobq.wait_for), on jobq's database through Django's
+    connection.
+
+    By default it is written at once, in the transaction in progress (if any): a rollback
+    drops the event with the rest. Returns whether a job was waiting for it. With
+    on_commit=True it is written once the transaction on `using` commits (never if it rolls
+    back); returns None."""
+    if not on_commit:
+        return on_django(lambda queue: queue.emit(key, payload))
+    transaction.on_commit(lambda: on_django(lambda queue: queue.emit(key, payload)), using=using)
+    return None
+
+
 def written(job: Job, options: dict[str, Any], alias: str | None = None) -> int:
-    """Enqueue on Django's connection for `alias` (default: JOBQ["DATABASE"]), a database
+    """Enqueue on Django's connection for `alias` (default: JOBQ["DATABASE"])."""
+    return on_django(lambda queue: queue.enqueue(job, **options), alias)
+
+
+def on_django(write: Callable[[Queue], T], alias: str | None = None) -> T:
+    """A write on Django's connection for `alias` (default: JOBQ["DATABASE"]), a database
     error raised as Django raises its own: a deadlock or lock timeout is
     django.db.OperationalError, for the application's retry logic to catch, and Django knows
     its connection saw an error. jobq never reruns it: the transaction it aborted is the
     application's (see the README's Transactions section)."""
     name = alias or settings.alias()
     with connections[name].wrap_database_errors:
-        return queue_for(name).enqueue(job, **options)
+        return write(queue_for(name))

@@ -225,6 +225,7 @@ class JobqBackend(BaseTaskBackend):  # type: ignore[misc, unused-ignore]
 ENDED_AS = {
     Outcome.COMPLETED: Status.COMPLETED,
     Outcome.RETRIED: Status.PENDING,
+    Outcome.SUSPENDED: Status.PENDING,
     Outcome.FAILED: Status.FAILED,
     Outcome.EXPIRED: Status.EXPIRED,
     Outcome.CANCELLED: Status.CANCELLED,

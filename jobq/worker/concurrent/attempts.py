@@ -11,15 +11,17 @@ import asyncio
 import contextvars
 import inspect
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import cast
+from typing import Any, cast
 
 from ...backends.base import Backend
 from ...backends.events import EventState
 from ...job import Job
 from ...queue import Queue
 from ...queue.consuming import Handling
+from ...records import JobRecord
 from .inflight import Attempt, InFlight
 
 
@@ -63,6 +65,18 @@ class OneStatementAtATime:
     def unmark_event(self, job_id: int, token: str) -> None:
         with self.lock:
             self.backend.unmark_event(job_id, token)
+
+    def add_children(self, *args: Any) -> list[int] | None:
+        with self.lock:
+            return self.backend.add_children(*args)
+
+    def children(self, ids: Sequence[int]) -> list[JobRecord | None]:
+        with self.lock:
+            return self.backend.children(ids)
+
+    def emit_now(self, key: str, payload: str) -> bool:
+        with self.lock:
+            return self.backend.emit_now(key, payload)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.backend, name)

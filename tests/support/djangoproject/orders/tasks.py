@@ -70,6 +70,20 @@ async def ordered_async(number: int) -> None:
     await Order.objects.acreate(number=number, receipt="ordered")
 
 
+@task(queue_name="tasks")
+def stepped(number: int) -> dict[str, Any]:
+    """Durable steps in a task: an order made once, however often the task runs again, and
+    a durable sleep between (an operator's `jobq wake` ends it)."""
+
+    def make() -> dict[str, Any]:
+        pk = Order.objects.create(number=number, receipt="stepped").pk
+        return {"order": pk, "key": jobq.step_key()}
+
+    made = jobq.step("order", make)
+    jobq.sleep(3600)
+    return made
+
+
 def receipt_key(order_id: int) -> str:
     return f"receipt-{order_id}"
 

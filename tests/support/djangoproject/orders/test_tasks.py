@@ -22,7 +22,7 @@ from jobq.contrib.django.task_api import InvalidTask, TaskResultDoesNotExist
 from jobq.contrib.django.tasks import TaskJob
 from orders.locks import key_held
 from orders.models import Order
-from orders.tasks import add, ordered, ordered_async, receipt
+from orders.tasks import add, ordered, ordered_async, receipt, stepped
 
 
 def committed() -> dict[str, int]:
@@ -111,6 +111,18 @@ class Claims(TransactionTestCase):
         self.assertEqual(queue_for().counts(), {"completed": 5})
         ran = Order.objects.filter(receipt="ordered").order_by("pk")
         self.assertEqual(list(ran.values_list("number", flat=True)), [100, 75, 50, 0, -100])
+
+    def test_a_tasks_steps_run_once_across_a_durable_sleep(self) -> None:
+        result = stepped.enqueue(7)
+        job_id = int(result.id)
+        self.assertEqual(queue_for().process_jobs(1), 1)  # the order, then the sleep
+        self.assertEqual(queue_for().process_jobs(1), 0)  # asleep, holding no worker
+        self.assertTrue(queue_for().wake(job_id))
+        self.assertEqual(queue_for().process_jobs(1), 1)
+        found = stepped.get_result(result.id)
+        self.assertEqual(found.status, "SUCCESSFUL")
+        (order,) = Order.objects.filter(number=7)
+        self.assertEqual(found.return_value, {"order": order.pk, "key": f"jobq-{job_id}-order"})
 
     def test_a_row_naming_a_function_no_task_defines_imports_nothing(self) -> None:
         # The row as anyone with INSERT rights on jobq's table could write it.

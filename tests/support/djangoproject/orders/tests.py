@@ -8,7 +8,7 @@ from django.db import OperationalError, connection, transaction
 from django.test import TestCase, TransactionTestCase
 
 import jobq
-from jobq.contrib.django import dsn, enqueue, queue_for
+from jobq.contrib.django import dsn, emit, enqueue, queue_for
 from orders.jobs import MakeReceipt
 from orders.locks import key_held
 from orders.models import Order
@@ -29,6 +29,7 @@ class EnqueueInTransactions(TransactionTestCase):
         # TransactionTestCase flushes the models' tables only: jobq's are not models.
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM jobq_jobs")
+            cursor.execute("DELETE FROM jobq_events")
 
     def order(self) -> MakeReceipt:
         return MakeReceipt(Order.objects.create(number=1).pk)
@@ -62,6 +63,22 @@ class EnqueueInTransactions(TransactionTestCase):
             enqueue(self.order(), on_commit=True)
             1 / 0  # noqa: B018
         self.assertEqual(queue_for().counts(), {"pending": 1})
+
+    def test_an_emit_commits_and_rolls_back_with_the_transaction(self) -> None:
+        with self.assertRaises(ZeroDivisionError), transaction.atomic():
+            self.assertFalse(emit("order-1:shipped", {"carrier": "post"}))
+            1 / 0  # noqa: B018
+        self.assertEqual(queue_for().backend.event_state("order-1:shipped"), (False, None))
+        with transaction.atomic():
+            emit("order-1:shipped", {"carrier": "other"})
+        state = queue_for().backend.event_state("order-1:shipped")
+        self.assertEqual(state, (True, '{"carrier":"other"}'))
+
+    def test_an_emit_on_commit_waits_for_the_commit(self) -> None:
+        with transaction.atomic():
+            self.assertIsNone(emit("order-2:shipped", 1, on_commit=True))
+            self.assertEqual(queue_for().backend.event_state("order-2:shipped"), (False, None))
+        self.assertEqual(queue_for().backend.event_state("order-2:shipped"), (True, "1"))
 
     def test_djangos_connection_is_taken_disconnected_or_not(self) -> None:
         connection.close()  # as after every request: the wrapper holds no connection now
