@@ -225,7 +225,9 @@ def run_past_job_timeout(queue: jobq.Queue, dsn: str, tmp_path: Path, ignore_ter
         wait_for("the next job to complete", lambda: queue.counts().get("completed") == 1)
         running.signal(signal.SIGTERM)
         assert running.wait() == 0
-    assert failed - started >= 2, "stopped before its timeout"
+    # The master counts the 2 s from the claim, which the job's own start follows by the
+    # time its worker takes to reach handle(): a loaded machine made that 60 ms.
+    assert failed - started >= 1.5, "stopped before its timeout"
     assert not events(journal, "end", job_id), "the job ran to its end: it was not stopped"
     # Its worker was replaced: the next job ran elsewhere.
     assert events(journal, "start", after)[0]["pid"] != events(journal, "start", job_id)[0]["pid"]
