@@ -14,8 +14,15 @@ import jobq
 from jobq.testing import JobSuspended, drain, perform
 from tests.support.gather_jobs import Parent
 from tests.support.step_jobs import Sleeper, Waiter
+from tests.support.waiting import wait_for
 
 ONCE = jobq.RetryPolicy(max_attempts=1)
+
+
+def pruned_event(queue: jobq.Queue, key: str) -> bool:
+    """Prune with a 0 s window; whether the event `key` is gone."""
+    queue.prune(0)
+    return queue.backend.event_state(key) == (False, None)
 
 
 def test_prune_deletes_events_past_the_window_but_none_a_job_waits_for(
@@ -26,8 +33,8 @@ def test_prune_deletes_events_past_the_window_but_none_a_job_waits_for(
     assert queue.process_jobs(1) == 1
     queue.prune(3600)
     assert queue.backend.event_state("taken") == (True, "1")  # emitted within the window
-    queue.prune(0)
-    assert queue.backend.event_state("taken") == (False, None)
+    # SQLite's clock counts milliseconds: the event is past a 0 s window from the next one.
+    wait_for("the event past the window", lambda: pruned_event(queue, "taken"))
     assert queue.awaited(job_id) == "awaited"
     assert queue.emit("awaited", "here") is True  # its placeholder and mark are still there
     assert queue.process_jobs(1) == 1
@@ -43,7 +50,7 @@ def test_prune_deletes_the_placeholder_of_a_wait_whose_job_is_gone(
     queue.prune(0)
     assert queue.backend.fetchone(waits)[0] == 1
     assert queue.cancel(job_id) is True
-    queue.prune(0)
+    wait_for("the cancelled job pruned", lambda: queue.prune(0) == 1)
     assert queue.get(job_id) is None
     assert queue.backend.fetchone(waits)[0] == 0
 
